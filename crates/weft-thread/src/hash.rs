@@ -1,0 +1,79 @@
+//! The thread hash: `sha256:<hex>` over the canonical bytes of [`crate::canonical`].
+//!
+//! **Invariant:** the hash depends only on the JCS bytes, so it is the same on every platform,
+//! for every key order and whitespace of the input, and across serde versions.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::canonical::{CanonicalOptions, canonicalize};
+
+/// What the hash covers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HashScope {
+    /// The whole thread document (default).
+    #[default]
+    Thread,
+    /// Only `version` and `turns`, as in the implementation guide's consistency check (TP-066).
+    Turns,
+}
+
+/// Options of [`hash_thread`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HashOptions {
+    /// Include `meta:*` members, events and parts (default: excluded).
+    pub include_meta: bool,
+    /// What the hash covers.
+    pub scope: HashScope,
+}
+
+/// A SHA-256 digest, displayed as `sha256:<lowercase hex>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ThreadHash(pub [u8; 32]);
+
+impl fmt::Display for ThreadHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sha256:")?;
+        for byte in self.0 {
+            write!(f, "{byte:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Hashes a thread given as JSON.
+pub fn hash_thread(thread: &Value, options: HashOptions) -> ThreadHash {
+    let canonical = CanonicalOptions { include_meta: options.include_meta };
+    let bytes = match options.scope {
+        HashScope::Thread => canonicalize(thread, canonical),
+        HashScope::Turns => {
+            let mut subset = Map::new();
+            for key in ["version", "turns"] {
+                if let Some(value) = thread.get(key) {
+                    subset.insert(key.to_owned(), value.clone());
+                }
+            }
+            canonicalize(&Value::Object(subset), canonical)
+        }
+    };
+    hash_bytes(&bytes)
+}
+
+/// SHA-256 of bytes as a [`ThreadHash`].
+pub fn hash_bytes(bytes: &[u8]) -> ThreadHash {
+    ThreadHash(Sha256::digest(bytes).into())
+}
+
+/// A deterministic UUID (version 8, RFC 9562) derived from bytes: the first 16 bytes of their
+/// SHA-256 with the version and variant bits set. Used for thread IDs built from content.
+pub fn content_uuid(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&digest[..16]);
+    id[6] = (id[6] & 0x0f) | 0x80;
+    id[8] = (id[8] & 0x3f) | 0x80;
+    let hex: String = id.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+}
