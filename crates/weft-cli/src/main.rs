@@ -1,0 +1,26 @@
+//! The `weft` command: the thin binary that parses arguments, calls the library crates and
+//! maps their outcome to an exit code.
+//!
+//! Exit codes used by every subcommand:
+//! - `0`: success (for `validate`: the input is valid);
+//! - `1`: the work failed (a provider error, an invalid thread, a failed agent);
+//! - `2`: a usage error (bad flags, unreadable input file, bad model reference);
+//! - `130`: interrupted by Ctrl-C.
+
+mod args;
+mod commands;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = args::Cli::parse();
+    match commands::dispatch(cli) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("weft: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

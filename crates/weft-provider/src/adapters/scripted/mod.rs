@@ -1,0 +1,465 @@
+//! The scripted provider: deterministic responses for tests and examples, given in code or a
+//! JSON file (like Pydantic AI's `TestModel` / `FunctionModel`).
+//!
+//! Model references: `scripted:PATH` loads a script file. In code, [`model`] makes a
+//! reference from a [`Script`], and [`function_model`] from a function that reads the request
+//! (the conversation so far) and answers it.
+//!
+//! The file format:
+//!
+//! ```json
+//! {"responses": [
+//!   {"reasoning": "…", "text": "…",
+//!    "toolCalls": [{"id": "c1", "name": "add", "arguments": {"a": 1, "b": 2}}],
+//!    "usage": {"inputTokens": 10, "outputTokens": 5},
+//!    "error": {"code": "RATE_LIMITED", "message": "…"},
+//!    "delayMs": 20}
+//! ]}
+//! ```
+//!
+//! Responses are consumed in order, one per model call; running out is a clear error.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::content::{ContentBlock, ReasoningBlock};
+use crate::error::{ErrorCode, UppError};
+use crate::message::{AssistantMessage, MessageOptions};
+use crate::provider::{
+    LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStream, LlmStreamPart, ModelReference,
+    Provider,
+};
+use crate::stream::StreamEvent;
+use crate::tool::{BoxFuture, ToolCall};
+use crate::turn::{CycleUsage, TokenUsage};
+
+/// The provider's name and model-reference prefix.
+pub const NAME: &str = "scripted";
+
+/// A scripted tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptedToolCall {
+    /// Call id (generated as `call_<n>` when absent).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Tool name.
+    pub name: String,
+    /// Arguments.
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+    /// Ids of calls that must finish first (UAP-1.0 §8.6).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// Scripted usage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScriptedUsage {
+    /// Input tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Cache-read tokens.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Cache-write tokens.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+}
+
+/// A scripted error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptedError {
+    /// An `ErrorCode` string, e.g. `RATE_LIMITED`.
+    pub code: ErrorCode,
+    /// The message.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// One scripted model response.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScriptedResponse {
+    /// Reply text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Reasoning text (placed before the text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    /// Tool calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ScriptedToolCall>,
+    /// Usage to report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ScriptedUsage>,
+    /// Fail this call with this error instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ScriptedError>,
+    /// Wait this long before answering.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
+}
+
+impl ScriptedResponse {
+    /// A text reply.
+    pub fn text(text: impl Into<String>) -> Self {
+        ScriptedResponse {
+            text: Some(text.into()),
+            ..ScriptedResponse::default()
+        }
+    }
+
+    /// A reply with one tool call.
+    pub fn tool_call(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
+        ScriptedResponse {
+            tool_calls: vec![ScriptedToolCall {
+                id: Some(id.into()),
+                name: name.into(),
+                arguments,
+                after: Vec::new(),
+            }],
+            ..ScriptedResponse::default()
+        }
+    }
+}
+
+/// A script: responses consumed in order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Script {
+    /// The responses.
+    pub responses: Vec<ScriptedResponse>,
+}
+
+/// Why a script file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// Reading failed.
+    #[error("cannot read script {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// Not a valid script.
+    #[error("invalid script {path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The JSON error (with line and column).
+        source: serde_json::Error,
+    },
+}
+
+impl Script {
+    /// A script of plain text replies.
+    pub fn texts(texts: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        Script {
+            responses: texts.into_iter().map(ScriptedResponse::text).collect(),
+        }
+    }
+
+    /// Loads a script file.
+    ///
+    /// # Errors
+    /// When the file cannot be read or is not a valid script.
+    pub fn load(path: &Path) -> Result<Self, ScriptError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|source| ScriptError::Parse {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+}
+
+type ResponderFn = dyn Fn(&LlmRequest) -> Result<ScriptedResponse, UppError> + Send + Sync;
+
+enum Source {
+    Script { script: Script, cursor: AtomicUsize },
+    Function(Box<ResponderFn>),
+}
+
+/// The scripted model.
+pub struct ScriptedModel {
+    model_id: String,
+    source: Source,
+    capabilities: LlmCapabilities,
+}
+
+impl fmt::Debug for ScriptedModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScriptedModel")
+            .field("model_id", &self.model_id)
+            .finish_non_exhaustive()
+    }
+}
+
+const CAPABILITIES: LlmCapabilities = LlmCapabilities {
+    streaming: true,
+    tools: true,
+    structured_output: true,
+    image_input: true,
+    document_input: true,
+    video_input: true,
+    audio_input: true,
+};
+
+impl ScriptedModel {
+    /// A model answering from `script`.
+    pub fn from_script(model_id: impl Into<String>, script: Script) -> Self {
+        ScriptedModel {
+            model_id: model_id.into(),
+            source: Source::Script {
+                script,
+                cursor: AtomicUsize::new(0),
+            },
+            capabilities: CAPABILITIES,
+        }
+    }
+
+    /// A model answering with `respond(request)`.
+    pub fn from_fn(
+        model_id: impl Into<String>,
+        respond: impl Fn(&LlmRequest) -> Result<ScriptedResponse, UppError> + Send + Sync + 'static,
+    ) -> Self {
+        ScriptedModel {
+            model_id: model_id.into(),
+            source: Source::Function(Box::new(respond)),
+            capabilities: CAPABILITIES,
+        }
+    }
+
+    /// Overrides the declared capabilities (to test capability checks).
+    #[must_use]
+    pub fn with_capabilities(mut self, capabilities: LlmCapabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
+    /// How many responses the script has handed out.
+    pub fn calls(&self) -> usize {
+        match &self.source {
+            Source::Script { cursor, .. } => cursor.load(Ordering::SeqCst),
+            Source::Function(_) => 0,
+        }
+    }
+
+    fn next(&self, request: &LlmRequest) -> Result<ScriptedResponse, UppError> {
+        match &self.source {
+            Source::Function(respond) => respond(request),
+            Source::Script { script, cursor } => {
+                let i = cursor.fetch_add(1, Ordering::SeqCst);
+                script.responses.get(i).cloned().ok_or_else(|| {
+                    UppError::llm(
+                        ErrorCode::InvalidRequest,
+                        NAME,
+                        format!(
+                            "the script {} has {} responses and all were used; model call {} has no scripted response",
+                            self.model_id,
+                            script.responses.len(),
+                            i + 1
+                        ),
+                    )
+                })
+            }
+        }
+    }
+
+    async fn respond(&self, request: &LlmRequest) -> Result<ScriptedResponse, UppError> {
+        let response = self.next(request)?;
+        if let Some(ms) = response.delay_ms.filter(|ms| *ms > 0) {
+            tokio::select! {
+                biased;
+                () = request.signal.cancelled() => return Err(UppError::cancelled(NAME, crate::Modality::Llm)),
+                () = tokio::time::sleep(Duration::from_millis(ms)) => {}
+            }
+        }
+        if let Some(error) = &response.error {
+            return Err(UppError::llm(error.code, NAME, error.message.clone()));
+        }
+        Ok(response)
+    }
+}
+
+fn to_llm_response(scripted: &ScriptedResponse) -> Result<LlmResponse, UppError> {
+    let mut content = Vec::new();
+    if let Some(reasoning) = &scripted.reasoning {
+        content.push(ContentBlock::Reasoning(ReasoningBlock {
+            text: reasoning.clone(),
+            signature: None,
+            metadata: None,
+        }));
+    }
+    if let Some(text) = &scripted.text {
+        content.push(ContentBlock::text(text.clone()));
+    }
+    let calls: Vec<ToolCall> = scripted
+        .tool_calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ToolCall {
+            tool_call_id: c.id.clone().unwrap_or_else(|| format!("call_{i}")),
+            tool_name: c.name.clone(),
+            arguments: c.arguments.clone(),
+            after: c.after.clone(),
+        })
+        .collect();
+    let stop_reason = if calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
+    let usage = scripted.usage.unwrap_or_default();
+    let message = AssistantMessage::new(content, calls, MessageOptions::default())
+        .map_err(|e| UppError::llm(ErrorCode::InvalidResponse, NAME, e.to_string()))?;
+    Ok(LlmResponse {
+        message,
+        usage: TokenUsage::from_cycle(CycleUsage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+        }),
+        stop_reason: stop_reason.to_owned(),
+        data: None,
+    })
+}
+
+/// Splits text into word-sized deltas, as a real model streams.
+fn chunks(text: &str) -> impl Iterator<Item = &str> {
+    text.split_inclusive(' ')
+}
+
+fn stream_events(response: &LlmResponse) -> Vec<StreamEvent> {
+    let mut events = vec![StreamEvent::message_start()];
+    let mut index = 0u32;
+    for block in &response.message.content {
+        events.push(StreamEvent::block_start(index));
+        match block {
+            ContentBlock::Text(t) => {
+                events.extend(chunks(&t.text).map(|c| StreamEvent::text_delta(index, c)))
+            }
+            ContentBlock::Reasoning(r) => {
+                events.extend(chunks(&r.text).map(|c| StreamEvent::reasoning_delta(index, c)));
+            }
+            _ => {}
+        }
+        events.push(StreamEvent::block_stop(index));
+        index += 1;
+    }
+    for call in &response.message.tool_calls {
+        events.push(StreamEvent::block_start(index));
+        events.push(StreamEvent::tool_call_delta(
+            index,
+            Some(call.tool_call_id.clone()),
+            Some(call.tool_name.clone()),
+            None,
+        ));
+        let json = call.arguments.to_string();
+        let (a, b) = json.split_at(json.len() / 2);
+        for part in [a, b].into_iter().filter(|p| !p.is_empty()) {
+            events.push(StreamEvent::tool_call_delta(
+                index,
+                None,
+                None,
+                Some(part.to_owned()),
+            ));
+        }
+        events.push(StreamEvent::block_stop(index));
+        index += 1;
+    }
+    events.push(StreamEvent::message_stop());
+    events
+}
+
+impl LlmModel for ScriptedModel {
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn provider(&self) -> &str {
+        NAME
+    }
+
+    fn capabilities(&self) -> LlmCapabilities {
+        self.capabilities
+    }
+
+    fn complete(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmResponse, UppError>> {
+        Box::pin(async move {
+            let scripted = self.respond(&request).await?;
+            to_llm_response(&scripted)
+        })
+    }
+
+    fn stream(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmStream, UppError>> {
+        Box::pin(async move {
+            let scripted = self.respond(&request).await?;
+            let response = to_llm_response(&scripted)?;
+            let mut parts: Vec<Result<LlmStreamPart, UppError>> = stream_events(&response)
+                .into_iter()
+                .map(|e| Ok(LlmStreamPart::Event(e)))
+                .collect();
+            parts.push(Ok(LlmStreamPart::Response(response)));
+            let stream: LlmStream = Box::pin(futures_util::stream::iter(parts));
+            Ok(stream)
+        })
+    }
+}
+
+/// The registry factory: `scripted:PATH` loads the script file at `PATH` when bound.
+pub fn provider() -> Arc<Provider> {
+    Arc::new(Provider::new(NAME, env!("CARGO_PKG_VERSION")).with_llm(
+        |model_id: &str, _options: &Value| {
+            let script = Script::load(Path::new(model_id))
+                .map_err(|e| UppError::llm(ErrorCode::InvalidRequest, NAME, e.to_string()))?;
+            let model: Arc<dyn LlmModel> = Arc::new(ScriptedModel::from_script(model_id, script));
+            Ok(model)
+        },
+    ))
+}
+
+/// A reference to an in-memory scripted model.
+///
+/// Every `llm()` bound from this reference shares the script's cursor.
+pub fn model(script: Script) -> ModelReference {
+    from_model(ScriptedModel::from_script("inline", script))
+}
+
+/// A reference to a model answering with `respond(request)`.
+pub fn function_model(
+    respond: impl Fn(&LlmRequest) -> Result<ScriptedResponse, UppError> + Send + Sync + 'static,
+) -> ModelReference {
+    from_model(ScriptedModel::from_fn("function", respond))
+}
+
+/// A reference to an existing scripted model (keep an `Arc` to inspect it afterwards).
+pub fn from_model(model: ScriptedModel) -> ModelReference {
+    let shared: Arc<dyn LlmModel> = Arc::new(model);
+    from_shared(shared)
+}
+
+/// A reference to any already-bound model (used in tests to count calls).
+pub fn from_shared(shared: Arc<dyn LlmModel>) -> ModelReference {
+    let id = shared.model_id().to_owned();
+    let provider = Provider::new(NAME, env!("CARGO_PKG_VERSION"))
+        .with_llm(move |_: &str, _: &Value| Ok(shared.clone()));
+    Arc::new(provider).model(id)
+}

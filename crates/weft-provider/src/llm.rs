@@ -1,0 +1,711 @@
+//! `llm()`: the LLM entry point and its tool loop (UPP-1.2 §5).
+//!
+//! The core owns everything that is not one provider request: input conversion, capability
+//! checks, the tool loop (§5.8), usage aggregation, structured-output parsing, streaming event
+//! order (§9.6) and abort (§9.5). `generate` and `stream` run the same loop, so the same
+//! exchange yields equal turns.
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures_core::Stream;
+use futures_util::StreamExt as _;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ProviderConfig;
+use crate::content::ContentBlock;
+use crate::error::{ErrorCode, Modality, UppError};
+use crate::executor::{ExecutionMode, RoundContext, run_round};
+use crate::message::{AssistantMessage, Message, ToolResultMessage, UserMessage};
+use crate::provider::{
+    LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStreamPart, ModelReference,
+};
+use crate::strategy::ToolUseStrategy;
+use crate::stream::StreamEvent;
+use crate::tool::{Extensions, Tool};
+use crate::turn::{TokenUsage, Turn};
+
+/// Options of `llm()` (§5.2). Only `model` is required.
+#[derive(Debug, Clone)]
+pub struct LlmOptions {
+    /// The model to use.
+    pub model: ModelReference,
+    /// Provider configuration (key, base URL, timeout, retries, headers).
+    pub config: ProviderConfig,
+    /// Vendor parameters, passed through unchanged (e.g. `max_tokens`, `temperature`).
+    pub params: Option<serde_json::Map<String, Value>>,
+    /// The system prompt.
+    pub system: Option<String>,
+    /// Function tools.
+    pub tools: Vec<Tool>,
+    /// Tool loop limits and hooks (`max_iterations` 10 by default).
+    pub tool_strategy: ToolUseStrategy,
+    /// JSON Schema (root `type: "object"`) for structured output; parsed into `Turn::data`.
+    pub structure: Option<Value>,
+    /// How the calls of one round are scheduled (parallel by default).
+    pub execution_mode: ExecutionMode,
+    /// Values handed to every tool in its [`crate::ToolContext`].
+    pub tool_extensions: Extensions,
+}
+
+impl LlmOptions {
+    /// Options with only the model set.
+    pub fn new(model: ModelReference) -> Self {
+        LlmOptions {
+            model,
+            config: ProviderConfig::default(),
+            params: None,
+            system: None,
+            tools: Vec::new(),
+            tool_strategy: ToolUseStrategy::default(),
+            structure: None,
+            execution_mode: ExecutionMode::Parallel,
+            tool_extensions: Extensions::new(),
+        }
+    }
+
+    /// Sets the system prompt.
+    #[must_use]
+    pub fn system(mut self, system: impl Into<String>) -> Self {
+        self.system = Some(system.into());
+        self
+    }
+
+    /// Adds a tool.
+    #[must_use]
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Sets the tool strategy.
+    #[must_use]
+    pub fn tool_strategy(mut self, strategy: ToolUseStrategy) -> Self {
+        self.tool_strategy = strategy;
+        self
+    }
+
+    /// Sets the configuration.
+    #[must_use]
+    pub fn config(mut self, config: ProviderConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Sets one vendor parameter.
+    #[must_use]
+    pub fn param(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.params
+            .get_or_insert_with(Default::default)
+            .insert(key.into(), value);
+        self
+    }
+
+    /// Sets the structured-output schema.
+    #[must_use]
+    pub fn structure(mut self, schema: Value) -> Self {
+        self.structure = Some(schema);
+        self
+    }
+
+    /// Sets the execution mode of tool rounds.
+    #[must_use]
+    pub fn execution_mode(mut self, mode: ExecutionMode) -> Self {
+        self.execution_mode = mode;
+        self
+    }
+}
+
+/// One input of `generate`/`stream` (§5.3 `InferenceInput`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum InferenceInput {
+    /// Text, becoming a text block of a user message.
+    Text(String),
+    /// A whole message, appended as is.
+    Message(Message),
+    /// A content block of a user message.
+    Block(ContentBlock),
+}
+
+/// Anything that can be the inputs of one call: a string, a block, a message, or a list.
+pub trait IntoInputs {
+    /// The inputs, in order.
+    fn into_inputs(self) -> Vec<InferenceInput>;
+}
+
+impl IntoInputs for InferenceInput {
+    fn into_inputs(self) -> Vec<InferenceInput> {
+        vec![self]
+    }
+}
+impl IntoInputs for &str {
+    fn into_inputs(self) -> Vec<InferenceInput> {
+        vec![InferenceInput::Text(self.to_owned())]
+    }
+}
+impl IntoInputs for String {
+    fn into_inputs(self) -> Vec<InferenceInput> {
+        vec![InferenceInput::Text(self)]
+    }
+}
+impl IntoInputs for &String {
+    fn into_inputs(self) -> Vec<InferenceInput> {
+        vec![InferenceInput::Text(self.clone())]
+    }
+}
+impl IntoInputs for Message {
+    fn into_inputs(self) -> Vec<InferenceInput> {
+        vec![InferenceInput::Message(self)]
+    }
+}
+impl IntoInputs for UserMessage {
+    fn into_inputs(self) -> Vec<InferenceInput> {
+        vec![InferenceInput::Message(Message::User(self))]
+    }
+}
+impl IntoInputs for ContentBlock {
+    fn into_inputs(self) -> Vec<InferenceInput> {
+        vec![InferenceInput::Block(self)]
+    }
+}
+impl IntoInputs for Vec<InferenceInput> {
+    fn into_inputs(self) -> Vec<InferenceInput> {
+        self
+    }
+}
+impl IntoInputs for Vec<ContentBlock> {
+    fn into_inputs(self) -> Vec<InferenceInput> {
+        self.into_iter().map(InferenceInput::Block).collect()
+    }
+}
+impl IntoInputs for () {
+    fn into_inputs(self) -> Vec<InferenceInput> {
+        Vec::new()
+    }
+}
+
+/// Converts inputs to messages: consecutive text and blocks form one user message; whole
+/// messages are kept as they are.
+pub fn inputs_to_messages(inputs: Vec<InferenceInput>) -> Vec<Message> {
+    let mut messages = Vec::new();
+    let mut blocks = Vec::new();
+    for input in inputs {
+        match input {
+            InferenceInput::Text(text) => blocks.push(ContentBlock::text(text)),
+            InferenceInput::Block(block) => blocks.push(block),
+            InferenceInput::Message(message) => {
+                if !blocks.is_empty() {
+                    messages.push(Message::User(UserMessage::new(std::mem::take(&mut blocks))));
+                }
+                messages.push(message);
+            }
+        }
+    }
+    if !blocks.is_empty() {
+        messages.push(Message::User(UserMessage::new(blocks)));
+    }
+    messages
+}
+
+struct Inner {
+    model: Arc<dyn LlmModel>,
+    config: Arc<ProviderConfig>,
+    system: Option<String>,
+    params: Option<serde_json::Map<String, Value>>,
+    tools: Arc<[Tool]>,
+    strategy: ToolUseStrategy,
+    structure: Option<Value>,
+    mode: ExecutionMode,
+    extensions: Extensions,
+}
+
+/// A configured model with `generate` and `stream` (§5.3). Cheap to clone.
+///
+/// # Examples
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+/// use weft_provider::{llm, LlmOptions, ProviderRegistry};
+///
+/// let model = ProviderRegistry::with_builtins()
+///     .resolve("scripted:inline")?;
+/// let script = weft_provider::adapters::scripted::Script::texts(["Hello!"]);
+/// let model = weft_provider::adapters::scripted::model(script);
+/// let instance = llm(LlmOptions::new(model).system("Be brief."))?;
+/// let turn = instance.generate(&[], "Hi").await?;
+/// assert_eq!(turn.text(), "Hello!");
+/// assert_eq!(turn.messages.len(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })
+/// ```
+#[derive(Clone)]
+pub struct LlmInstance {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for LlmInstance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LlmInstance")
+            .field("model", &self.inner.model)
+            .field("system", &self.inner.system)
+            .field(
+                "tools",
+                &self.inner.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Binds the model and checks the options (§5.1, §4.6).
+///
+/// # Errors
+/// `INVALID_REQUEST` when the provider has no LLM handler, tool names repeat, a tool's
+/// parameters are not an object schema, the structure's root is not an object, or the provider
+/// lacks a capability the options need (tools, structured output).
+pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
+    let provider = options.model.provider.clone();
+    let handler = provider.llm_handler()?;
+    let model = handler.bind(&options.model.model_id, &options.model.options)?;
+    let invalid =
+        |message: String| UppError::llm(ErrorCode::InvalidRequest, provider.name.clone(), message);
+    let mut seen = std::collections::HashSet::new();
+    for tool in &options.tools {
+        if !seen.insert(tool.name.as_str()) {
+            return Err(invalid(format!(
+                "tool name {:?} is used by more than one tool",
+                tool.name
+            )));
+        }
+        if tool.parameters.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(invalid(format!(
+                "the parameters of tool {:?} must be a JSON Schema with type \"object\"",
+                tool.name
+            )));
+        }
+    }
+    let capabilities = model.capabilities();
+    if !options.tools.is_empty() && !capabilities.tools {
+        return Err(invalid(format!("{} does not support tools", provider.name)));
+    }
+    if let Some(structure) = &options.structure {
+        if !capabilities.structured_output {
+            return Err(invalid(format!(
+                "{} does not support structured output",
+                provider.name
+            )));
+        }
+        if structure.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(invalid(
+                "the structure schema's root must have type \"object\"".into(),
+            ));
+        }
+    }
+    let config = merge_config(&provider.default_config, options.config);
+    Ok(LlmInstance {
+        inner: Arc::new(Inner {
+            model,
+            config: Arc::new(config),
+            system: options.system,
+            params: options.params,
+            tools: options.tools.into(),
+            strategy: options.tool_strategy,
+            structure: options.structure,
+            mode: options.execution_mode,
+            extensions: options.tool_extensions,
+        }),
+    })
+}
+
+fn merge_config(defaults: &ProviderConfig, mut config: ProviderConfig) -> ProviderConfig {
+    if config.api_key.is_none() {
+        config.api_key.clone_from(&defaults.api_key);
+    }
+    if config.base_url.is_none() {
+        config.base_url.clone_from(&defaults.base_url);
+    }
+    if config.timeout.is_none() {
+        config.timeout = defaults.timeout;
+    }
+    if config.http_client.is_none() {
+        config.http_client.clone_from(&defaults.http_client);
+    }
+    if config.api_version.is_none() {
+        config.api_version.clone_from(&defaults.api_version);
+    }
+    if config.retry_strategy.is_none() {
+        config.retry_strategy.clone_from(&defaults.retry_strategy);
+    }
+    let mut headers = defaults.headers.clone();
+    headers.extend(config.headers);
+    config.headers = headers;
+    config
+}
+
+impl LlmInstance {
+    /// The bound model (§5.5).
+    pub fn model(&self) -> &Arc<dyn LlmModel> {
+        &self.inner.model
+    }
+
+    /// The system prompt.
+    pub fn system(&self) -> Option<&str> {
+        self.inner.system.as_deref()
+    }
+
+    /// The vendor parameters.
+    pub fn params(&self) -> Option<&serde_json::Map<String, Value>> {
+        self.inner.params.as_ref()
+    }
+
+    /// The provider's capabilities.
+    pub fn capabilities(&self) -> LlmCapabilities {
+        self.inner.model.capabilities()
+    }
+
+    /// The tools.
+    pub fn tools(&self) -> &[Tool] {
+        &self.inner.tools
+    }
+
+    /// Runs one turn: `history` (left untouched; a [`crate::Thread`] derefs to it) followed by
+    /// `input`, with the tool loop, and returns every new message in the [`Turn`].
+    ///
+    /// # Errors
+    /// Any [`UppError`]: capability violations (`INVALID_REQUEST`), provider errors, a
+    /// structured reply that is not JSON (`INVALID_RESPONSE`), or the tool-round limit reached
+    /// while the model still asks for tools (`INVALID_RESPONSE`, the partial turn in `cause`).
+    pub async fn generate(
+        &self,
+        history: &[Message],
+        input: impl IntoInputs,
+    ) -> Result<Turn, UppError> {
+        self.generate_with_signal(history, input, CancellationToken::new())
+            .await
+    }
+
+    /// [`LlmInstance::generate`] that stops with `CANCELLED` when `signal` fires.
+    ///
+    /// # Errors
+    /// As `generate`, plus `CANCELLED`.
+    ///
+    /// # Cancel safety
+    /// Dropping the future drops in-flight tool futures; nothing is written anywhere.
+    pub async fn generate_with_signal(
+        &self,
+        history: &[Message],
+        input: impl IntoInputs,
+        signal: CancellationToken,
+    ) -> Result<Turn, UppError> {
+        let new_messages = inputs_to_messages(input.into_inputs());
+        self.check_content(history, &new_messages)?;
+        run_loop(self.inner.clone(), history, new_messages, signal, None).await
+    }
+
+    /// Streams one turn (§9): events as they arrive, then the [`Turn`] from
+    /// [`StreamResult::turn`]. Must be called inside a tokio runtime.
+    ///
+    /// # Errors
+    /// `INVALID_REQUEST` when the provider cannot stream or the content needs a capability
+    /// the provider lacks; other failures arrive through the stream.
+    pub fn stream(
+        &self,
+        history: &[Message],
+        input: impl IntoInputs,
+    ) -> Result<StreamResult, UppError> {
+        if !self.capabilities().streaming {
+            return Err(UppError::llm(
+                ErrorCode::InvalidRequest,
+                self.inner.model.provider(),
+                format!("{} does not support streaming", self.inner.model.provider()),
+            ));
+        }
+        let new_messages = inputs_to_messages(input.into_inputs());
+        self.check_content(history, &new_messages)?;
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (turn_tx, turn_rx) = oneshot::channel();
+        let signal = CancellationToken::new();
+        let inner = self.inner.clone();
+        let history = history.to_vec();
+        let task_signal = signal.clone();
+        tokio::spawn(async move {
+            let result =
+                run_loop(inner, &history, new_messages, task_signal, Some(events_tx)).await;
+            let _ = turn_tx.send(result);
+        });
+        Ok(StreamResult {
+            events: events_rx,
+            turn: Some(turn_rx),
+            finished: None,
+            signal,
+            provider: self.inner.model.provider().to_owned(),
+        })
+    }
+
+    fn check_content(&self, history: &[Message], new_messages: &[Message]) -> Result<(), UppError> {
+        let caps = self.capabilities();
+        let provider = self.inner.model.provider();
+        for message in history.iter().chain(new_messages) {
+            for block in message.content() {
+                let missing = match block {
+                    ContentBlock::Image(_) if !caps.image_input => Some("image input"),
+                    ContentBlock::Document(_) if !caps.document_input => Some("document input"),
+                    ContentBlock::Audio(_) if !caps.audio_input => Some("audio input"),
+                    ContentBlock::Video(_) if !caps.video_input => Some("video input"),
+                    _ => None,
+                };
+                if let Some(what) = missing {
+                    return Err(UppError::llm(
+                        ErrorCode::InvalidRequest,
+                        provider,
+                        format!(
+                            "{provider} does not support {what} (message {})",
+                            message.id()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+type EventSink = mpsc::UnboundedSender<Result<StreamEvent, UppError>>;
+
+async fn run_loop(
+    inner: Arc<Inner>,
+    history: &[Message],
+    new_messages: Vec<Message>,
+    signal: CancellationToken,
+    sink: Option<EventSink>,
+) -> Result<Turn, UppError> {
+    let provider = inner.model.provider().to_owned();
+    let mut conversation = Vec::with_capacity(history.len() + new_messages.len() + 4);
+    conversation.extend_from_slice(history);
+    conversation.extend(new_messages.iter().cloned());
+    let mut conversation = Arc::new(conversation);
+    let mut turn_messages = new_messages;
+    let mut usage = TokenUsage::default();
+    let mut executions = Vec::new();
+    let mut cycles = 0u32;
+    let mut rounds = 0u32;
+    let emit = |event: StreamEvent| {
+        if let Some(sink) = &sink {
+            let _ = sink.send(Ok(event));
+        }
+    };
+    loop {
+        if signal.is_cancelled() {
+            return Err(UppError::cancelled(&provider, Modality::Llm));
+        }
+        cycles += 1;
+        let request = LlmRequest {
+            messages: conversation.clone(),
+            system: inner.system.clone(),
+            params: inner.params.clone(),
+            tools: inner.tools.clone(),
+            structure: inner.structure.clone(),
+            signal: signal.child_token(),
+            config: inner.config.clone(),
+        };
+        let response = tokio::select! {
+            biased;
+            () = signal.cancelled() => return Err(UppError::cancelled(&provider, Modality::Llm)),
+            response = one_request(&*inner.model, request, sink.as_ref()) => response?,
+        };
+        usage.add_cycle(response.usage.as_cycle());
+        let LlmResponse { message, data, .. } = response;
+        let manual = inner.strategy.max_iterations == Some(0);
+        if !message.has_tool_calls() || manual {
+            turn_messages.push(Message::Assistant(message.clone()));
+            let data = match &inner.structure {
+                Some(_) => Some(match data {
+                    Some(data) => data,
+                    None => parse_structured(&message, &provider)?,
+                }),
+                None => None,
+            };
+            return Ok(Turn {
+                messages: turn_messages,
+                response: message,
+                tool_executions: executions,
+                usage,
+                cycles,
+                data,
+            });
+        }
+        if let Some(limit) = inner.strategy.max_iterations
+            && rounds >= limit
+        {
+            inner.strategy.fire_max_iterations(rounds);
+            turn_messages.push(Message::Assistant(message.clone()));
+            let partial = Turn {
+                messages: turn_messages,
+                response: message,
+                tool_executions: executions,
+                usage,
+                cycles,
+                data: None,
+            };
+            return Err(UppError::llm(
+                ErrorCode::InvalidResponse,
+                &provider,
+                format!("the tool loop reached maxIterations ({limit}) while the model still requested tools"),
+            )
+            .with_cause(serde_json::json!({
+                "reason": "max_iterations",
+                "iterations": rounds,
+                "turn": serde_json::to_value(&partial).unwrap_or(Value::Null),
+            })));
+        }
+        rounds += 1;
+        let emit_ref: &(dyn Fn(StreamEvent) + Sync) = &emit;
+        let round = RoundContext {
+            tools: &inner.tools,
+            strategy: &inner.strategy,
+            signal: &signal,
+            extensions: &inner.extensions,
+            mode: inner.mode,
+            provider: &provider,
+            events: sink.as_ref().map(|_| emit_ref),
+        };
+        let outcomes = run_round(&message.tool_calls, &round).await?;
+        let mut results = Vec::with_capacity(outcomes.len());
+        for outcome in outcomes {
+            results.push(outcome.result);
+            executions.extend(outcome.execution);
+        }
+        let assistant = Message::Assistant(message);
+        let tool_results = Message::ToolResult(ToolResultMessage::new(results));
+        let shared = Arc::make_mut(&mut conversation);
+        shared.push(assistant.clone());
+        shared.push(tool_results.clone());
+        turn_messages.push(assistant);
+        turn_messages.push(tool_results);
+    }
+}
+
+async fn one_request(
+    model: &dyn LlmModel,
+    request: LlmRequest,
+    sink: Option<&EventSink>,
+) -> Result<LlmResponse, UppError> {
+    let Some(sink) = sink else {
+        return model.complete(request).await;
+    };
+    let mut stream = model.stream(request).await?;
+    let mut response = None;
+    while let Some(part) = stream.next().await {
+        match part? {
+            LlmStreamPart::Event(event) => {
+                let _ = sink.send(Ok(event));
+            }
+            LlmStreamPart::Response(r) => response = Some(r),
+        }
+    }
+    response.ok_or_else(|| {
+        UppError::llm(
+            ErrorCode::InvalidResponse,
+            model.provider(),
+            "the provider's stream ended without a final response",
+        )
+    })
+}
+
+fn parse_structured(message: &AssistantMessage, provider: &str) -> Result<Value, UppError> {
+    let text = message.text_content();
+    let trimmed = text.trim();
+    let body = trimmed
+        .strip_prefix("```json")
+        .or_else(|| trimmed.strip_prefix("```"))
+        .and_then(|rest| rest.strip_suffix("```"))
+        .unwrap_or(trimmed);
+    serde_json::from_str(body).map_err(|error| {
+        UppError::llm(
+            ErrorCode::InvalidResponse,
+            provider,
+            format!("the structured output is not valid JSON: {error}"),
+        )
+        .with_cause(serde_json::json!({ "text": text }))
+    })
+}
+
+/// A streaming turn (§9.1): a [`Stream`] of events, the final [`Turn`], and `abort`.
+///
+/// Reading the events is optional: [`StreamResult::turn`] drains what is left.
+#[derive(Debug)]
+pub struct StreamResult {
+    events: mpsc::UnboundedReceiver<Result<StreamEvent, UppError>>,
+    turn: Option<oneshot::Receiver<Result<Turn, UppError>>>,
+    finished: Option<Result<Turn, UppError>>,
+    signal: CancellationToken,
+    provider: String,
+}
+
+impl StreamResult {
+    /// Aborts the turn: the in-flight request and tools see the signal, pending tools are
+    /// skipped, and the turn fails with `CANCELLED`.
+    pub fn abort(&self) {
+        self.signal.cancel();
+    }
+
+    /// A token that aborts this stream when cancelled.
+    pub fn abort_handle(&self) -> CancellationToken {
+        self.signal.clone()
+    }
+
+    /// Waits for the complete turn.
+    ///
+    /// # Errors
+    /// The turn's error, `CANCELLED` after [`StreamResult::abort`].
+    pub async fn turn(mut self) -> Result<Turn, UppError> {
+        while self.events.recv().await.is_some() {}
+        if let Some(result) = self.finished.take() {
+            return result;
+        }
+        match self.turn.take() {
+            Some(rx) => rx
+                .await
+                .unwrap_or_else(|_| Err(UppError::cancelled(&self.provider, Modality::Llm))),
+            None => Err(UppError::cancelled(&self.provider, Modality::Llm)),
+        }
+    }
+}
+
+impl Stream for StreamResult {
+    type Item = Result<StreamEvent, UppError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.events.poll_recv(cx) {
+            Poll::Ready(Some(item)) => Poll::Ready(Some(item)),
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(None) => {
+                // Events are done: surface the turn's error, if any, as the last item.
+                if self.finished.is_none()
+                    && let Some(rx) = self.turn.as_mut()
+                {
+                    match Pin::new(rx).poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(result) => {
+                            self.turn = None;
+                            let result = result.unwrap_or_else(|_| {
+                                Err(UppError::cancelled(&self.provider, Modality::Llm))
+                            });
+                            let error = result.as_ref().err().cloned();
+                            self.finished = Some(result);
+                            if let Some(error) = error {
+                                return Poll::Ready(Some(Err(error)));
+                            }
+                        }
+                    }
+                }
+                Poll::Ready(None)
+            }
+        }
+    }
+}
+
+use std::future::Future as _;

@@ -1,0 +1,134 @@
+//! `Turn` and `TokenUsage`: the complete result of one `generate` (UPP-1.2 §7).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::message::{AssistantMessage, Message};
+use crate::tool::ToolExecution;
+
+/// Token counts of one inference cycle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CycleUsage {
+    /// Input (prompt) tokens.
+    pub input_tokens: u64,
+    /// Output (completion) tokens, reasoning included.
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+}
+
+/// Token usage of a turn: totals plus one entry per cycle (§7.1).
+///
+/// # Examples
+///
+/// ```
+/// use weft_provider::{CycleUsage, TokenUsage};
+///
+/// let mut usage = TokenUsage::default();
+/// usage.add_cycle(CycleUsage { input_tokens: 10, output_tokens: 5, ..Default::default() });
+/// usage.add_cycle(CycleUsage { input_tokens: 20, output_tokens: 1, cache_read_tokens: 8, ..Default::default() });
+/// assert_eq!((usage.input_tokens, usage.output_tokens, usage.total_tokens), (30, 6, 36));
+/// assert_eq!(usage.cycles.as_ref().map(Vec::len), Some(2));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    /// Sum of input tokens.
+    pub input_tokens: u64,
+    /// Sum of output tokens.
+    pub output_tokens: u64,
+    /// `input_tokens + output_tokens`.
+    pub total_tokens: u64,
+    /// Sum of cache-read tokens (0 when the provider does not report them).
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// Sum of cache-write tokens (0 when the provider does not report them).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// Per-cycle breakdown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycles: Option<Vec<CycleUsage>>,
+}
+
+impl TokenUsage {
+    /// Usage of a single cycle.
+    pub fn from_cycle(cycle: CycleUsage) -> Self {
+        let mut usage = TokenUsage::default();
+        usage.add_cycle(cycle);
+        usage
+    }
+
+    /// Adds one cycle to the totals and the breakdown.
+    pub fn add_cycle(&mut self, cycle: CycleUsage) {
+        self.input_tokens += cycle.input_tokens;
+        self.output_tokens += cycle.output_tokens;
+        self.total_tokens = self.input_tokens + self.output_tokens;
+        self.cache_read_tokens += cycle.cache_read_tokens;
+        self.cache_write_tokens += cycle.cache_write_tokens;
+        self.cycles.get_or_insert_with(Vec::new).push(cycle);
+    }
+
+    /// Adds another turn's usage (totals and cycles).
+    pub fn merge(&mut self, other: &TokenUsage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.total_tokens = self.input_tokens + self.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        if let Some(cycles) = &other.cycles {
+            self.cycles
+                .get_or_insert_with(Vec::new)
+                .extend_from_slice(cycles);
+        }
+    }
+
+    /// This usage as one cycle (the per-cycle list dropped).
+    pub fn as_cycle(&self) -> CycleUsage {
+        CycleUsage {
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cache_read_tokens: self.cache_read_tokens,
+            cache_write_tokens: self.cache_write_tokens,
+        }
+    }
+}
+
+/// The complete result of one `generate` or `stream`: every message it produced, the final
+/// response, the tool executions, usage summed over cycles, and the parsed structured output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Turn {
+    /// The turn's messages in order: the user input, each assistant tool-call message and
+    /// tool-result message, and the final assistant message.
+    pub messages: Vec<Message>,
+    /// The final assistant message (also the last of `messages`).
+    pub response: AssistantMessage,
+    /// Every tool execution, in completion order within a round and round order overall.
+    pub tool_executions: Vec<crate::tool::ToolExecution>,
+    /// Usage summed over all cycles.
+    pub usage: TokenUsage,
+    /// Number of inference cycles: 1 + the number of tool rounds.
+    pub cycles: u32,
+    /// The parsed structured output, when `structure` was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl Turn {
+    /// The final response's text.
+    pub fn text(&self) -> String {
+        self.response.text_content()
+    }
+
+    /// Executions of one tool.
+    pub fn executions_of<'a>(&'a self, tool: &'a str) -> impl Iterator<Item = &'a ToolExecution> {
+        self.tool_executions
+            .iter()
+            .filter(move |e| e.tool_name == tool)
+    }
+}
