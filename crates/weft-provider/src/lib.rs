@@ -2,7 +2,8 @@
 //! errors, and provider adapters that speak each vendor's HTTP API directly.
 //!
 //! ```
-//! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use serde_json::json;
 //! use weft_provider::adapters::scripted::{self, Script, ScriptedResponse};
 //! use weft_provider::{llm, LlmOptions, Tool};
@@ -22,8 +23,8 @@
 //! assert_eq!(turn.text(), "2 + 3 = 5");
 //! assert_eq!(turn.cycles, 2);
 //! assert_eq!(turn.tool_executions[0].result, json!(5));
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! # })
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! # Map

@@ -228,19 +228,18 @@ struct Inner {
 /// # Examples
 ///
 /// ```
-/// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
-/// use weft_provider::{llm, LlmOptions, ProviderRegistry};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use weft_provider::{llm, LlmOptions};
 ///
-/// let model = ProviderRegistry::with_builtins()
-///     .resolve("scripted:inline")?;
 /// let script = weft_provider::adapters::scripted::Script::texts(["Hello!"]);
 /// let model = weft_provider::adapters::scripted::model(script);
 /// let instance = llm(LlmOptions::new(model).system("Be brief."))?;
 /// let turn = instance.generate(&[], "Hi").await?;
 /// assert_eq!(turn.text(), "Hello!");
 /// assert_eq!(turn.messages.len(), 2);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// # })
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Clone)]
 pub struct LlmInstance {
@@ -402,7 +401,86 @@ impl LlmInstance {
     ) -> Result<Turn, UppError> {
         let new_messages = inputs_to_messages(input.into_inputs());
         self.check_content(history, &new_messages)?;
-        run_loop(self.inner.clone(), history, new_messages, signal, None).await
+        run_loop(
+            self.inner.clone(),
+            history.to_vec(),
+            new_messages,
+            signal,
+            None,
+            None,
+        )
+        .await
+    }
+
+    /// Runs **one step** of the tool loop: one model call and, when the reply asks for tools,
+    /// one tool round. The returned [`Turn`] holds the new input messages, the assistant
+    /// message and (after a tool round) the tool results; its `response` still carries the
+    /// executed tool calls, so the caller decides whether to go on.
+    ///
+    /// This is the hook the agent layer (UAP-1.0) uses to observe step boundaries. `history`
+    /// is taken by value so the caller's copy is moved, not cloned again. `rounds_done` is the
+    /// number of tool rounds the caller already ran in this generation: the
+    /// `tool_strategy.max_iterations` limit and its hook apply across steps exactly as in
+    /// [`LlmInstance::generate`].
+    ///
+    /// # Errors
+    /// As [`LlmInstance::generate_with_signal`].
+    ///
+    /// # Cancel safety
+    /// As [`LlmInstance::generate_with_signal`].
+    pub async fn generate_step(
+        &self,
+        history: Vec<Message>,
+        input: impl IntoInputs,
+        rounds_done: u32,
+        signal: CancellationToken,
+    ) -> Result<Turn, UppError> {
+        let new_messages = inputs_to_messages(input.into_inputs());
+        self.check_content(&history, &new_messages)?;
+        run_loop(
+            self.inner.clone(),
+            history,
+            new_messages,
+            signal,
+            None,
+            Some(rounds_done),
+        )
+        .await
+    }
+
+    /// The streaming form of [`LlmInstance::generate_step`]: events of the one step, then its
+    /// [`Turn`]. `signal` aborts the step (as does [`StreamResult::abort`]).
+    ///
+    /// # Errors
+    /// As [`LlmInstance::stream`].
+    pub fn stream_step(
+        &self,
+        history: Vec<Message>,
+        input: impl IntoInputs,
+        rounds_done: u32,
+        signal: CancellationToken,
+    ) -> Result<StreamResult, UppError> {
+        self.spawn_stream(history, input, signal, Some(rounds_done))
+    }
+
+    /// A copy of this instance whose tools receive `extensions` in their
+    /// [`crate::ToolContext`] (replacing the ones given at `llm()` time). Cheap: the model,
+    /// configuration and tools are shared.
+    pub fn with_tool_extensions(&self, extensions: Extensions) -> LlmInstance {
+        let inner = &self.inner;
+        LlmInstance {
+            inner: Arc::new(Inner {
+                model: inner.model.clone(),
+                config: inner.config.clone(),
+                system: inner.system.clone(),
+                params: inner.params.clone(),
+                tools: inner.tools.clone(),
+                strategy: inner.strategy.clone(),
+                structure: inner.structure.clone(),
+                mode: inner.mode,
+                extensions,
+            }),
+        }
     }
 
     /// Streams one turn (§9): events as they arrive, then the [`Turn`] from
@@ -416,6 +494,16 @@ impl LlmInstance {
         history: &[Message],
         input: impl IntoInputs,
     ) -> Result<StreamResult, UppError> {
+        self.spawn_stream(history.to_vec(), input, CancellationToken::new(), None)
+    }
+
+    fn spawn_stream(
+        &self,
+        history: Vec<Message>,
+        input: impl IntoInputs,
+        signal: CancellationToken,
+        one_step: Option<u32>,
+    ) -> Result<StreamResult, UppError> {
         if !self.capabilities().streaming {
             return Err(UppError::llm(
                 ErrorCode::InvalidRequest,
@@ -424,16 +512,21 @@ impl LlmInstance {
             ));
         }
         let new_messages = inputs_to_messages(input.into_inputs());
-        self.check_content(history, &new_messages)?;
+        self.check_content(&history, &new_messages)?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (turn_tx, turn_rx) = oneshot::channel();
-        let signal = CancellationToken::new();
         let inner = self.inner.clone();
-        let history = history.to_vec();
         let task_signal = signal.clone();
         tokio::spawn(async move {
-            let result =
-                run_loop(inner, &history, new_messages, task_signal, Some(events_tx)).await;
+            let result = run_loop(
+                inner,
+                history,
+                new_messages,
+                task_signal,
+                Some(events_tx),
+                one_step,
+            )
+            .await;
             let _ = turn_tx.send(result);
         });
         Ok(StreamResult {
@@ -475,23 +568,26 @@ impl LlmInstance {
 
 type EventSink = mpsc::UnboundedSender<Result<StreamEvent, UppError>>;
 
+/// The tool loop. With `one_step = Some(rounds_done)` it stops after one model call and its
+/// tool round, counting `rounds_done` earlier rounds against the limit.
 async fn run_loop(
     inner: Arc<Inner>,
-    history: &[Message],
+    history: Vec<Message>,
     new_messages: Vec<Message>,
     signal: CancellationToken,
     sink: Option<EventSink>,
+    one_step: Option<u32>,
 ) -> Result<Turn, UppError> {
     let provider = inner.model.provider().to_owned();
-    let mut conversation = Vec::with_capacity(history.len() + new_messages.len() + 4);
-    conversation.extend_from_slice(history);
+    let mut conversation = history;
+    conversation.reserve(new_messages.len() + 4);
     conversation.extend(new_messages.iter().cloned());
     let mut conversation = Arc::new(conversation);
     let mut turn_messages = new_messages;
     let mut usage = TokenUsage::default();
     let mut executions = Vec::new();
     let mut cycles = 0u32;
-    let mut rounds = 0u32;
+    let mut rounds = one_step.unwrap_or(0);
     let emit = |event: StreamEvent| {
         if let Some(sink) = &sink {
             let _ = sink.send(Ok(event));
@@ -578,8 +674,20 @@ async fn run_loop(
             results.push(outcome.result);
             executions.extend(outcome.execution);
         }
-        let assistant = Message::Assistant(message);
         let tool_results = Message::ToolResult(ToolResultMessage::new(results));
+        if one_step.is_some() {
+            turn_messages.push(Message::Assistant(message.clone()));
+            turn_messages.push(tool_results);
+            return Ok(Turn {
+                messages: turn_messages,
+                response: message,
+                tool_executions: executions,
+                usage,
+                cycles,
+                data: None,
+            });
+        }
+        let assistant = Message::Assistant(message);
         let shared = Arc::make_mut(&mut conversation);
         shared.push(assistant.clone());
         shared.push(tool_results.clone());

@@ -15,7 +15,7 @@ const PREFIXES: [&str; 5] = ["sk-", "AIza", "Bearer ", "xai-", "gsk_"];
 /// use weft_provider::redact::redact;
 ///
 /// let text = "Incorrect API key provided: sk-proj-abc123. Bearer xyz";
-/// assert_eq!(redact(text, None), "Incorrect API key provided: [REDACTED] [REDACTED]");
+/// assert_eq!(redact(text, None), "Incorrect API key provided: [REDACTED]. [REDACTED]");
 /// ```
 pub fn redact(text: &str, known: Option<&str>) -> String {
     let mut out = match known {

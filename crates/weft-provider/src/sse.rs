@@ -65,27 +65,23 @@ impl SseDecoder {
     /// Decodes `chunk`, appending every completed event to `out`.
     pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) {
         if !self.started {
-            if self.line.is_empty() && chunk.len() < 3 && b"\xEF\xBB\xBF".starts_with(chunk) {
-                // Could still be a BOM split across chunks: keep it as a partial line.
-                self.line.extend_from_slice(chunk);
-                if self.line.len() < 3 {
-                    return;
-                }
-                chunk = &[];
+            // Hold the first bytes until we know whether they are a byte-order mark.
+            const BOM: &[u8] = b"\xEF\xBB\xBF";
+            let take = (BOM.len() - self.line.len()).min(chunk.len());
+            self.line.extend_from_slice(&chunk[..take]);
+            chunk = &chunk[take..];
+            if self.line.len() < BOM.len() && BOM.starts_with(&self.line) {
+                return;
             }
             self.started = true;
-            if !self.line.is_empty() {
-                let held = std::mem::take(&mut self.line);
-                let rest = if held.starts_with(b"\xEF\xBB\xBF") {
-                    &held[3..]
-                } else {
-                    &held[..]
-                };
-                self.line.extend_from_slice(rest);
-            } else if chunk.starts_with(b"\xEF\xBB\xBF") {
-                chunk = &chunk[3..];
-            }
+            let held = std::mem::take(&mut self.line);
+            let rest = held.strip_prefix(BOM).unwrap_or(&held);
+            self.push_bytes(rest, out);
         }
+        self.push_bytes(chunk, out);
+    }
+
+    fn push_bytes(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) {
         if self.pending_cr {
             self.pending_cr = false;
             if let Some(rest) = chunk.strip_prefix(b"\n") {

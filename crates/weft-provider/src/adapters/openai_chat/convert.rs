@@ -34,8 +34,22 @@ pub(crate) fn request_body(
             .tools
             .iter()
             .map(|tool| {
-                json!({"type": "function", "function": {
-                    "name": tool.name, "description": tool.description, "parameters": tool.parameters}})
+                let mut function = json!({
+                    "name": tool.name, "description": tool.description, "parameters": tool.parameters});
+                // Tool options namespaced `openai` or by this provider's name, e.g.
+                // `{"openai": {"strict": true}}`, go into the function definition.
+                let namespaces = ["openai", provider];
+                for extra in namespaces
+                    .iter()
+                    .filter_map(|ns| tool.metadata.as_ref()?.get(*ns)?.as_object())
+                {
+                    if let Some(target) = function.as_object_mut() {
+                        for (key, value) in extra {
+                            target.insert(key.clone(), value.clone());
+                        }
+                    }
+                }
+                json!({"type": "function", "function": function})
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
@@ -46,8 +60,8 @@ pub(crate) fn request_body(
             json!({"type": "json_schema", "json_schema": {"name": "response", "schema": schema, "strict": true}}),
         );
     }
+    body.insert("stream".into(), json!(stream));
     if stream {
-        body.insert("stream".into(), json!(true));
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
     if let Some(params) = &request.params {
