@@ -31,7 +31,11 @@ pub struct CanonicalOptions {
 /// The canonical bytes of a thread (JCS, with the `meta:*` rule of the module docs).
 pub fn canonicalize(thread: &Value, options: CanonicalOptions) -> Vec<u8> {
     let mut out = Vec::with_capacity(1024);
-    let context = if options.include_meta { Context::Opaque } else { Context::Thread };
+    let context = if options.include_meta {
+        Context::Opaque
+    } else {
+        Context::Thread
+    };
     write_value(thread, context, &mut out);
     out
 }
@@ -113,7 +117,10 @@ impl Context {
             Context::Parts => "part_kind",
             _ => return false,
         };
-        element.get(tag).and_then(Value::as_str).is_some_and(|value| value.starts_with("meta:"))
+        element
+            .get(tag)
+            .and_then(Value::as_str)
+            .is_some_and(|value| value.starts_with("meta:"))
     }
 }
 
@@ -146,7 +153,9 @@ fn write_value(value: &Value, context: Context, out: &mut Vec<u8>) {
 
 fn write_object(map: &Map<String, Value>, context: Context, out: &mut Vec<u8>) {
     let mut members: Vec<(&String, &Value)> = if context.drops_meta_keys() {
-        map.iter().filter(|(key, _)| !key.starts_with("meta:")).collect()
+        map.iter()
+            .filter(|(key, _)| !key.starts_with("meta:"))
+            .collect()
     } else {
         map.iter().collect()
     };
@@ -268,7 +277,12 @@ pub(crate) fn write_f64(value: f64, out: &mut Vec<u8>) {
     // (Rust's precision formatting rounds the exact value half to even) is that candidate
     // whenever it still round-trips; Rust's shortest mode may pick the other one of a tie.
     let mut rounded = String::with_capacity(32);
-    let _ = write!(rounded, "{:.*e}", shortest_len.saturating_sub(1), value.abs());
+    let _ = write!(
+        rounded,
+        "{:.*e}",
+        shortest_len.saturating_sub(1),
+        value.abs()
+    );
     if rounded != scientific && rounded.parse::<f64>() == Ok(value.abs()) {
         scientific = rounded;
     }
@@ -379,7 +393,18 @@ mod tests {
             let reparsed: Value = serde_json::from_str(&text).unwrap();
             reparsed.as_object().unwrap().keys().cloned().collect()
         };
-        assert_eq!(keys, ["\r", "1", "\u{80}", "\u{f6}", "\u{20ac}", "\u{1f600}", "\u{fb33}"]);
+        assert_eq!(
+            keys,
+            [
+                "\r",
+                "1",
+                "\u{80}",
+                "\u{f6}",
+                "\u{20ac}",
+                "\u{1f600}",
+                "\u{fb33}"
+            ]
+        );
     }
 
     #[test]

@@ -45,7 +45,9 @@ impl fmt::Display for ThreadHash {
 
 /// Hashes a thread given as JSON.
 pub fn hash_thread(thread: &Value, options: HashOptions) -> ThreadHash {
-    let canonical = CanonicalOptions { include_meta: options.include_meta };
+    let canonical = CanonicalOptions {
+        include_meta: options.include_meta,
+    };
     let bytes = match options.scope {
         HashScope::Thread => canonicalize(thread, canonical),
         HashScope::Turns => {
@@ -75,5 +77,12 @@ pub fn content_uuid(bytes: &[u8]) -> String {
     id[6] = (id[6] & 0x0f) | 0x80;
     id[8] = (id[8] & 0x3f) | 0x80;
     let hex: String = id.iter().map(|byte| format!("{byte:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }

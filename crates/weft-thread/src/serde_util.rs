@@ -7,7 +7,9 @@ use serde_json::{Map, Value};
 
 /// Deserializes an optional `any` field so that an explicit `null` is kept as `Some(Value::Null)`
 /// (and serialized back as `null`), while an absent field stays `None`.
-pub(crate) fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+pub(crate) fn present<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Value>, D::Error> {
     Value::deserialize(deserializer).map(Some)
 }
 
@@ -25,7 +27,9 @@ pub(crate) fn split_tag<'de, D: Deserializer<'de>>(
 }
 
 /// Deserializes the body of a tagged object (the tag already removed).
-pub(crate) fn from_body<T: DeserializeOwned, E: serde::de::Error>(body: Map<String, Value>) -> Result<T, E> {
+pub(crate) fn from_body<T: DeserializeOwned, E: serde::de::Error>(
+    body: Map<String, Value>,
+) -> Result<T, E> {
     serde_json::from_value(Value::Object(body)).map_err(E::custom)
 }
 
@@ -38,7 +42,9 @@ pub(crate) fn serialize_tagged<S: Serializer, T: Serialize>(
 ) -> Result<S::Ok, S::Error> {
     use serde::ser::{Error as _, SerializeMap};
     let Value::Object(body) = serde_json::to_value(inner).map_err(S::Error::custom)? else {
-        return Err(S::Error::custom("a tagged value must serialize to an object"));
+        return Err(S::Error::custom(
+            "a tagged value must serialize to an object",
+        ));
     };
     let mut map = serializer.serialize_map(Some(body.len() + 1))?;
     map.serialize_entry(tag, value)?;

@@ -29,7 +29,9 @@ pub(crate) fn check_uri(text: &str, extra_schemes: &[String]) -> Result<(), UriP
         return Err(UriProblem::Syntax("no scheme"));
     };
     let mut chars = scheme.chars();
-    if !chars.next().is_some_and(|first| first.is_ascii_alphabetic())
+    if !chars
+        .next()
+        .is_some_and(|first| first.is_ascii_alphabetic())
         || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
     {
         return Err(UriProblem::Syntax("invalid scheme"));
@@ -58,12 +60,16 @@ pub(crate) fn check_uri(text: &str, extra_schemes: &[String]) -> Result<(), UriP
     }
     let scheme = scheme.to_ascii_lowercase();
     let recognized = RECOGNIZED_URI_SCHEMES.contains(&scheme.as_str())
-        || extra_schemes.iter().any(|extra| extra.eq_ignore_ascii_case(&scheme));
+        || extra_schemes
+            .iter()
+            .any(|extra| extra.eq_ignore_ascii_case(&scheme));
     if !recognized {
         return Err(UriProblem::Scheme);
     }
     if matches!(scheme.as_str(), "https" | "http" | "s3" | "gs" | "azure") {
-        let authority = rest.strip_prefix("//").map(|after| after.split(['/', '?', '#']).next().unwrap_or(""));
+        let authority = rest
+            .strip_prefix("//")
+            .map(|after| after.split(['/', '?', '#']).next().unwrap_or(""));
         if authority.is_none_or(str::is_empty) {
             return Err(UriProblem::Syntax("missing host or bucket after `//`"));
         }
@@ -100,11 +106,23 @@ mod tests {
         assert_eq!(check_uri("s3://bucket/key", &[]), Ok(()));
         assert_eq!(check_uri("file:///tmp/x", &[]), Ok(()));
         assert_eq!(check_uri("https://example.com/a%20b", &[]), Ok(()));
-        assert_eq!(check_uri("ftp://example.com/x", &[]), Err(UriProblem::Scheme));
+        assert_eq!(
+            check_uri("ftp://example.com/x", &[]),
+            Err(UriProblem::Scheme)
+        );
         assert_eq!(check_uri("ipfs://cid", &["ipfs".to_owned()]), Ok(()));
-        assert!(matches!(check_uri("not a uri", &[]), Err(UriProblem::Syntax(_))));
-        assert!(matches!(check_uri("s3:///key", &[]), Err(UriProblem::Syntax(_))));
-        assert!(matches!(check_uri("https://x/%zz", &[]), Err(UriProblem::Syntax(_))));
+        assert!(matches!(
+            check_uri("not a uri", &[]),
+            Err(UriProblem::Syntax(_))
+        ));
+        assert!(matches!(
+            check_uri("s3:///key", &[]),
+            Err(UriProblem::Syntax(_))
+        ));
+        assert!(matches!(
+            check_uri("https://x/%zz", &[]),
+            Err(UriProblem::Syntax(_))
+        ));
     }
 
     #[test]

@@ -89,11 +89,16 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let days = days + 719_468;
     let era = days.div_euclid(146_097);
     let day_of_era = days - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
@@ -105,7 +110,10 @@ impl Timestamp {
     ///
     /// [`TimestampError`] when the text is not such a date-time or a field is out of range.
     pub fn parse(text: &str) -> Result<Self, TimestampError> {
-        let mut cursor = Cursor { bytes: text.as_bytes(), at: 0 };
+        let mut cursor = Cursor {
+            bytes: text.as_bytes(),
+            at: 0,
+        };
         let year = cursor.digits(4)?;
         cursor.expect(b'-', "expected `-` after the year")?;
         let month = cursor.digits(2)?;
@@ -178,8 +186,12 @@ impl Timestamp {
         if cursor.at != text.len() {
             return fail("unexpected trailing characters");
         }
-        let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
-        Ok(Self { unix_nanos: i128::from(seconds) * 1_000_000_000 + i128::from(nanos) })
+        let seconds =
+            days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+                - offset_seconds;
+        Ok(Self {
+            unix_nanos: i128::from(seconds) * 1_000_000_000 + i128::from(nanos),
+        })
     }
 
     /// The instant `nanos` nanoseconds after the Unix epoch.
@@ -225,12 +237,26 @@ mod tests {
         assert_eq!(utc, plus);
         assert!(Timestamp::parse("2025-01-20T10:00:00.5Z").unwrap() > utc);
         assert_eq!(utc.to_string(), "2025-01-20T10:00:00.000Z");
-        assert_eq!(Timestamp::parse("1969-12-31T23:59:59.999Z").unwrap().to_string(), "1969-12-31T23:59:59.999Z");
+        assert_eq!(
+            Timestamp::parse("1969-12-31T23:59:59.999Z")
+                .unwrap()
+                .to_string(),
+            "1969-12-31T23:59:59.999Z"
+        );
     }
 
     #[test]
     fn rejects_bad_values() {
-        for bad in ["", "2025-13-01T00:00:00Z", "2025-02-29T00:00:00Z", "2025-01-01", "2025-01-01T24:00Z", "2025-01-01T00:00:00Zjunk", "2025-01-01T00:00:00.Z", "yesterday"] {
+        for bad in [
+            "",
+            "2025-13-01T00:00:00Z",
+            "2025-02-29T00:00:00Z",
+            "2025-01-01",
+            "2025-01-01T24:00Z",
+            "2025-01-01T00:00:00Zjunk",
+            "2025-01-01T00:00:00.Z",
+            "yesterday",
+        ] {
             assert!(Timestamp::parse(bad).is_err(), "{bad}");
         }
         assert!(Timestamp::parse("2024-02-29T00:00Z").is_ok());

@@ -174,7 +174,11 @@ impl fmt::Display for Finding {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        let pointer = if self.pointer.is_empty() { "(root)" } else { &self.pointer };
+        let pointer = if self.pointer.is_empty() {
+            "(root)"
+        } else {
+            &self.pointer
+        };
         write!(f, "{severity}[{}] {pointer}: {}", self.rule, self.message)
     }
 }
@@ -189,17 +193,24 @@ pub struct Report {
 impl Report {
     /// Whether the thread has no error (warnings allowed).
     pub fn is_valid(&self) -> bool {
-        !self.findings.iter().any(|finding| finding.severity == Severity::Error)
+        !self
+            .findings
+            .iter()
+            .any(|finding| finding.severity == Severity::Error)
     }
 
     /// The errors.
     pub fn errors(&self) -> impl Iterator<Item = &Finding> {
-        self.findings.iter().filter(|finding| finding.severity == Severity::Error)
+        self.findings
+            .iter()
+            .filter(|finding| finding.severity == Severity::Error)
     }
 
     /// The warnings.
     pub fn warnings(&self) -> impl Iterator<Item = &Finding> {
-        self.findings.iter().filter(|finding| finding.severity == Severity::Warning)
+        self.findings
+            .iter()
+            .filter(|finding| finding.severity == Severity::Warning)
     }
 }
 
@@ -233,9 +244,16 @@ pub fn validate_json(text: &str) -> Report {
 
 /// Validates a thread.
 pub fn validate_with(value: &Value, options: &ValidateOptions) -> Report {
-    let mut validator = Validator { options, findings: Vec::new(), agents: None, tool_calls: HashSet::new() };
+    let mut validator = Validator {
+        options,
+        findings: Vec::new(),
+        agents: None,
+        tool_calls: HashSet::new(),
+    };
     validator.thread(value);
-    Report { findings: validator.findings }
+    Report {
+        findings: validator.findings,
+    }
 }
 
 /// Appends a reference token to a JSON Pointer, escaping `~` and `/`.
@@ -294,7 +312,13 @@ struct Validator<'a> {
 
 impl<'a> Validator<'a> {
     fn report(&mut self, severity: Severity, rule: Rule, pointer: String, message: String) {
-        self.findings.push(Finding { severity, rule, rule_number: rule.number(), pointer, message });
+        self.findings.push(Finding {
+            severity,
+            rule,
+            rule_number: rule.number(),
+            pointer,
+            message,
+        });
     }
 
     fn error(&mut self, rule: Rule, pointer: String, message: impl Into<String>) {
@@ -305,49 +329,102 @@ impl<'a> Validator<'a> {
         self.report(Severity::Warning, rule, pointer, message.into());
     }
 
-    fn object(&mut self, value: &'a Value, pointer: &str, what: &str) -> Option<&'a Map<String, Value>> {
+    fn object(
+        &mut self,
+        value: &'a Value,
+        pointer: &str,
+        what: &str,
+    ) -> Option<&'a Map<String, Value>> {
         match value {
             Value::Object(map) => Some(map),
             other => {
-                self.error(Rule::FieldType, pointer.to_owned(), format!("{what} must be an object, not {}", type_name(other)));
+                self.error(
+                    Rule::FieldType,
+                    pointer.to_owned(),
+                    format!("{what} must be an object, not {}", type_name(other)),
+                );
                 None
             }
         }
     }
 
-    fn required(&mut self, map: &'a Map<String, Value>, key: &str, pointer: &str, what: &str) -> Option<&'a Value> {
+    fn required(
+        &mut self,
+        map: &'a Map<String, Value>,
+        key: &str,
+        pointer: &str,
+        what: &str,
+    ) -> Option<&'a Value> {
         let value = map.get(key);
         if value.is_none() {
-            self.error(Rule::RequiredField, pointer.to_owned(), format!("{what} is missing the required field `{key}`"));
+            self.error(
+                Rule::RequiredField,
+                pointer.to_owned(),
+                format!("{what} is missing the required field `{key}`"),
+            );
         }
         value
     }
 
-    fn required_str(&mut self, map: &'a Map<String, Value>, key: &str, pointer: &str, what: &str) -> Option<&'a str> {
+    fn required_str(
+        &mut self,
+        map: &'a Map<String, Value>,
+        key: &str,
+        pointer: &str,
+        what: &str,
+    ) -> Option<&'a str> {
         match self.required(map, key, pointer, what)? {
             Value::String(text) => Some(text),
             other => {
-                self.error(Rule::FieldType, pointer_child(pointer, key), format!("`{key}` must be a string, not {}", type_name(other)));
+                self.error(
+                    Rule::FieldType,
+                    pointer_child(pointer, key),
+                    format!("`{key}` must be a string, not {}", type_name(other)),
+                );
                 None
             }
         }
     }
 
-    fn optional_str(&mut self, map: &'a Map<String, Value>, key: &str, pointer: &str) -> Option<&'a str> {
+    fn optional_str(
+        &mut self,
+        map: &'a Map<String, Value>,
+        key: &str,
+        pointer: &str,
+    ) -> Option<&'a str> {
         match map.get(key)? {
             Value::String(text) => Some(text),
             other => {
-                self.error(Rule::FieldType, pointer_child(pointer, key), format!("`{key}` must be a string when present, not {}", type_name(other)));
+                self.error(
+                    Rule::FieldType,
+                    pointer_child(pointer, key),
+                    format!(
+                        "`{key}` must be a string when present, not {}",
+                        type_name(other)
+                    ),
+                );
                 None
             }
         }
     }
 
-    fn optional_object(&mut self, map: &'a Map<String, Value>, key: &str, pointer: &str) -> Option<&'a Map<String, Value>> {
+    fn optional_object(
+        &mut self,
+        map: &'a Map<String, Value>,
+        key: &str,
+        pointer: &str,
+    ) -> Option<&'a Map<String, Value>> {
         match map.get(key)? {
             Value::Object(inner) => Some(inner),
             other => {
-                self.error(Rule::FieldType, pointer_child(pointer, key), format!("`{key}` must be an object when present, not {}", type_name(other)));
+                self.error(
+                    Rule::FieldType,
+                    pointer_child(pointer, key),
+                    format!(
+                        "`{key}` must be an object when present, not {}",
+                        type_name(other)
+                    ),
+                );
                 None
             }
         }
@@ -357,7 +434,11 @@ impl<'a> Validator<'a> {
         if let Some(value) = map.get(key)
             && value.as_u64().is_none()
         {
-            self.error(Rule::FieldType, pointer_child(pointer, key), format!("`{key}` must be a non-negative integer when present"));
+            self.error(
+                Rule::FieldType,
+                pointer_child(pointer, key),
+                format!("`{key}` must be a non-negative integer when present"),
+            );
         }
     }
 
@@ -365,27 +446,59 @@ impl<'a> Validator<'a> {
         if let Some(value) = map.get(key)
             && !value.is_boolean()
         {
-            self.error(Rule::FieldType, pointer_child(pointer, key), format!("`{key}` must be a boolean when present, not {}", type_name(value)));
+            self.error(
+                Rule::FieldType,
+                pointer_child(pointer, key),
+                format!(
+                    "`{key}` must be a boolean when present, not {}",
+                    type_name(value)
+                ),
+            );
         }
     }
 
-    fn array(&mut self, map: &'a Map<String, Value>, key: &str, pointer: &str, what: &str, required: bool) -> Option<&'a [Value]> {
-        let value = if required { self.required(map, key, pointer, what)? } else { map.get(key)? };
+    fn array(
+        &mut self,
+        map: &'a Map<String, Value>,
+        key: &str,
+        pointer: &str,
+        what: &str,
+        required: bool,
+    ) -> Option<&'a [Value]> {
+        let value = if required {
+            self.required(map, key, pointer, what)?
+        } else {
+            map.get(key)?
+        };
         match value {
             Value::Array(items) => Some(items),
             other => {
-                self.error(Rule::FieldType, pointer_child(pointer, key), format!("`{key}` must be an array, not {}", type_name(other)));
+                self.error(
+                    Rule::FieldType,
+                    pointer_child(pointer, key),
+                    format!("`{key}` must be an array, not {}", type_name(other)),
+                );
                 None
             }
         }
     }
 
-    fn timestamp(&mut self, map: &'a Map<String, Value>, key: &str, pointer: &str, what: &str) -> Option<Timestamp> {
+    fn timestamp(
+        &mut self,
+        map: &'a Map<String, Value>,
+        key: &str,
+        pointer: &str,
+        what: &str,
+    ) -> Option<Timestamp> {
         let text = self.required_str(map, key, pointer, what)?;
         match Timestamp::parse(text) {
             Ok(timestamp) => Some(timestamp),
             Err(error) => {
-                self.error(Rule::Timestamp, pointer_child(pointer, key), format!("`{key}` is {error}: {text:?}"));
+                self.error(
+                    Rule::Timestamp,
+                    pointer_child(pointer, key),
+                    format!("`{key}` is {error}: {text:?}"),
+                );
                 None
             }
         }
@@ -395,21 +508,35 @@ impl<'a> Validator<'a> {
         if let Some(agents) = self.agents
             && !agents.contains_key(agent_id)
         {
-            self.error(Rule::AgentReference, pointer, format!("agent {agent_id:?} is not in the `agents` registry"));
+            self.error(
+                Rule::AgentReference,
+                pointer,
+                format!("agent {agent_id:?} is not in the `agents` registry"),
+            );
         }
     }
 
     fn thread(&mut self, value: &'a Value) {
-        let Some(map) = self.object(value, "", "a thread") else { return };
+        let Some(map) = self.object(value, "", "a thread") else {
+            return;
+        };
         if let Some(version) = self.required_str(map, "version", "", "the thread")
             && version != PROTOCOL_VERSION
         {
-            self.error(Rule::Version, "/version".to_owned(), format!("`version` must be \"{PROTOCOL_VERSION}\", not {version:?}"));
+            self.error(
+                Rule::Version,
+                "/version".to_owned(),
+                format!("`version` must be \"{PROTOCOL_VERSION}\", not {version:?}"),
+            );
         }
         if let Some(thread_id) = self.required_str(map, "thread_id", "", "the thread")
             && !is_uuid(thread_id)
         {
-            self.error(Rule::ThreadId, "/thread_id".to_owned(), format!("`thread_id` must be a UUID, not {thread_id:?}"));
+            self.error(
+                Rule::ThreadId,
+                "/thread_id".to_owned(),
+                format!("`thread_id` must be a UUID, not {thread_id:?}"),
+            );
         }
         self.timestamp(map, "created_at", "", "the thread");
         self.timestamp(map, "updated_at", "", "the thread");
@@ -449,13 +576,25 @@ impl<'a> Validator<'a> {
     }
 
     fn agent(&mut self, key: &str, value: &'a Value, pointer: &str) {
-        let Some(map) = self.object(value, pointer, "an agent configuration") else { return };
-        if let Some(agent_id) = self.required_str(map, "agent_id", pointer, "the agent configuration") {
+        let Some(map) = self.object(value, pointer, "an agent configuration") else {
+            return;
+        };
+        if let Some(agent_id) =
+            self.required_str(map, "agent_id", pointer, "the agent configuration")
+        {
             if agent_id != key {
-                self.error(Rule::AgentKey, pointer_child(pointer, "agent_id"), format!("`agent_id` {agent_id:?} differs from its registry key {key:?}"));
+                self.error(
+                    Rule::AgentKey,
+                    pointer_child(pointer, "agent_id"),
+                    format!("`agent_id` {agent_id:?} differs from its registry key {key:?}"),
+                );
             }
             if !is_uuid(agent_id) {
-                self.warning(Rule::AgentIdFormat, pointer_child(pointer, "agent_id"), format!("`agent_id` {agent_id:?} is not a UUID"));
+                self.warning(
+                    Rule::AgentIdFormat,
+                    pointer_child(pointer, "agent_id"),
+                    format!("`agent_id` {agent_id:?} is not a UUID"),
+                );
             }
         }
         self.required_str(map, "agent_name", pointer, "the agent configuration");
@@ -466,7 +605,11 @@ impl<'a> Validator<'a> {
     }
 
     /// Returns (start, end, name of the start field) when the turn is an object with a known type.
-    fn turn(&mut self, value: &'a Value, pointer: &str) -> Option<(Option<Timestamp>, Option<Timestamp>, &'static str)> {
+    fn turn(
+        &mut self,
+        value: &'a Value,
+        pointer: &str,
+    ) -> Option<(Option<Timestamp>, Option<Timestamp>, &'static str)> {
         let map = self.object(value, pointer, "a turn")?;
         let turn_type = self.required_str(map, "turn_type", pointer, "the turn")?;
         match turn_type {
@@ -488,7 +631,9 @@ impl<'a> Validator<'a> {
                 Some((submitted, submitted, "submitted_at"))
             }
             "agent" => {
-                if let Some(agent_id) = self.required_str(map, "agent_id", pointer, "the agent turn") {
+                if let Some(agent_id) =
+                    self.required_str(map, "agent_id", pointer, "the agent turn")
+                {
                     self.agent_reference(agent_id, pointer_child(pointer, "agent_id"));
                 }
                 let started = self.timestamp(map, "started_at", pointer, "the agent turn");
@@ -496,9 +641,14 @@ impl<'a> Validator<'a> {
                 if let (Some(started), Some(completed)) = (started, completed)
                     && completed < started
                 {
-                    self.error(Rule::TurnOverlap, pointer_child(pointer, "completed_at"), "the turn completes before it starts");
+                    self.error(
+                        Rule::TurnOverlap,
+                        pointer_child(pointer, "completed_at"),
+                        "the turn completes before it starts",
+                    );
                 }
-                if let Some(messages) = self.array(map, "messages", pointer, "the agent turn", true) {
+                if let Some(messages) = self.array(map, "messages", pointer, "the agent turn", true)
+                {
                     let messages_pointer = pointer_child(pointer, "messages");
                     let mut previous: Option<Timestamp> = None;
                     for (index, message) in messages.iter().enumerate() {
@@ -510,7 +660,9 @@ impl<'a> Validator<'a> {
                                 self.error(
                                     Rule::MessageOrder,
                                     pointer_child(&message_pointer, "timestamp"),
-                                    format!("message {index} is earlier than the message before it"),
+                                    format!(
+                                        "message {index} is earlier than the message before it"
+                                    ),
                                 );
                             }
                             previous = Some(timestamp);
@@ -523,14 +675,23 @@ impl<'a> Validator<'a> {
                 Some((started, completed, "started_at"))
             }
             other => {
-                self.error(Rule::TurnType, pointer_child(pointer, "turn_type"), format!("`turn_type` must be \"user\" or \"agent\", not {other:?}"));
+                self.error(
+                    Rule::TurnType,
+                    pointer_child(pointer, "turn_type"),
+                    format!("`turn_type` must be \"user\" or \"agent\", not {other:?}"),
+                );
                 None
             }
         }
     }
 
     fn usage(&mut self, map: &'a Map<String, Value>, pointer: &str) {
-        for key in ["input_tokens", "output_tokens", "thinking_tokens", "total_tokens"] {
+        for key in [
+            "input_tokens",
+            "output_tokens",
+            "thinking_tokens",
+            "total_tokens",
+        ] {
             self.optional_count(map, key, pointer);
         }
     }
@@ -563,26 +724,43 @@ impl<'a> Validator<'a> {
                 }
             }
             "system" => {
-                if let Some(event_type) = self.required_str(map, "event_type", pointer, "the system message") {
+                if let Some(event_type) =
+                    self.required_str(map, "event_type", pointer, "the system message")
+                {
                     let known = KNOWN_EVENT_TYPES.contains(&event_type)
                         || event_type.starts_with("data-")
                         || event_type.starts_with("meta:")
                         || event_type.starts_with("custom:")
                         || event_type.starts_with("source.");
                     if !known {
-                        self.warning(Rule::UnknownExtension, pointer_child(pointer, "event_type"), format!("unknown event type {event_type:?} (kept unchanged)"));
+                        self.warning(
+                            Rule::UnknownExtension,
+                            pointer_child(pointer, "event_type"),
+                            format!("unknown event type {event_type:?} (kept unchanged)"),
+                        );
                     }
                 }
                 self.required(map, "event_data", pointer, "the system message");
                 if let Some(source) = self.optional_str(map, "source_agent", pointer) {
                     self.agent_reference(source, pointer_child(pointer, "source_agent"));
                 }
-                if let Some(targets) = self.array(map, "target_agents", pointer, "the system message", false) {
+                if let Some(targets) =
+                    self.array(map, "target_agents", pointer, "the system message", false)
+                {
                     let targets_pointer = pointer_child(pointer, "target_agents");
                     for (index, target) in targets.iter().enumerate() {
                         match target {
-                            Value::String(target) => self.agent_reference(target, index_child(&targets_pointer, index)),
-                            other => self.error(Rule::FieldType, index_child(&targets_pointer, index), format!("a target agent must be a string, not {}", type_name(other))),
+                            Value::String(target) => {
+                                self.agent_reference(target, index_child(&targets_pointer, index))
+                            }
+                            other => self.error(
+                                Rule::FieldType,
+                                index_child(&targets_pointer, index),
+                                format!(
+                                    "a target agent must be a string, not {}",
+                                    type_name(other)
+                                ),
+                            ),
                         }
                     }
                 }
@@ -599,7 +777,9 @@ impl<'a> Validator<'a> {
     }
 
     fn parts(&mut self, map: &'a Map<String, Value>, pointer: &str) {
-        let Some(parts) = self.array(map, "parts", pointer, "it", true) else { return };
+        let Some(parts) = self.array(map, "parts", pointer, "it", true) else {
+            return;
+        };
         let parts_pointer = pointer_child(pointer, "parts");
         for (index, part) in parts.iter().enumerate() {
             self.part(part, &index_child(&parts_pointer, index));
@@ -607,8 +787,12 @@ impl<'a> Validator<'a> {
     }
 
     fn part(&mut self, value: &'a Value, pointer: &str) {
-        let Some(map) = self.object(value, pointer, "a part") else { return };
-        let Some(kind) = self.required_str(map, "part_kind", pointer, "the part") else { return };
+        let Some(map) = self.object(value, pointer, "a part") else {
+            return;
+        };
+        let Some(kind) = self.required_str(map, "part_kind", pointer, "the part") else {
+            return;
+        };
         let what = "the part";
         match kind {
             "text" => {
@@ -633,17 +817,33 @@ impl<'a> Validator<'a> {
                 if let Some(id) = self.required_str(map, "tool_call_id", pointer, what)
                     && !self.tool_calls.contains(id)
                 {
-                    self.error(Rule::ToolCallId, pointer_child(pointer, "tool_call_id"), format!("no earlier tool-call has tool_call_id {id:?}"));
+                    self.error(
+                        Rule::ToolCallId,
+                        pointer_child(pointer, "tool_call_id"),
+                        format!("no earlier tool-call has tool_call_id {id:?}"),
+                    );
                 }
                 if let Some(status) = self.required_str(map, "status", pointer, what)
                     && !matches!(status, "success" | "error" | "validation_error")
                 {
-                    self.error(Rule::EnumValue, pointer_child(pointer, "status"), format!("`status` must be success, error or validation_error, not {status:?}"));
+                    self.error(
+                        Rule::EnumValue,
+                        pointer_child(pointer, "status"),
+                        format!(
+                            "`status` must be success, error or validation_error, not {status:?}"
+                        ),
+                    );
                 }
                 if let Some(content) = map.get("content") {
                     let size = serde_json::to_string(content).map_or(0, |text| text.len());
                     if size > CONTENT_SIZE_LIMIT {
-                        self.warning(Rule::ContentSize, pointer_child(pointer, "content"), format!("inline content is {size} bytes; above 100 KB use `content_ref`"));
+                        self.warning(
+                            Rule::ContentSize,
+                            pointer_child(pointer, "content"),
+                            format!(
+                                "inline content is {size} bytes; above 100 KB use `content_ref`"
+                            ),
+                        );
                     }
                 }
                 if let Some(content_ref) = self.optional_object(map, "content_ref", pointer) {
@@ -654,7 +854,14 @@ impl<'a> Validator<'a> {
                 if let Some(content) = self.required(map, "content", pointer, what)
                     && !(content.is_string() || content.is_array())
                 {
-                    self.error(Rule::FieldType, pointer_child(pointer, "content"), format!("`content` must be a string or a list of validation errors, not {}", type_name(content)));
+                    self.error(
+                        Rule::FieldType,
+                        pointer_child(pointer, "content"),
+                        format!(
+                            "`content` must be a string or a list of validation errors, not {}",
+                            type_name(content)
+                        ),
+                    );
                 }
                 self.optional_str(map, "tool_name", pointer);
                 self.optional_str(map, "tool_call_id", pointer);
@@ -668,37 +875,74 @@ impl<'a> Validator<'a> {
                         match item {
                             Value::String(_) => {}
                             Value::Object(item) => self.media(item, &item_pointer),
-                            other => self.error(Rule::FieldType, item_pointer, format!("user content must be a string or an object, not {}", type_name(other))),
+                            other => self.error(
+                                Rule::FieldType,
+                                item_pointer,
+                                format!(
+                                    "user content must be a string or an object, not {}",
+                                    type_name(other)
+                                ),
+                            ),
                         }
                     }
                 }
-                Some(other) => self.error(Rule::FieldType, pointer_child(pointer, "content"), format!("`content` must be a string or a list, not {}", type_name(other))),
+                Some(other) => self.error(
+                    Rule::FieldType,
+                    pointer_child(pointer, "content"),
+                    format!(
+                        "`content` must be a string or a list, not {}",
+                        type_name(other)
+                    ),
+                ),
             },
             "file" => {
                 if let Some(content) = self.required(map, "content", pointer, what) {
                     let content_pointer = pointer_child(pointer, "content");
-                    if let Some(content) = self.object(content, &content_pointer, "file `content`") {
+                    if let Some(content) = self.object(content, &content_pointer, "file `content`")
+                    {
                         match content.get("kind") {
-                            Some(Value::String(kind)) if kind == "binary" => self.binary(content, &content_pointer),
-                            _ => self.error(Rule::ContentKind, pointer_child(&content_pointer, "kind"), "file `content` must be binary content (`kind: \"binary\"`)"),
+                            Some(Value::String(kind)) if kind == "binary" => {
+                                self.binary(content, &content_pointer)
+                            }
+                            _ => self.error(
+                                Rule::ContentKind,
+                                pointer_child(&content_pointer, "kind"),
+                                "file `content` must be binary content (`kind: \"binary\"`)",
+                            ),
                         }
                     }
                 }
                 self.optional_str(map, "id", pointer);
             }
             "system-prompt" => {
-                self.error(Rule::SystemPrompt, pointer_child(pointer, "part_kind"), "system prompts are not stored in a thread");
+                self.error(
+                    Rule::SystemPrompt,
+                    pointer_child(pointer, "part_kind"),
+                    "system prompts are not stored in a thread",
+                );
             }
             other if other.starts_with("custom:") || other.starts_with("meta:") => {}
-            "" => self.error(Rule::PartKind, pointer_child(pointer, "part_kind"), "`part_kind` is empty"),
+            "" => self.error(
+                Rule::PartKind,
+                pointer_child(pointer, "part_kind"),
+                "`part_kind` is empty",
+            ),
             other => {
-                self.warning(Rule::UnknownExtension, pointer_child(pointer, "part_kind"), format!("unknown part kind {other:?} (kept unchanged; use the custom: namespace)"));
+                self.warning(
+                    Rule::UnknownExtension,
+                    pointer_child(pointer, "part_kind"),
+                    format!(
+                        "unknown part kind {other:?} (kept unchanged; use the custom: namespace)"
+                    ),
+                );
             }
         }
     }
 
     fn media(&mut self, map: &'a Map<String, Value>, pointer: &str) {
-        let Some(kind) = self.required_str(map, "kind", pointer, "the user content item") else { return };
+        let Some(kind) = self.required_str(map, "kind", pointer, "the user content item") else {
+            return;
+        };
         match kind {
             "image-url" | "audio-url" | "video-url" | "document-url" => {
                 self.required_str(map, "url", pointer, "the URL item");
@@ -708,7 +952,11 @@ impl<'a> Validator<'a> {
             }
             "binary" => self.binary(map, pointer),
             other => {
-                self.warning(Rule::UnknownExtension, pointer_child(pointer, "kind"), format!("unknown user content kind {other:?} (kept unchanged)"));
+                self.warning(
+                    Rule::UnknownExtension,
+                    pointer_child(pointer, "kind"),
+                    format!("unknown user content kind {other:?} (kept unchanged)"),
+                );
             }
         }
     }
@@ -717,7 +965,11 @@ impl<'a> Validator<'a> {
         if let Some(data) = self.required_str(map, "data", pointer, "the binary content")
             && !is_base64(data)
         {
-            self.error(Rule::FieldType, pointer_child(pointer, "data"), "`data` must be base64");
+            self.error(
+                Rule::FieldType,
+                pointer_child(pointer, "data"),
+                "`data` must be base64",
+            );
         }
         self.required_str(map, "media_type", pointer, "the binary content");
         self.required_str(map, "identifier", pointer, "the binary content");
@@ -741,15 +993,24 @@ impl<'a> Validator<'a> {
     }
 
     fn relationships(&mut self, map: &'a Map<String, Value>, pointer: &str) {
-        let Some(links) = self.array(map, "links", pointer, "relationships", false) else { return };
+        let Some(links) = self.array(map, "links", pointer, "relationships", false) else {
+            return;
+        };
         let links_pointer = pointer_child(pointer, "links");
         for (index, link) in links.iter().enumerate() {
             let link_pointer = index_child(&links_pointer, index);
-            let Some(link) = self.object(link, &link_pointer, "a thread link") else { continue };
-            if let Some(thread_id) = self.required_str(link, "thread_id", &link_pointer, "the thread link")
+            let Some(link) = self.object(link, &link_pointer, "a thread link") else {
+                continue;
+            };
+            if let Some(thread_id) =
+                self.required_str(link, "thread_id", &link_pointer, "the thread link")
                 && !is_uuid(thread_id)
             {
-                self.error(Rule::ThreadLinkId, pointer_child(&link_pointer, "thread_id"), format!("`thread_id` must be a UUID, not {thread_id:?}"));
+                self.error(
+                    Rule::ThreadLinkId,
+                    pointer_child(&link_pointer, "thread_id"),
+                    format!("`thread_id` must be a UUID, not {thread_id:?}"),
+                );
             }
             self.required_str(link, "relation", &link_pointer, "the thread link");
         }

@@ -85,7 +85,11 @@ pub struct UrlContent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force_download: Option<bool>,
     /// Provider-specific metadata (`null` is kept).
-    #[serde(default, deserialize_with = "crate::serde_util::present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::serde_util::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub vendor_metadata: Option<Value>,
     /// MIME type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,7 +119,11 @@ struct BinaryBody {
     data: String,
     media_type: String,
     identifier: String,
-    #[serde(default, deserialize_with = "crate::serde_util::present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::serde_util::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     vendor_metadata: Option<Value>,
     #[serde(flatten)]
     extra: JsonMap,

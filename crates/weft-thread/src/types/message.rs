@@ -30,7 +30,9 @@ impl Serialize for TurnMessage {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             TurnMessage::Thread(message) => message.serialize(serializer),
-            TurnMessage::System(message) => serialize_tagged(serializer, "message_type", "system", message),
+            TurnMessage::System(message) => {
+                serialize_tagged(serializer, "message_type", "system", message)
+            }
         }
     }
 }
@@ -111,4 +113,10 @@ pub struct SystemMessage {
 }
 
 /// The normative system event types (TP-003); they are never redefined.
-pub const NORMATIVE_EVENT_TYPES: [&str; 5] = ["agent.handoff", "thread.spawn", "thread.merge", "thread.end", "error"];
+pub const NORMATIVE_EVENT_TYPES: [&str; 5] = [
+    "agent.handoff",
+    "thread.spawn",
+    "thread.merge",
+    "thread.end",
+    "error",
+];

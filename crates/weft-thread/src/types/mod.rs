@@ -20,10 +20,10 @@ mod usage;
 pub use content::{BinaryContent, ContentRef, MultiModalContent, UrlContent, UserContent};
 pub use message::{MessageType, NORMATIVE_EVENT_TYPES, SystemMessage, ThreadMessage, TurnMessage};
 pub use part::{
-    FilePart, MessagePart, RetryPromptContent, RetryPromptPart, TextPart, ThinkingPart, ToolCallPart,
-    ToolReturnPart, ToolReturnStatus, UserPromptContent, UserPromptPart,
+    FilePart, MessagePart, RetryPromptContent, RetryPromptPart, TextPart, ThinkingPart,
+    ToolCallPart, ToolReturnPart, ToolReturnStatus, UserPromptContent, UserPromptPart,
 };
-pub use thread::{AgentConfig, Thread, ThreadLink, ThreadRelationships, PROTOCOL_VERSION};
+pub use thread::{AgentConfig, PROTOCOL_VERSION, Thread, ThreadLink, ThreadRelationships};
 pub use turn::{AgentTurn, Turn, UserTurn};
 pub use usage::{FinishReason, Usage};
 

@@ -32,8 +32,15 @@ pub enum MessagePart {
 
 impl MessagePart {
     /// The normative part kinds (TP-002).
-    pub const NORMATIVE_KINDS: [&'static str; 7] =
-        ["text", "thinking", "tool-call", "tool-return", "retry-prompt", "user-prompt", "file"];
+    pub const NORMATIVE_KINDS: [&'static str; 7] = [
+        "text",
+        "thinking",
+        "tool-call",
+        "tool-return",
+        "retry-prompt",
+        "user-prompt",
+        "file",
+    ];
 
     /// The part's `part_kind`.
     pub fn kind(&self) -> &str {
@@ -155,13 +162,21 @@ pub struct ToolReturnPart {
     /// How the call went.
     pub status: ToolReturnStatus,
     /// The inline result (`null` is kept).
-    #[serde(default, deserialize_with = "crate::serde_util::present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::serde_util::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub content: Option<Value>,
     /// A reference to the result stored elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_ref: Option<ContentRef>,
     /// Additional context (`null` is kept).
-    #[serde(default, deserialize_with = "crate::serde_util::present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::serde_util::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub metadata: Option<Value>,
     /// Members this version does not define, kept unchanged.
     #[serde(flatten)]

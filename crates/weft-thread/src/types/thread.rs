@@ -114,7 +114,11 @@ pub struct ThreadLink {
     /// `spawned_from`, `merged_from`, `referenced` or a custom relation.
     pub relation: String,
     /// Relation-specific data (`null` is kept).
-    #[serde(default, deserialize_with = "crate::serde_util::present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::serde_util::present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub metadata: Option<Value>,
     /// Members this version does not define, kept unchanged.
     #[serde(flatten)]

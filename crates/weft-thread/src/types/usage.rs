@@ -58,7 +58,13 @@ pub enum FinishReason {
 
 impl FinishReason {
     /// Every finish reason, in spec order.
-    pub const ALL: [FinishReason; 5] = [Self::Stop, Self::Length, Self::ContentFilter, Self::ToolCall, Self::Error];
+    pub const ALL: [FinishReason; 5] = [
+        Self::Stop,
+        Self::Length,
+        Self::ContentFilter,
+        Self::ToolCall,
+        Self::Error,
+    ];
 
     /// The wire string, e.g. `"tool_call"`.
     pub fn as_str(self) -> &'static str {
@@ -73,6 +79,8 @@ impl FinishReason {
 
     /// Parses the wire string.
     pub fn parse(value: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|reason| reason.as_str() == value)
+        Self::ALL
+            .into_iter()
+            .find(|reason| reason.as_str() == value)
     }
 }
