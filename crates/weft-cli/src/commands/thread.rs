@@ -1,0 +1,249 @@
+//! `weft thread …`: ThreadProtocol commands (validate, hash, canonicalize, convert).
+//!
+//! Every command reads a file or `-` (standard input) and writes its result to standard output;
+//! diagnostics go to standard error. Exit codes: `0` success, `1` invalid input (not JSON, not
+//! a valid thread, not a readable stream), `2` usage errors (bad flags, unreadable file).
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Subcommand;
+use serde_json::Value;
+use weft_thread::canonical::{CanonicalOptions, canonicalize};
+use weft_thread::clock::{Clock, FixedClock, SystemClock};
+use weft_thread::ui_stream::{self, AssemblerOptions, EncodeOptions, ThreadDefaults};
+use weft_thread::{HashOptions, Report, Thread, Timestamp, hash_thread, pydantic_ai, validate};
+
+/// `weft thread` subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ThreadCommand {
+    /// Validate a thread: exit 0 when valid (warnings allowed), 1 when invalid.
+    Validate {
+        /// The thread JSON file, or `-` for standard input.
+        file: String,
+        /// Print the findings as JSON on standard output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the canonical hash of a valid thread: `sha256:<hex>`.
+    Hash {
+        /// The thread JSON file, or `-` for standard input.
+        file: String,
+        /// Include `meta:*` members, events and parts in the hash.
+        #[arg(long)]
+        include_meta: bool,
+    },
+    /// Print the canonical form (RFC 8785 JCS) of a valid thread, the bytes that are hashed.
+    Canonicalize {
+        /// The thread JSON file, or `-` for standard input.
+        file: String,
+        /// Keep `meta:*` members, events and parts.
+        #[arg(long)]
+        include_meta: bool,
+    },
+    /// Build a thread from a UI message stream (SSE or JSON lines); complete turns only.
+    FromUiStream {
+        /// The stream file, or `-` for standard input.
+        file: String,
+        /// Agent of turns the stream does not attribute.
+        #[arg(long, default_value = "assistant")]
+        agent_id: String,
+        /// Use this ISO 8601 instant as the receipt time of every chunk (reproducible output).
+        #[arg(long)]
+        received_at: Option<String>,
+    },
+    /// Encode a valid thread as a UI message stream (SSE, v5 chunk set, ends with `[DONE]`).
+    ToUiStream {
+        /// The thread JSON file, or `-` for standard input.
+        file: String,
+    },
+    /// Build a thread from the Pydantic AI `ModelMessages` JSON of one agent run.
+    FromPydanticAi {
+        /// The agent that ran.
+        #[arg(long)]
+        agent_id: String,
+        /// The ModelMessages JSON file, or `-` for standard input.
+        file: String,
+    },
+    /// Print the Pydantic AI `ModelMessages` JSON of a valid thread as one agent sees it.
+    ToPydanticAi {
+        /// The viewing agent.
+        #[arg(long)]
+        agent_id: String,
+        /// The thread JSON file, or `-` for standard input.
+        file: String,
+    },
+}
+
+/// Runs one `weft thread` subcommand.
+pub(crate) fn run(command: ThreadCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        ThreadCommand::Validate { file, json } => validate_command(&file, json),
+        ThreadCommand::Hash { file, include_meta } => {
+            let Some(value) = read_valid_thread(&file)? else { return Ok(invalid()) };
+            let options = HashOptions { include_meta, ..HashOptions::default() };
+            write_stdout(&format!("{}\n", hash_thread(&value, options)))
+        }
+        ThreadCommand::Canonicalize { file, include_meta } => {
+            let Some(value) = read_valid_thread(&file)? else { return Ok(invalid()) };
+            let mut bytes = canonicalize(&value, CanonicalOptions { include_meta });
+            bytes.push(b'\n');
+            std::io::stdout().write_all(&bytes).context("writing standard output")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ThreadCommand::FromUiStream { file, agent_id, received_at } => {
+            let clock: Box<dyn Clock> = match received_at {
+                Some(text) => match Timestamp::parse(&text) {
+                    Ok(instant) => Box::new(FixedClock(instant)),
+                    Err(error) => anyhow::bail!("--received-at {text:?}: {error}"),
+                },
+                None => Box::new(SystemClock),
+            };
+            from_ui_stream(&file, agent_id, clock.as_ref())
+        }
+        ThreadCommand::ToUiStream { file } => {
+            let Some(thread) = read_typed_thread(&file)? else { return Ok(invalid()) };
+            let chunks = ui_stream::encode_thread(&thread, &EncodeOptions::default());
+            write_stdout(&ui_stream::to_sse(&chunks))
+        }
+        ThreadCommand::FromPydanticAi { agent_id, file } => {
+            let text = read_input(&file)?;
+            let value: Value = match serde_json::from_str(&text) {
+                Ok(value) => value,
+                Err(error) => return Ok(fail(format_args!("the input is not JSON: {error}"))),
+            };
+            let turn = match pydantic_ai::from_agent_run(&value, &agent_id) {
+                Ok(turn) => turn,
+                Err(error) => return Ok(fail(format_args!("{error}"))),
+            };
+            let thread = ui_stream::default_thread(vec![weft_thread::Turn::Agent(turn)], &ThreadDefaults::default(), &SystemClock);
+            print_thread(&thread)
+        }
+        ThreadCommand::ToPydanticAi { agent_id, file } => {
+            let Some(thread) = read_typed_thread(&file)? else { return Ok(invalid()) };
+            let output = pydantic_ai::thread_to_model_messages(&thread, &agent_id);
+            for skipped in &output.skipped {
+                let message = skipped.message.map(|index| format!(" message {index}")).unwrap_or_default();
+                eprintln!("weft: warning: turn {}{message}: {} has no Pydantic AI form; left out", skipped.turn, skipped.kind);
+            }
+            let text = serde_json::to_string_pretty(&output.messages).context("serializing messages")?;
+            write_stdout(&format!("{text}\n"))
+        }
+    }
+}
+
+fn invalid() -> ExitCode {
+    ExitCode::from(1)
+}
+
+fn fail(message: std::fmt::Arguments<'_>) -> ExitCode {
+    eprintln!("weft: {message}");
+    invalid()
+}
+
+fn write_stdout(text: &str) -> anyhow::Result<ExitCode> {
+    std::io::stdout().write_all(text.as_bytes()).context("writing standard output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads a file or standard input; failures are usage errors (exit 2).
+fn read_input(file: &str) -> anyhow::Result<String> {
+    let mut text = String::new();
+    if file == "-" {
+        std::io::stdin().read_to_string(&mut text).context("reading standard input")?;
+    } else {
+        text = std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?;
+    }
+    Ok(text)
+}
+
+fn print_findings(report: &Report) {
+    for finding in &report.findings {
+        eprintln!("{finding}");
+    }
+}
+
+fn summary(report: &Report) -> String {
+    let errors = report.errors().count();
+    let warnings = report.warnings().count();
+    format!("{errors} error(s), {warnings} warning(s)")
+}
+
+fn validate_command(file: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let text = read_input(file)?;
+    let report = weft_thread::validate_json(&text);
+    let code = if report.is_valid() { ExitCode::SUCCESS } else { invalid() };
+    if json {
+        let output = serde_json::json!({
+            "valid": report.is_valid(),
+            "errors": report.errors().count(),
+            "warnings": report.warnings().count(),
+            "findings": report.findings,
+        });
+        write_stdout(&format!("{}\n", serde_json::to_string_pretty(&output).context("serializing findings")?))?;
+    } else {
+        print_findings(&report);
+        if report.is_valid() {
+            write_stdout(&format!("valid: {}\n", summary(&report)))?;
+        } else {
+            eprintln!("weft: invalid thread: {}", summary(&report));
+        }
+    }
+    Ok(code)
+}
+
+/// Reads and validates a thread; prints findings and returns `None` when it is invalid.
+fn read_valid_thread(file: &str) -> anyhow::Result<Option<Value>> {
+    let text = read_input(file)?;
+    let value: Value = match serde_json::from_str(&text) {
+        Ok(value) => value,
+        Err(error) => {
+            eprintln!("weft: the input is not JSON: {error}");
+            return Ok(None);
+        }
+    };
+    let report = validate(&value);
+    if !report.is_valid() {
+        print_findings(&report);
+        eprintln!("weft: invalid thread: {}", summary(&report));
+        return Ok(None);
+    }
+    Ok(Some(value))
+}
+
+fn read_typed_thread(file: &str) -> anyhow::Result<Option<Thread>> {
+    let Some(value) = read_valid_thread(file)? else { return Ok(None) };
+    match Thread::from_value(value) {
+        Ok(thread) => Ok(Some(thread)),
+        Err(error) => {
+            eprintln!("weft: {error}");
+            Ok(None)
+        }
+    }
+}
+
+fn print_thread(thread: &Thread) -> anyhow::Result<ExitCode> {
+    let text = serde_json::to_string_pretty(thread).context("serializing thread")?;
+    write_stdout(&format!("{text}\n"))
+}
+
+fn from_ui_stream(file: &str, agent_id: String, clock: &dyn Clock) -> anyhow::Result<ExitCode> {
+    let text = read_input(file)?;
+    let chunks = match ui_stream::parse_stream(&text) {
+        Ok(chunks) => chunks,
+        Err(error) => return Ok(fail(format_args!("not a UI message stream: {error}"))),
+    };
+    let options = AssemblerOptions { default_agent_id: agent_id, ..AssemblerOptions::default() };
+    let assembled = match ui_stream::assemble_thread(chunks, options, &ThreadDefaults::default(), clock) {
+        Ok(assembled) => assembled,
+        Err(error) => return Ok(fail(format_args!("{error}"))),
+    };
+    for interruption in &assembled.interruptions {
+        eprintln!("weft: warning: discarded a partial turn of {} ({:?})", interruption.agent_id, interruption.reason);
+    }
+    for error in &assembled.stream_errors {
+        eprintln!("weft: warning: stream error outside a turn: {error}");
+    }
+    print_thread(&assembled.thread)
+}
