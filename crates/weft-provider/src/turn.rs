@@ -106,7 +106,9 @@ pub struct Turn {
     /// The turn's messages in order: the user input, each assistant tool-call message and
     /// tool-result message, and the final assistant message.
     pub messages: Vec<Message>,
-    /// The final assistant message (also the last of `messages`).
+    /// The final assistant message (also the last of `messages`). Its JSON carries
+    /// `"type": "assistant"` like every message (Appendix A.3).
+    #[serde(with = "tagged_assistant")]
     pub response: AssistantMessage,
     /// Every tool execution, in completion order within a round and round order overall.
     pub tool_executions: Vec<crate::tool::ToolExecution>,
@@ -130,5 +132,36 @@ impl Turn {
         self.tool_executions
             .iter()
             .filter(move |e| e.tool_name == tool)
+    }
+}
+
+/// Serializes an assistant message with its `type` tag, as `Message` does.
+mod tagged_assistant {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::message::{AssistantMessage, Message};
+
+    #[derive(Serialize)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    enum Tagged<'a> {
+        Assistant(&'a AssistantMessage),
+    }
+
+    pub(super) fn serialize<S: Serializer>(message: &AssistantMessage, serializer: S) -> Result<S::Ok, S::Error> {
+        Tagged::Assistant(message).serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<AssistantMessage, D::Error> {
+        let mut value = serde_json::Value::deserialize(deserializer)?;
+        if let Some(map) = value.as_object_mut() {
+            map.entry("type").or_insert_with(|| "assistant".into());
+        }
+        match serde_json::from_value::<Message>(value).map_err(serde::de::Error::custom)? {
+            Message::Assistant(message) => Ok(message),
+            other => Err(serde::de::Error::custom(format!(
+                "response must be an assistant message, not {:?}",
+                other.message_type()
+            ))),
+        }
     }
 }
