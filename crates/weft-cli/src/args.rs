@@ -6,7 +6,14 @@ use crate::commands;
 
 /// Weft: an agent runtime. Run agents, try a model, and inspect or convert threads.
 #[derive(Debug, Parser)]
-#[command(name = "weft", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "weft",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = "Examples:\n  weft llm --model openai:gpt-4o-mini \"Say hi\"\n  weft llm --model openai-compatible:llama3.2 --base-url http://127.0.0.1:11434/v1 --stream \"Tell me a joke\"\n  weft thread validate thread.json\n\nExit codes: 0 success, 1 the work failed (provider error, invalid input), 2 usage error, 130 interrupted."
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -15,6 +22,8 @@ pub(crate) struct Cli {
 /// The subcommands of `weft`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Ask a model one question: the quickest way to try a provider.
+    Llm(commands::llm::LlmArgs),
     /// Validate, hash, canonicalize and convert ThreadProtocol threads.
     #[command(subcommand)]
     Thread(commands::thread::ThreadCommand),
