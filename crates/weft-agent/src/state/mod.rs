@@ -1,0 +1,294 @@
+//! `AgentState`: the immutable snapshot of an agent's execution (UAP-1.0 §6, §8.8).
+//!
+//! **Invariant:** an `AgentState` is a value. Every `with_*` method returns a new state with a
+//! new UUIDv4 id and leaves `self` untouched; no method takes `&mut self`.
+//!
+//! **Representation:** the message history, the reasoning traces and the sub-agent traces are
+//! persistent vectors (`imbl::Vector`, an RRB tree with structural sharing) of `Arc`ed items.
+//! Cloning a state, forking it into two branches, or appending one message to a
+//! 10,000-message history costs O(1)–O(log n) and allocates only the touched tree nodes;
+//! the messages themselves are never copied. Metadata and the plan sit behind `Arc`s and are
+//! copied only when changed (they are small).
+
+mod json;
+mod plan;
+mod trace;
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use weft_provider::Message;
+
+pub use json::{AgentStateJson, FromJsonOptions, STATE_VERSION};
+pub use plan::{PlanStep, PlanStepStatus};
+pub(crate) use plan::topological_order;
+pub use trace::{SubagentExecutionTrace, ToolExecutionTrace};
+pub(crate) use trace::value_text;
+
+/// The metadata key under which the session id is kept (UAP-1.0 §3.4).
+pub const SESSION_ID_KEY: &str = "sessionId";
+
+/// A fresh UUIDv4 string.
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// An immutable snapshot of agent execution state (UAP-1.0 §6).
+///
+/// # Examples
+///
+/// ```
+/// use weft_agent::AgentState;
+/// use weft_provider::Message;
+///
+/// let s0 = AgentState::initial();
+/// let s1 = s0.with_message(Message::user("Hello")).with_message(Message::assistant("Hi"));
+/// let appended = s1.with_messages([Message::user("Goodbye")]);
+/// let replaced = s1.with_context([Message::user("Fresh start")]);
+///
+/// assert_eq!(s0.message_count(), 0);          // s0 never changes
+/// assert_eq!(s1.message_count(), 2);
+/// assert_eq!(appended.message_count(), 3);    // with_messages appends
+/// assert_eq!(replaced.message_count(), 1);    // with_context replaces
+/// assert_ne!(s1.id(), appended.id());         // every derived state has a new id
+///
+/// let restored = AgentState::from_json(appended.to_json())?;
+/// assert_eq!(restored, appended);             // same id, same content
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct AgentState {
+    id: Arc<str>,
+    messages: imbl::Vector<Arc<Message>>,
+    step: u64,
+    metadata: Arc<Map<String, Value>>,
+    reasoning: imbl::Vector<Arc<str>>,
+    plan: Option<Arc<[PlanStep]>>,
+    subagent_traces: imbl::Vector<Arc<SubagentExecutionTrace>>,
+}
+
+impl Default for AgentState {
+    fn default() -> Self {
+        AgentState::initial()
+    }
+}
+
+impl fmt::Debug for AgentState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentState")
+            .field("id", &self.id)
+            .field("messages", &self.messages.len())
+            .field("step", &self.step)
+            .field("metadata", &self.metadata)
+            .field("reasoning", &self.reasoning.len())
+            .field("plan", &self.plan.as_ref().map(|p| p.len()))
+            .field("subagent_traces", &self.subagent_traces.len())
+            .finish()
+    }
+}
+
+impl PartialEq for AgentState {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id && self.same_content(other)
+    }
+}
+
+impl AgentState {
+    /// The empty state: no messages, step 0, empty metadata and reasoning, no plan.
+    pub fn initial() -> Self {
+        AgentState {
+            id: new_id().into(),
+            messages: imbl::Vector::new(),
+            step: 0,
+            metadata: Arc::new(Map::new()),
+            reasoning: imbl::Vector::new(),
+            plan: None,
+            subagent_traces: imbl::Vector::new(),
+        }
+    }
+
+    /// A copy with a new id: the starting point of every `with_*`.
+    fn derive(&self) -> Self {
+        AgentState {
+            id: new_id().into(),
+            ..self.clone()
+        }
+    }
+
+    // ----- reading -----
+
+    /// The state's id (a UUIDv4 for states made here; kept as given by `from_json`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The conversation history, oldest first.
+    pub fn messages(&self) -> impl DoubleEndedIterator<Item = &Message> + ExactSizeIterator + '_ {
+        self.messages.iter().map(|m| &**m)
+    }
+
+    /// The number of messages.
+    pub fn message_count(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// The message at `index`.
+    pub fn message(&self, index: usize) -> Option<&Message> {
+        self.messages.get(index).map(|m| &**m)
+    }
+
+    /// The last message.
+    pub fn last_message(&self) -> Option<&Message> {
+        self.messages.last().map(|m| &**m)
+    }
+
+    /// The history as an owned list, for `LlmInstance::generate` (clones every message).
+    pub fn messages_vec(&self) -> Vec<Message> {
+        self.messages.iter().map(|m| (**m).clone()).collect()
+    }
+
+    /// The step number: an integer sequence, 0 before any step.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// User metadata.
+    pub fn metadata(&self) -> &Map<String, Value> {
+        &self.metadata
+    }
+
+    /// The session id recorded by checkpointing (`metadata.sessionId`).
+    pub fn session_id(&self) -> Option<&str> {
+        self.metadata.get(SESSION_ID_KEY).and_then(Value::as_str)
+    }
+
+    /// The reasoning traces (ReAct), oldest first.
+    pub fn reasoning(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator + '_ {
+        self.reasoning.iter().map(|r| &**r)
+    }
+
+    /// The plan (`plan()` strategy), if any.
+    pub fn plan(&self) -> Option<&[PlanStep]> {
+        self.plan.as_deref()
+    }
+
+    /// The sub-agent traces, oldest first.
+    pub fn subagent_traces(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = &SubagentExecutionTrace> + ExactSizeIterator + '_ {
+        self.subagent_traces.iter().map(|t| &**t)
+    }
+
+    /// Whether both states hold the same content (ids of the states themselves ignored;
+    /// message ids compared).
+    pub fn same_content(&self, other: &Self) -> bool {
+        self.step == other.step
+            && self.messages == other.messages
+            && self.metadata == other.metadata
+            && self.reasoning == other.reasoning
+            && self.plan == other.plan
+            && self.subagent_traces == other.subagent_traces
+    }
+
+    // ----- deriving -----
+
+    /// Appends one message.
+    #[must_use]
+    pub fn with_message(&self, message: Message) -> Self {
+        let mut next = self.derive();
+        next.messages.push_back(Arc::new(message));
+        next
+    }
+
+    /// Appends several messages.
+    #[must_use]
+    pub fn with_messages(&self, messages: impl IntoIterator<Item = Message>) -> Self {
+        let mut next = self.derive();
+        next.messages.extend(messages.into_iter().map(Arc::new));
+        next
+    }
+
+    /// Replaces the whole history (context-window management).
+    #[must_use]
+    pub fn with_context(&self, messages: impl IntoIterator<Item = Message>) -> Self {
+        let mut next = self.derive();
+        next.messages = messages.into_iter().map(Arc::new).collect();
+        next
+    }
+
+    /// Sets the step number.
+    #[must_use]
+    pub fn with_step(&self, step: u64) -> Self {
+        let mut next = self.derive();
+        next.step = step;
+        next
+    }
+
+    /// Sets one metadata entry.
+    #[must_use]
+    pub fn with_metadata(&self, key: impl Into<String>, value: Value) -> Self {
+        let mut next = self.derive();
+        Arc::make_mut(&mut next.metadata).insert(key.into(), value);
+        next
+    }
+
+    /// Appends one reasoning trace.
+    #[must_use]
+    pub fn with_reasoning(&self, reasoning: impl Into<String>) -> Self {
+        let mut next = self.derive();
+        next.reasoning.push_back(Arc::from(reasoning.into()));
+        next
+    }
+
+    /// Sets the plan.
+    #[must_use]
+    pub fn with_plan(&self, plan: impl Into<Vec<PlanStep>>) -> Self {
+        let mut next = self.derive();
+        next.plan = Some(Arc::from(plan.into()));
+        next
+    }
+
+    /// Appends one sub-agent trace.
+    #[must_use]
+    pub fn with_subagent_trace(&self, trace: SubagentExecutionTrace) -> Self {
+        let mut next = self.derive();
+        next.subagent_traces.push_back(Arc::new(trace));
+        next
+    }
+
+    /// Several changes under one new id (used by strategies at step ends).
+    pub(crate) fn with_step_result(
+        &self,
+        step: u64,
+        messages: impl IntoIterator<Item = Message>,
+        traces: Vec<SubagentExecutionTrace>,
+    ) -> Self {
+        let mut next = self.derive();
+        next.step = step;
+        next.messages.extend(messages.into_iter().map(Arc::new));
+        next.subagent_traces
+            .extend(traces.into_iter().map(Arc::new));
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn derived_states_share_messages() {
+        let mut state = AgentState::initial();
+        for i in 0..100 {
+            state = state.with_message(Message::user(format!("m{i}")));
+        }
+        let a = state.with_message(Message::user("a"));
+        let b = state.with_message(Message::user("b"));
+        assert!(Arc::ptr_eq(&a.messages[5], &b.messages[5]));
+        assert_eq!(state.message_count(), 100);
+        assert_eq!(a.last_message().unwrap().text(), "a");
+        assert_eq!(b.last_message().unwrap().text(), "b");
+    }
+}

@@ -1,0 +1,215 @@
+//! The step driver shared by the built-in strategies.
+//!
+//! `Run` holds the *committed* state (the last step-end state, or the input state) and the
+//! *working* state of the step in progress. Model calls of a step see the committed history
+//! plus the step's own messages; the step's messages become part of the state only at
+//! `end_step`, in one derivation. A failure or abort therefore never leaves a half-applied
+//! step anywhere: the error carries the committed state.
+
+use futures_util::StreamExt as _;
+use serde_json::json;
+use weft_provider::{
+    ErrorCode, InferenceInput, LlmInstance, Message, ToolResult, Turn, UppError,
+};
+
+use super::ExecutionContext;
+use crate::agent::GenerateResult;
+use crate::error::AgentError;
+use crate::state::AgentState;
+use crate::stream::{AgentStreamEvent, UapEventType};
+
+/// One execution in progress.
+pub(crate) struct Run<'a> {
+    pub(crate) ctx: &'a ExecutionContext,
+    /// The last step-end state.
+    pub(crate) committed: AgentState,
+    /// The state of the step in progress (step number, reasoning, plan changes).
+    pub(crate) state: AgentState,
+    step_messages: Vec<Message>,
+    step_turn: Option<Turn>,
+    total: Option<Turn>,
+    pending_input: Option<Message>,
+    rounds: u32,
+}
+
+/// Folds `next` into `acc`: messages, executions and usage add up; the response and data
+/// are the latest.
+pub(crate) fn merge_turn(acc: Option<Turn>, next: Turn) -> Turn {
+    match acc {
+        None => next,
+        Some(mut turn) => {
+            turn.messages.extend(next.messages);
+            turn.response = next.response;
+            turn.tool_executions.extend(next.tool_executions);
+            turn.usage.merge(&next.usage);
+            turn.cycles += next.cycles;
+            turn.data = next.data;
+            turn
+        }
+    }
+}
+
+/// Whether the turn's last response asked for tools and they ran (not manual mode).
+pub(crate) fn tools_ran(turn: &Turn) -> bool {
+    turn.response.has_tool_calls() && turn.messages.last().is_some_and(Message::is_tool_result)
+}
+
+/// The tool results of the turn's last round.
+pub(crate) fn last_results(turn: &Turn) -> &[ToolResult] {
+    match turn.messages.last() {
+        Some(Message::ToolResult(results)) => &results.results,
+        _ => &[],
+    }
+}
+
+impl<'a> Run<'a> {
+    pub(crate) fn new(ctx: &'a ExecutionContext) -> Self {
+        Run {
+            ctx,
+            committed: ctx.state.clone(),
+            state: ctx.state.clone(),
+            step_messages: Vec::new(),
+            step_turn: None,
+            total: None,
+            pending_input: Some(ctx.input.clone()),
+            rounds: 0,
+        }
+    }
+
+    pub(crate) fn cancelled(&self) -> AgentError {
+        AgentError::Cancelled {
+            state: Box::new(self.committed.clone()),
+        }
+    }
+
+    fn map_error(&self, error: UppError) -> AgentError {
+        if error.code == ErrorCode::Cancelled || self.ctx.signal.is_cancelled() {
+            self.cancelled()
+        } else {
+            AgentError::Upp(error)
+        }
+    }
+
+    /// Starts a step: `with_step`, `on_step_start`, `step_start`.
+    pub(crate) fn begin_step(&mut self) -> u64 {
+        let step = self.state.step() + 1;
+        self.state = self.state.with_step(step);
+        self.ctx.events.set_step(step);
+        self.ctx.strategy.step_start(step, &self.state);
+        self.ctx.events.emit_uap(
+            UapEventType::StepStart,
+            step,
+            json!({ "stateId": self.state.id() }),
+        );
+        step
+    }
+
+    /// One model call (and its tool round) within the current step. The pending user input
+    /// goes first, then `extra`.
+    pub(crate) async fn call(
+        &mut self,
+        llm: &LlmInstance,
+        extra: Vec<InferenceInput>,
+    ) -> Result<Turn, AgentError> {
+        if self.ctx.signal.is_cancelled() {
+            return Err(self.cancelled());
+        }
+        let mut history = Vec::with_capacity(self.state.message_count() + self.step_messages.len());
+        history.extend(self.state.messages().cloned());
+        history.extend(self.step_messages.iter().cloned());
+        let mut inputs = Vec::with_capacity(extra.len() + 1);
+        if let Some(input) = &self.pending_input {
+            inputs.push(InferenceInput::Message(input.clone()));
+        }
+        inputs.extend(extra);
+        let signal = self.ctx.signal.child_token();
+        let result = if self.ctx.events.is_streaming() {
+            match llm.stream_step(history, inputs, self.rounds, signal) {
+                Ok(mut stream) => {
+                    while let Some(event) = stream.next().await {
+                        if let Ok(event) = event {
+                            self.ctx.events.emit(AgentStreamEvent::Upp(event));
+                        }
+                    }
+                    stream.turn().await
+                }
+                Err(error) => Err(error),
+            }
+        } else {
+            llm.generate_step(history, inputs, self.rounds, signal).await
+        };
+        let turn = result.map_err(|e| self.map_error(e))?;
+        self.pending_input = None;
+        if tools_ran(&turn) {
+            self.rounds += 1;
+        }
+        self.step_messages.extend(turn.messages.iter().cloned());
+        self.step_turn = Some(merge_turn(self.step_turn.take(), turn.clone()));
+        Ok(turn)
+    }
+
+    /// Fires `on_act` / `on_observe` and the `action` / `observation` events for a turn.
+    pub(crate) fn act_and_observe(&self, step: u64, turn: &Turn) {
+        if !turn.response.has_tool_calls() {
+            return;
+        }
+        let calls = &turn.response.tool_calls;
+        self.ctx.strategy.act(step, calls);
+        self.ctx
+            .events
+            .emit_uap(UapEventType::Action, step, json!({ "toolCalls": calls }));
+        if tools_ran(turn) {
+            let results = last_results(turn);
+            self.ctx.strategy.observe(step, results);
+            self.ctx.events.emit_uap(
+                UapEventType::Observation,
+                step,
+                json!({ "toolResults": results, "toolExecutions": turn.tool_executions }),
+            );
+        }
+    }
+
+    /// Ends the step: commits its messages and traces, fires `on_step_end`, emits
+    /// `step_end`, checkpoints.
+    pub(crate) async fn end_step(&mut self, step: u64) {
+        let traces = self.ctx.events.take_traces();
+        let messages = std::mem::take(&mut self.step_messages);
+        self.state = self.state.with_step_result(step, messages, traces);
+        self.committed = self.state.clone();
+        let Some(turn) = self.step_turn.take() else {
+            return;
+        };
+        let completed = turn.tool_executions.clone();
+        let result = GenerateResult {
+            turn,
+            state: self.state.clone(),
+        };
+        let usage = {
+            let mut usage = self
+                .total
+                .as_ref()
+                .map(|t| t.usage.clone())
+                .unwrap_or_default();
+            usage.merge(&result.turn.usage);
+            usage
+        };
+        self.ctx
+            .end_step_effects(step, &result, completed, Some(usage))
+            .await;
+        self.total = Some(merge_turn(self.total.take(), result.turn));
+    }
+
+    /// The result of the run.
+    pub(crate) fn finish(self) -> Result<GenerateResult, AgentError> {
+        match self.total {
+            Some(turn) => Ok(GenerateResult {
+                turn,
+                state: self.committed,
+            }),
+            None => Err(AgentError::Strategy {
+                name: self.ctx.agent.execution_name().to_owned(),
+                message: "the run ended before any model call".into(),
+            }),
+        }
+    }
+}
