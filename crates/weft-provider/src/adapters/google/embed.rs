@@ -91,7 +91,9 @@ impl GeminiEmbeddingModel {
             body: Some(body),
             api_key: Some(&key),
         };
-        let response = send(&http, &request.config, &request.signal).await?;
+        let response = send(&http, &request.config, &request.signal)
+            .await
+            .map_err(super::invalid_key_is_authentication)?;
         let body = read_json(response, NAME, Modality::Embedding, &request.signal).await?;
         decode(&body)
     }

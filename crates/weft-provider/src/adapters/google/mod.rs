@@ -141,8 +141,24 @@ impl GeminiModel {
             body: Some(body),
             api_key: Some(&key),
         };
-        send(&http, &request.config, &request.signal).await
+        send(&http, &request.config, &request.signal)
+            .await
+            .map_err(invalid_key_is_authentication)
     }
+}
+
+/// Gemini answers a bad key with 400 `INVALID_ARGUMENT` (reason `API_KEY_INVALID`): that is an
+/// authentication failure, not a malformed request.
+pub(crate) fn invalid_key_is_authentication(mut error: UppError) -> UppError {
+    let says_key = error
+        .cause
+        .as_ref()
+        .is_some_and(|c| c.to_string().contains("API_KEY_INVALID"))
+        || error.message.contains("API key not valid");
+    if error.code == crate::error::ErrorCode::InvalidRequest && says_key {
+        error.code = crate::error::ErrorCode::AuthenticationFailed;
+    }
+    error
 }
 
 impl LlmModel for GeminiModel {
