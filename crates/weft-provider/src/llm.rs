@@ -579,11 +579,17 @@ async fn run_loop(
     one_step: Option<u32>,
 ) -> Result<Turn, UppError> {
     let provider = inner.model.provider().to_owned();
+    // The conversation is shared with each request behind an `Arc`; the turn's messages are
+    // its tail, split off at the end, so no message is stored twice.
+    let history_len = history.len();
     let mut conversation = history;
     conversation.reserve(new_messages.len() + 4);
-    conversation.extend(new_messages.iter().cloned());
+    conversation.extend(new_messages);
     let mut conversation = Arc::new(conversation);
-    let mut turn_messages = new_messages;
+    let turn_messages = |conversation: Arc<Vec<Message>>| {
+        let mut all = Arc::try_unwrap(conversation).unwrap_or_else(|shared| (*shared).clone());
+        all.split_off(history_len)
+    };
     let mut usage = TokenUsage::default();
     let mut executions = Vec::new();
     let mut cycles = 0u32;
@@ -604,7 +610,7 @@ async fn run_loop(
             params: inner.params.clone(),
             tools: inner.tools.clone(),
             structure: inner.structure.clone(),
-            signal: signal.child_token(),
+            signal: signal.clone(),
             config: inner.config.clone(),
         };
         let response = tokio::select! {
@@ -616,7 +622,7 @@ async fn run_loop(
         let LlmResponse { message, data, .. } = response;
         let manual = inner.strategy.max_iterations == Some(0);
         if !message.has_tool_calls() || manual {
-            turn_messages.push(Message::Assistant(message.clone()));
+            Arc::make_mut(&mut conversation).push(Message::Assistant(message.clone()));
             let data = match &inner.structure {
                 Some(_) => Some(match data {
                     Some(data) => data,
@@ -625,7 +631,7 @@ async fn run_loop(
                 None => None,
             };
             return Ok(Turn {
-                messages: turn_messages,
+                messages: turn_messages(conversation),
                 response: message,
                 tool_executions: executions,
                 usage,
@@ -637,9 +643,9 @@ async fn run_loop(
             && rounds >= limit
         {
             inner.strategy.fire_max_iterations(rounds);
-            turn_messages.push(Message::Assistant(message.clone()));
+            Arc::make_mut(&mut conversation).push(Message::Assistant(message.clone()));
             let partial = Turn {
-                messages: turn_messages,
+                messages: turn_messages(conversation),
                 response: message,
                 tool_executions: executions,
                 usage,
@@ -676,10 +682,11 @@ async fn run_loop(
         }
         let tool_results = Message::ToolResult(ToolResultMessage::new(results));
         if one_step.is_some() {
-            turn_messages.push(Message::Assistant(message.clone()));
-            turn_messages.push(tool_results);
+            let shared = Arc::make_mut(&mut conversation);
+            shared.push(Message::Assistant(message.clone()));
+            shared.push(tool_results);
             return Ok(Turn {
-                messages: turn_messages,
+                messages: turn_messages(conversation),
                 response: message,
                 tool_executions: executions,
                 usage,
@@ -687,12 +694,9 @@ async fn run_loop(
                 data: None,
             });
         }
-        let assistant = Message::Assistant(message);
         let shared = Arc::make_mut(&mut conversation);
-        shared.push(assistant.clone());
-        shared.push(tool_results.clone());
-        turn_messages.push(assistant);
-        turn_messages.push(tool_results);
+        shared.push(Message::Assistant(message));
+        shared.push(tool_results);
     }
 }
 

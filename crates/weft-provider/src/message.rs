@@ -16,8 +16,14 @@ use crate::tool::{ToolCall, ToolResult};
 pub type Metadata = serde_json::Map<String, serde_json::Value>;
 
 /// A fresh UUIDv4 string.
+///
+/// The random bits come from a per-thread generator seeded from the OS (no system call per
+/// id): ids must be unique, not secret.
 pub fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    uuid::Builder::from_random_bytes(fastrand::u128(..).to_le_bytes())
+        .into_uuid()
+        .hyphenated()
+        .to_string()
 }
 
 /// The three message kinds (§14.5.1 `MessageRole`).

@@ -54,6 +54,8 @@ pub struct SseDecoder {
     has_data: bool,
     /// Any field seen since the last dispatch.
     dirty: bool,
+    /// Size of the last event's data: the next one is likely similar, so reserve that much.
+    last_data_len: usize,
 }
 
 impl SseDecoder {
@@ -82,7 +84,7 @@ impl SseDecoder {
     }
 
     fn push_bytes(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) {
-        if self.pending_cr {
+        if self.pending_cr && !chunk.is_empty() {
             self.pending_cr = false;
             if let Some(rest) = chunk.strip_prefix(b"\n") {
                 chunk = rest;
@@ -121,6 +123,7 @@ impl SseDecoder {
     fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
         if line.is_empty() {
             if self.has_data {
+                self.last_data_len = self.current.data.len();
                 out.push(std::mem::take(&mut self.current));
             } else {
                 self.current = SseEvent::default();
@@ -144,8 +147,13 @@ impl SseDecoder {
             b"data" => {
                 if self.has_data {
                     self.current.data.push('\n');
+                } else if self.current.data.capacity() == 0 {
+                    self.current.data.reserve(self.last_data_len.max(value.len()));
                 }
-                self.current.data.push_str(&String::from_utf8_lossy(value));
+                match std::str::from_utf8(value) {
+                    Ok(text) => self.current.data.push_str(text),
+                    Err(_) => self.current.data.push_str(&String::from_utf8_lossy(value)),
+                }
                 self.has_data = true;
             }
             b"event" => self.current.event = Some(String::from_utf8_lossy(value).into_owned()),
@@ -207,6 +215,13 @@ mod tests {
         let (events, _) = decode_all(&[b"id: 7\nretry: 1500\nevent: e\ndata: z\n\n"]);
         assert_eq!(events[0].id.as_deref(), Some("7"));
         assert_eq!(events[0].retry, Some(1500));
+        assert_eq!(events[0].event.as_deref(), Some("e"));
+    }
+
+    #[test]
+    fn crlf_split_by_an_empty_chunk_is_one_line_ending() {
+        let (events, _) = decode_all(&[b"event: e\r", b"", b"\ndata: x\r\n\r\n"]);
+        assert_eq!(events.len(), 1);
         assert_eq!(events[0].event.as_deref(), Some("e"));
     }
 
