@@ -227,3 +227,33 @@ pub fn provider() -> Arc<Provider> {
         },
     ))
 }
+
+/// Helper constructors for Anthropic's server-side tools (§10.9), to put in `params.tools`.
+///
+/// # Examples
+///
+/// ```
+/// use weft_provider::adapters::anthropic::tools;
+///
+/// let search = tools::web_search(Some(3));
+/// assert_eq!(search["type"], "web_search_20250305");
+/// assert_eq!(search["max_uses"], 3);
+/// ```
+pub mod tools {
+    use serde_json::{Value, json};
+
+    /// The web search tool (`web_search_20250305`), optionally limited to `max_uses` searches.
+    pub fn web_search(max_uses: Option<u32>) -> Value {
+        let mut tool = json!({"type": "web_search_20250305", "name": "web_search"});
+        if let (Some(max), Some(object)) = (max_uses, tool.as_object_mut()) {
+            object.insert("max_uses".into(), json!(max));
+        }
+        tool
+    }
+
+    /// The web fetch tool (`web_fetch_20250910`; needs the `anthropic-beta:
+    /// web-fetch-2025-09-10` header in `config.headers`).
+    pub fn web_fetch() -> Value {
+        json!({"type": "web_fetch_20250910", "name": "web_fetch"})
+    }
+}

@@ -228,3 +228,31 @@ pub fn provider() -> Arc<Provider> {
             .with_embedding(embed::handler()),
     )
 }
+
+/// Helper constructors for Gemini's native tools (§10.9), to put in `params.tools`.
+///
+/// # Examples
+///
+/// ```
+/// use weft_provider::adapters::google::tools;
+///
+/// assert_eq!(tools::google_search(), serde_json::json!({"googleSearch": {}}));
+/// ```
+pub mod tools {
+    use serde_json::{Value, json};
+
+    /// Grounding with Google Search.
+    pub fn google_search() -> Value {
+        json!({"googleSearch": {}})
+    }
+
+    /// Code execution.
+    pub fn code_execution() -> Value {
+        json!({"codeExecution": {}})
+    }
+
+    /// URL context.
+    pub fn url_context() -> Value {
+        json!({"urlContext": {}})
+    }
+}

@@ -214,3 +214,38 @@ pub fn provider() -> Arc<Provider> {
         },
     ))
 }
+
+/// Helper constructors for the Responses API's built-in tools (§10.9), to put in
+/// `params.tools`.
+///
+/// # Examples
+///
+/// ```
+/// use weft_provider::adapters::openai_responses::tools;
+///
+/// assert_eq!(tools::web_search()["type"], "web_search");
+/// assert_eq!(tools::file_search(&["vs_1"])["vector_store_ids"][0], "vs_1");
+/// ```
+pub mod tools {
+    use serde_json::{Value, json};
+
+    /// Web search.
+    pub fn web_search() -> Value {
+        json!({"type": "web_search"})
+    }
+
+    /// File search over vector stores.
+    pub fn file_search(vector_store_ids: &[&str]) -> Value {
+        json!({"type": "file_search", "vector_store_ids": vector_store_ids})
+    }
+
+    /// The code interpreter in an automatic container.
+    pub fn code_interpreter() -> Value {
+        json!({"type": "code_interpreter", "container": {"type": "auto"}})
+    }
+
+    /// Image generation; the images come back as image blocks.
+    pub fn image_generation() -> Value {
+        json!({"type": "image_generation"})
+    }
+}
