@@ -192,30 +192,46 @@ pub fn compare_utf16(a: &str, b: &str) -> Ordering {
     tail_a.encode_utf16().cmp(tail_b.encode_utf16())
 }
 
+/// Which bytes need escaping: `"`, `\\` and U+0000–U+001F.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 0x20 {
+        table[byte] = true;
+        byte += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
 fn write_string(text: &str, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(text.len() + 2);
     out.push(b'"');
     let bytes = text.as_bytes();
     let mut start = 0;
     for (index, &byte) in bytes.iter().enumerate() {
-        let escape: &[u8] = match byte {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            0x09 => b"\\t",
-            0x0a => b"\\n",
-            0x0c => b"\\f",
-            0x0d => b"\\r",
-            0x00..=0x1f => b"",
-            _ => continue,
-        };
+        if !NEEDS_ESCAPE[usize::from(byte)] {
+            continue;
+        }
         out.extend_from_slice(&bytes[start..index]);
-        if escape.is_empty() {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[usize::from(byte >> 4)]);
-            out.push(HEX[usize::from(byte & 0xf)]);
-        } else {
-            out.extend_from_slice(escape);
+        match byte {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x09 => out.extend_from_slice(b"\\t"),
+            0x0a => out.extend_from_slice(b"\\n"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            0x0d => out.extend_from_slice(b"\\r"),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ]),
         }
         start = index + 1;
     }
@@ -309,7 +325,7 @@ pub(crate) fn write_f64(value: f64, out: &mut Vec<u8>) {
             out.extend_from_slice(&digits[1..]);
         }
         out.push(b'e');
-        out.push(if n - 1 >= 0 { b'+' } else { b'-' });
+        out.push(if n > 0 { b'+' } else { b'-' });
         let _ = write!(FmtBytes(out), "{}", (n - 1).abs());
     }
 }

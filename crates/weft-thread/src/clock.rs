@@ -45,7 +45,10 @@ pub struct SteppingClock {
 impl SteppingClock {
     /// Starts at `start`, advancing `step_millis` milliseconds after each reading.
     pub fn new(start: Timestamp, step_millis: i64) -> Self {
-        Self { next: Cell::new(start.unix_nanos()), step_nanos: i128::from(step_millis) * 1_000_000 }
+        Self {
+            next: Cell::new(start.unix_nanos()),
+            step_nanos: i128::from(step_millis) * 1_000_000,
+        }
     }
 }
 

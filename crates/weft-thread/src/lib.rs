@@ -66,4 +66,6 @@ pub use error::ParseError;
 pub use hash::{HashOptions, HashScope, ThreadHash, hash_thread};
 pub use timestamp::{Timestamp, TimestampError};
 pub use types::*;
-pub use validate::{Finding, Report, Rule, Severity, ValidateOptions, validate, validate_json, validate_with};
+pub use validate::{
+    Finding, Report, Rule, Severity, ValidateOptions, validate, validate_json, validate_with,
+};

@@ -64,7 +64,10 @@ pub enum PydanticError {
 pub const CUSTOM_PREFIX: &str = "custom:pydantic-ai/";
 
 fn without_nulls(map: &JsonMap) -> JsonMap {
-    map.iter().filter(|(_, value)| !value.is_null()).map(|(key, value)| (key.clone(), value.clone())).collect()
+    map.iter()
+        .filter(|(_, value)| !value.is_null())
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
 }
 
 fn s(text: &str) -> Value {
@@ -79,27 +82,42 @@ fn s(text: &str) -> Value {
 /// `request` / `response` and a timestamp (a request without one borrows it from its parts or
 /// the previous message).
 pub fn from_agent_run(messages: &Value, agent_id: &str) -> Result<AgentTurn, PydanticError> {
-    let Value::Array(items) = messages else { return Err(PydanticError::NotAnArray) };
+    let Value::Array(items) = messages else {
+        return Err(PydanticError::NotAnArray);
+    };
     if items.is_empty() {
         return Err(PydanticError::Empty);
     }
     let mut converted = Vec::with_capacity(items.len());
     let mut previous_timestamp: Option<String> = None;
     for (index, item) in items.iter().enumerate() {
-        let fail = |reason: &str| PydanticError::Message { index, reason: reason.to_owned() };
-        let Value::Object(message) = item else { return Err(fail("not an object")) };
+        let fail = |reason: &str| PydanticError::Message {
+            index,
+            reason: reason.to_owned(),
+        };
+        let Value::Object(message) = item else {
+            return Err(fail("not an object"));
+        };
         let message = without_nulls(message);
         let message_type = match message.get("kind").and_then(Value::as_str) {
             Some("request") => "request",
             Some("response") => "response",
             _ => return Err(fail("`kind` must be \"request\" or \"response\"")),
         };
-        let parts: &[Value] = message.get("parts").and_then(Value::as_array).map_or(&[], Vec::as_slice);
+        let parts: &[Value] = message
+            .get("parts")
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice);
         let timestamp = message
             .get("timestamp")
             .and_then(Value::as_str)
             .map(str::to_owned)
-            .or_else(|| parts.iter().find_map(|part| part.get("timestamp").and_then(Value::as_str)).map(str::to_owned))
+            .or_else(|| {
+                parts
+                    .iter()
+                    .find_map(|part| part.get("timestamp").and_then(Value::as_str))
+                    .map(str::to_owned)
+            })
             .or_else(|| previous_timestamp.clone())
             .ok_or_else(|| fail("no timestamp"))?;
         previous_timestamp = Some(timestamp.clone());
@@ -107,7 +125,12 @@ pub fn from_agent_run(messages: &Value, agent_id: &str) -> Result<AgentTurn, Pyd
         let mut out = Map::new();
         out.insert("message_type".into(), s(message_type));
         out.insert("timestamp".into(), Value::String(timestamp.clone()));
-        let parts: Vec<Value> = parts.iter().filter_map(|part| part.as_object()).filter_map(|part| part_from_pydantic(part, provider)).map(Value::Object).collect();
+        let parts: Vec<Value> = parts
+            .iter()
+            .filter_map(|part| part.as_object())
+            .filter_map(|part| part_from_pydantic(part, provider))
+            .map(Value::Object)
+            .collect();
         out.insert("parts".into(), Value::Array(parts));
         out.insert("agent_id".into(), s(agent_id));
         for (key, value) in &message {
@@ -119,8 +142,19 @@ pub fn from_agent_run(messages: &Value, agent_id: &str) -> Result<AgentTurn, Pyd
                     }
                 }
                 "finish_reason" => {
-                    let valid = value.as_str().and_then(crate::FinishReason::parse).is_some();
-                    out.insert(if valid { "finish_reason" } else { "provider_finish_reason" }.into(), value.clone());
+                    let valid = value
+                        .as_str()
+                        .and_then(crate::FinishReason::parse)
+                        .is_some();
+                    out.insert(
+                        if valid {
+                            "finish_reason"
+                        } else {
+                            "provider_finish_reason"
+                        }
+                        .into(),
+                        value.clone(),
+                    );
                 }
                 _ => {
                     out.insert(key.clone(), value.clone());
@@ -129,8 +163,16 @@ pub fn from_agent_run(messages: &Value, agent_id: &str) -> Result<AgentTurn, Pyd
         }
         converted.push(Value::Object(out));
     }
-    let first = converted.first().and_then(|message| message.get("timestamp")).cloned().unwrap_or(Value::Null);
-    let last = converted.last().and_then(|message| message.get("timestamp")).cloned().unwrap_or(Value::Null);
+    let first = converted
+        .first()
+        .and_then(|message| message.get("timestamp"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let last = converted
+        .last()
+        .and_then(|message| message.get("timestamp"))
+        .cloned()
+        .unwrap_or(Value::Null);
     let mut turn = Map::new();
     turn.insert("turn_type".into(), s("agent"));
     turn.insert("agent_id".into(), s(agent_id));
@@ -148,7 +190,11 @@ pub fn from_agent_run(messages: &Value, agent_id: &str) -> Result<AgentTurn, Pyd
 
 fn part_from_pydantic(part: &JsonMap, message_provider: Option<&str>) -> Option<JsonMap> {
     let mut part = without_nulls(part);
-    let kind = part.get("part_kind").and_then(Value::as_str).unwrap_or("").to_owned();
+    let kind = part
+        .get("part_kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     match kind.as_str() {
         "system-prompt" => return None,
         "user-prompt" | "text" | "tool-call" | "retry-prompt" | "file" => {}
@@ -157,7 +203,10 @@ fn part_from_pydantic(part: &JsonMap, message_provider: Option<&str>) -> Option<
                 part.insert("thinking_id".into(), id);
             }
             if !part.contains_key("provider_name") {
-                part.insert("provider_name".into(), s(message_provider.unwrap_or("unknown")));
+                part.insert(
+                    "provider_name".into(),
+                    s(message_provider.unwrap_or("unknown")),
+                );
             }
         }
         "tool-return" => {
@@ -176,7 +225,10 @@ fn part_from_pydantic(part: &JsonMap, message_provider: Option<&str>) -> Option<
             part.insert("status".into(), s(status));
         }
         _ => {
-            part.insert("part_kind".into(), Value::String(format!("{CUSTOM_PREFIX}{kind}")));
+            part.insert(
+                "part_kind".into(),
+                Value::String(format!("{CUSTOM_PREFIX}{kind}")),
+            );
         }
     }
     Some(part)
@@ -204,7 +256,12 @@ fn usage_from_pydantic(usage: &JsonMap) -> JsonMap {
             Value::Object(map) => !map.is_empty(),
             _ => true,
         };
-        if keep && !matches!(key.as_str(), "input_tokens" | "output_tokens" | "output_reasoning_tokens") {
+        if keep
+            && !matches!(
+                key.as_str(),
+                "input_tokens" | "output_tokens" | "output_reasoning_tokens"
+            )
+        {
             out.insert(key.clone(), value.clone());
         }
     }
@@ -239,12 +296,22 @@ pub fn to_model_messages(turns: &[Turn], viewing_agent_id: &str) -> ModelMessage
 /// [`to_model_messages`] for a thread, naming other agents by their registry `agent_name`.
 pub fn thread_to_model_messages(thread: &Thread, viewing_agent_id: &str) -> ModelMessages {
     to_model_messages_named(&thread.turns, viewing_agent_id, |id| {
-        thread.agents.get(id).map_or_else(|| id.to_owned(), |agent| agent.agent_name.clone())
+        thread
+            .agents
+            .get(id)
+            .map_or_else(|| id.to_owned(), |agent| agent.agent_name.clone())
     })
 }
 
-fn to_model_messages_named(turns: &[Turn], viewing: &str, name_of: impl Fn(&str) -> String) -> ModelMessages {
-    let mut out = ModelMessages { messages: Vec::new(), skipped: Vec::new() };
+fn to_model_messages_named(
+    turns: &[Turn],
+    viewing: &str,
+    name_of: impl Fn(&str) -> String,
+) -> ModelMessages {
+    let mut out = ModelMessages {
+        messages: Vec::new(),
+        skipped: Vec::new(),
+    };
     for (turn_index, turn) in turns.iter().enumerate() {
         match turn {
             Turn::User(user) => {
@@ -263,16 +330,26 @@ fn to_model_messages_named(turns: &[Turn], viewing: &str, name_of: impl Fn(&str)
                     match message {
                         TurnMessage::Thread(message) => {
                             let value = serde_json::to_value(message).unwrap_or(Value::Null);
-                            let Value::Object(mut map) = value else { continue };
+                            let Value::Object(mut map) = value else {
+                                continue;
+                            };
                             let message_type = map.remove("message_type");
                             map.remove("agent_id");
                             map.remove("parts");
                             let mut pydantic = Map::new();
                             pydantic.insert("kind".into(), message_type.unwrap_or(Value::Null));
-                            let parts = convert_parts(message.parts.iter(), turn_index, Some(message_index), &mut out.skipped);
+                            let parts = convert_parts(
+                                message.parts.iter(),
+                                turn_index,
+                                Some(message_index),
+                                &mut out.skipped,
+                            );
                             pydantic.insert("parts".into(), Value::Array(parts));
                             if let Some(Value::Object(usage)) = map.remove("usage") {
-                                pydantic.insert("usage".into(), Value::Object(usage_to_pydantic(&usage)));
+                                pydantic.insert(
+                                    "usage".into(),
+                                    Value::Object(usage_to_pydantic(&usage)),
+                                );
                             }
                             if let Some(reason) = map.remove("provider_finish_reason") {
                                 map.entry("finish_reason").or_insert(reason);
@@ -291,7 +368,9 @@ fn to_model_messages_named(turns: &[Turn], viewing: &str, name_of: impl Fn(&str)
             Turn::Agent(agent) => {
                 let label = name_of(&agent.agent_id);
                 for message in &agent.messages {
-                    let TurnMessage::Thread(message) = message else { continue };
+                    let TurnMessage::Thread(message) = message else {
+                        continue;
+                    };
                     if message.message_type != crate::MessageType::Response {
                         continue;
                     }
@@ -305,7 +384,8 @@ fn to_model_messages_named(turns: &[Turn], viewing: &str, name_of: impl Fn(&str)
                                 }
                                 text.push_str(&part.content);
                             }
-                            crate::MessagePart::File(file) => media.push(serde_json::to_value(&file.content).unwrap_or(Value::Null)),
+                            crate::MessagePart::File(file) => media
+                                .push(serde_json::to_value(&file.content).unwrap_or(Value::Null)),
                             _ => {}
                         }
                     }
@@ -334,7 +414,9 @@ fn to_model_messages_named(turns: &[Turn], viewing: &str, name_of: impl Fn(&str)
     out
 }
 
-fn user_prompts<'a>(parts: impl Iterator<Item = &'a crate::MessagePart>) -> Vec<&'a crate::UserPromptContent> {
+fn user_prompts<'a>(
+    parts: impl Iterator<Item = &'a crate::MessagePart>,
+) -> Vec<&'a crate::UserPromptContent> {
     parts
         .filter_map(|part| match part {
             crate::MessagePart::UserPrompt(prompt) => Some(&prompt.content),
@@ -344,13 +426,19 @@ fn user_prompts<'a>(parts: impl Iterator<Item = &'a crate::MessagePart>) -> Vec<
 }
 
 fn repeated_in_next_turn(user: &UserTurn, next: Option<&Turn>, viewing: &str) -> bool {
-    let Some(Turn::Agent(next)) = next else { return false };
+    let Some(Turn::Agent(next)) = next else {
+        return false;
+    };
     if next.agent_id != viewing {
         return false;
     }
-    let Some(TurnMessage::Thread(first)) = next.messages.first() else { return false };
+    let Some(TurnMessage::Thread(first)) = next.messages.first() else {
+        return false;
+    };
     let mine = user_prompts(user.parts.iter());
-    first.message_type == crate::MessageType::Request && !mine.is_empty() && user_prompts(first.parts.iter()) == mine
+    first.message_type == crate::MessageType::Request
+        && !mine.is_empty()
+        && user_prompts(first.parts.iter()) == mine
 }
 
 fn convert_parts<'a>(
@@ -361,7 +449,9 @@ fn convert_parts<'a>(
 ) -> Vec<Value> {
     let mut out = Vec::new();
     for part in parts {
-        let Ok(Value::Object(mut map)) = serde_json::to_value(part) else { continue };
+        let Ok(Value::Object(mut map)) = serde_json::to_value(part) else {
+            continue;
+        };
         let kind = part.kind().to_owned();
         match kind.as_str() {
             "thinking" => {
@@ -391,16 +481,30 @@ fn convert_parts<'a>(
                     continue;
                 }
                 if !map.contains_key("outcome") {
-                    map.insert("outcome".into(), s(if status == "success" { "success" } else { "failed" }));
+                    map.insert(
+                        "outcome".into(),
+                        s(if status == "success" {
+                            "success"
+                        } else {
+                            "failed"
+                        }),
+                    );
                 }
                 map.entry("content").or_insert(Value::Null);
             }
             "user-prompt" | "text" | "tool-call" | "retry-prompt" | "file" => {}
             _ if kind.starts_with(CUSTOM_PREFIX) => {
-                map.insert("part_kind".into(), Value::String(kind[CUSTOM_PREFIX.len()..].to_owned()));
+                map.insert(
+                    "part_kind".into(),
+                    Value::String(kind[CUSTOM_PREFIX.len()..].to_owned()),
+                );
             }
             _ => {
-                skipped.push(SkippedPart { turn, message, kind });
+                skipped.push(SkippedPart {
+                    turn,
+                    message,
+                    kind,
+                });
                 continue;
             }
         }

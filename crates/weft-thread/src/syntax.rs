@@ -80,7 +80,7 @@ pub(crate) fn check_uri(text: &str, extra_schemes: &[String]) -> Result<(), UriP
 /// Whether `text` is standard base64 (RFC 4648 §4, padding required, no whitespace).
 pub(crate) fn is_base64(text: &str) -> bool {
     let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return false;
     }
     let padding = bytes.iter().rev().take_while(|byte| **byte == b'=').count();

@@ -168,9 +168,8 @@ impl Timestamp {
             Some(sign @ (b'+' | b'-')) => {
                 cursor.at += 1;
                 let hours = cursor.digits(2)?;
-                let minutes = if cursor.eat(b':') {
-                    cursor.digits(2)?
-                } else if cursor.peek().is_some() {
+                let minutes = if cursor.peek().is_some() {
+                    cursor.eat(b':');
                     cursor.digits(2)?
                 } else {
                     0

@@ -8,7 +8,9 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 use weft_thread::canonical::{CanonicalOptions, canonicalize, to_jcs_string};
 use weft_thread::clock::FixedClock;
-use weft_thread::ui_stream::{self, AssemblerOptions, EncodeOptions, ThreadDefaults, UiStreamVersion};
+use weft_thread::ui_stream::{
+    self, AssemblerOptions, EncodeOptions, ThreadDefaults, UiStreamVersion,
+};
 use weft_thread::{HashOptions, Thread, Timestamp, Turn, hash_thread, pydantic_ai, validate};
 
 fn clock() -> FixedClock {
@@ -108,7 +110,12 @@ fn representable_turn() -> impl Strategy<Value = Value> {
         text.prop_map(|content| json!({"part_kind": "user-prompt", "content": content})),
         Just(json!({"part_kind": "file", "content": {"kind": "binary", "data": "R0lGODlh", "media_type": "image/gif", "identifier": "25c9b3"}})),
     ];
-    let message = (any::<bool>(), prop::collection::vec(part, 0..4), prop::option::of((0u64..100, 0u64..100, 0u64..10)), prop::option::of("[a-z0-9]{1,6}"));
+    let message = (
+        any::<bool>(),
+        prop::collection::vec(part, 0..4),
+        prop::option::of((0u64..100, 0u64..100, 0u64..10)),
+        prop::option::of("[a-z0-9]{1,6}"),
+    );
     prop::collection::vec(message, 1..5).prop_map(|messages| {
         let agent = "550e8400-e29b-41d4-a716-446655440001";
         let mut total: Option<(u64, u64, u64)> = None;
@@ -144,36 +151,67 @@ fn representable_turn() -> impl Strategy<Value = Value> {
 
 #[test]
 fn real_pydantic_fixtures_convert_and_round_trip() {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/fixtures/pydantic-ai-generated");
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/fixtures/pydantic-ai-generated");
     let agent = "550e8400-e29b-41d4-a716-446655440001";
     let mut hashes = Vec::new();
-    for name in ["pydantic-ai-1.107.10.model-messages.json", "pydantic-ai-2.68.0.model-messages.json"] {
-        let value: Value = serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
+    for name in [
+        "pydantic-ai-1.107.10.model-messages.json",
+        "pydantic-ai-2.68.0.model-messages.json",
+    ] {
+        let value: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
         let turn = pydantic_ai::from_agent_run(&value, agent).unwrap();
         assert_eq!(turn.messages.len(), 4, "{name}");
         // The system prompt is not stored (TP-015); the thinking keeps its signature byte for byte.
         let json = serde_json::to_string(&turn).unwrap();
-        assert!(!json.contains("system-prompt") && !json.contains("You are helpful."), "{name}");
+        assert!(
+            !json.contains("system-prompt") && !json.contains("You are helpful."),
+            "{name}"
+        );
         assert!(json.contains("\"signature\":\"sig==\""));
-        assert_eq!(turn.total_usage.as_ref().and_then(|usage| usage.input_tokens), Some(10));
-        let thread = ui_stream::default_thread(vec![Turn::Agent(turn.clone())], &ThreadDefaults::default(), &clock());
+        assert_eq!(
+            turn.total_usage
+                .as_ref()
+                .and_then(|usage| usage.input_tokens),
+            Some(10)
+        );
+        let thread = ui_stream::default_thread(
+            vec![Turn::Agent(turn.clone())],
+            &ThreadDefaults::default(),
+            &clock(),
+        );
         let thread_value = thread.to_value().unwrap();
-        assert!(validate(&thread_value).is_valid(), "{name}: {:#?}", validate(&thread_value).findings);
+        assert!(
+            validate(&thread_value).is_valid(),
+            "{name}: {:#?}",
+            validate(&thread_value).findings
+        );
         // Pydantic AI -> thread -> Pydantic AI -> thread is stable.
         let messages = pydantic_ai::to_model_messages(&thread.turns, agent);
         assert!(messages.skipped.is_empty());
-        let again = pydantic_ai::from_agent_run(&Value::Array(messages.messages.clone()), agent).unwrap();
+        let again =
+            pydantic_ai::from_agent_run(&Value::Array(messages.messages.clone()), agent).unwrap();
         assert_eq!(again, turn, "{name}");
         // What we emit has the discriminators Pydantic AI needs.
         for message in &messages.messages {
-            assert!(matches!(message["kind"].as_str(), Some("request" | "response")));
+            assert!(matches!(
+                message["kind"].as_str(),
+                Some("request" | "response")
+            ));
             for part in message["parts"].as_array().unwrap() {
                 assert!(part["part_kind"].is_string());
             }
         }
         // And the stream round trip holds on real data.
         let chunks = ui_stream::encode_thread(&thread, &EncodeOptions::default());
-        let back = ui_stream::assemble_thread(chunks, AssemblerOptions::default(), &ThreadDefaults::default(), clock()).unwrap();
+        let back = ui_stream::assemble_thread(
+            chunks,
+            AssemblerOptions::default(),
+            &ThreadDefaults::default(),
+            clock(),
+        )
+        .unwrap();
         assert_eq!(back.thread, thread);
         hashes.push(hash_thread(&thread_value, HashOptions::default()));
     }
@@ -207,11 +245,20 @@ fn multi_agent_attribution() {
     })).unwrap();
     let for_b = pydantic_ai::thread_to_model_messages(&thread, b);
     let json = serde_json::to_string(&for_b.messages).unwrap();
-    assert!(!json.contains("ui:mode"), "client_metadata is never passed to the model");
-    assert!(!json.contains("private") && !json.contains("\"c1\""), "another agent's thinking and tools stay private");
+    assert!(
+        !json.contains("ui:mode"),
+        "client_metadata is never passed to the model"
+    );
+    assert!(
+        !json.contains("private") && !json.contains("\"c1\""),
+        "another agent's thinking and tools stay private"
+    );
     assert_eq!(for_b.messages.len(), 3);
     assert_eq!(for_b.messages[1]["kind"], "request");
-    assert_eq!(for_b.messages[1]["parts"][0]["content"], "[researcher]: Found it");
+    assert_eq!(
+        for_b.messages[1]["parts"][0]["content"],
+        "[researcher]: Found it"
+    );
     assert_eq!(for_b.messages[2]["kind"], "response");
     let for_a = pydantic_ai::thread_to_model_messages(&thread, a);
     assert_eq!(for_a.messages.len(), 5);
@@ -224,10 +271,36 @@ fn meta_is_excluded_from_the_default_hash_only() {
     let mut with_meta = base.clone();
     with_meta["metadata"]["meta:retry-count"] = json!(3);
     with_meta["meta:x"] = json!(true);
-    assert_eq!(hash_thread(&base, HashOptions::default()), hash_thread(&with_meta, HashOptions::default()));
-    let include = HashOptions { include_meta: true, ..HashOptions::default() };
-    assert_ne!(hash_thread(&base, include), hash_thread(&with_meta, include));
+    assert_eq!(
+        hash_thread(&base, HashOptions::default()),
+        hash_thread(&with_meta, HashOptions::default())
+    );
+    let include = HashOptions {
+        include_meta: true,
+        ..HashOptions::default()
+    };
+    assert_ne!(
+        hash_thread(&base, include),
+        hash_thread(&with_meta, include)
+    );
     // The hash is sha256 over the JCS bytes, nothing else.
-    let expected = weft_thread::hash::hash_bytes(br#"{"metadata":{"a":1},"turns":[],"version":"0.0.3"}"#);
+    let expected =
+        weft_thread::hash::hash_bytes(br#"{"metadata":{"a":1},"turns":[],"version":"0.0.3"}"#);
     assert_eq!(hash_thread(&base, HashOptions::default()), expected);
+}
+
+#[test]
+fn turns_scope_hashes_version_and_turns_only() {
+    let thread = json!({"version": "0.0.3", "title": "a", "turns": [{"turn_type": "user"}]});
+    let mut retitled = thread.clone();
+    retitled["title"] = json!("b");
+    let scope = HashOptions {
+        scope: weft_thread::HashScope::Turns,
+        ..HashOptions::default()
+    };
+    assert_eq!(hash_thread(&thread, scope), hash_thread(&retitled, scope));
+    assert_ne!(
+        hash_thread(&thread, HashOptions::default()),
+        hash_thread(&retitled, HashOptions::default())
+    );
 }

@@ -10,8 +10,12 @@ use proptest::prelude::*;
 use serde_json::Value;
 use weft_thread::canonical::{CanonicalOptions, canonicalize};
 use weft_thread::clock::FixedClock;
-use weft_thread::ui_stream::{self, Assembler, AssemblerOptions, EncodeOptions, ThreadDefaults, UiChunk};
-use weft_thread::{HashOptions, Thread, Timestamp, hash_thread, pydantic_ai, validate, validate_json};
+use weft_thread::ui_stream::{
+    self, Assembler, AssemblerOptions, EncodeOptions, ThreadDefaults, UiChunk,
+};
+use weft_thread::{
+    HashOptions, Thread, Timestamp, hash_thread, pydantic_ai, validate, validate_json,
+};
 
 fn clock() -> FixedClock {
     FixedClock(Timestamp::parse("2030-01-01T00:00:00Z").unwrap())
@@ -19,7 +23,9 @@ fn clock() -> FixedClock {
 
 /// Replaces (or, for `None`, removes) the value at a path chosen by `selector`.
 fn mutate(value: &mut Value, selector: &[usize], replacement: Option<Value>) {
-    let Some((first, rest)) = selector.split_first() else { return };
+    let Some((first, rest)) = selector.split_first() else {
+        return;
+    };
     let stop = rest.is_empty() || *first % 5 == 0;
     match value {
         Value::Object(map) if !map.is_empty() => {
@@ -60,9 +66,16 @@ fn exercise_thread_value(value: &Value) {
     let _ = canonicalize(value, CanonicalOptions { include_meta: true });
     let typed = Thread::from_value(value.clone());
     if report.is_valid() {
-        let thread = typed.unwrap_or_else(|error| panic!("valid but not parseable: {error}\n{value:#}"));
+        let thread =
+            typed.unwrap_or_else(|error| panic!("valid but not parseable: {error}\n{value:#}"));
         let chunks = ui_stream::encode_thread(&thread, &EncodeOptions::default());
-        let back = ui_stream::assemble_thread(chunks, AssemblerOptions::default(), &ThreadDefaults::default(), clock()).unwrap();
+        let back = ui_stream::assemble_thread(
+            chunks,
+            AssemblerOptions::default(),
+            &ThreadDefaults::default(),
+            clock(),
+        )
+        .unwrap();
         assert_eq!(back.thread, thread);
         let messages = pydantic_ai::to_model_messages(&thread.turns, "assistant");
         let _ = pydantic_ai::from_agent_run(&Value::Array(messages.messages), "assistant");
@@ -71,20 +84,65 @@ fn exercise_thread_value(value: &Value) {
 
 fn chunk_value() -> impl Strategy<Value = Value> {
     let types = prop::sample::select(vec![
-        "start", "start-step", "text-start", "text-delta", "text-end", "reasoning-start", "reasoning-delta", "reasoning-end",
-        "tool-input-start", "tool-input-delta", "tool-input-available", "tool-input-error", "tool-output-available",
-        "tool-output-error", "tool-output-denied", "source-url", "source-document", "file", "data-x", "data-weft",
-        "finish-step", "reset-step", "message-metadata", "finish", "error", "abort", "mystery",
+        "start",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-end",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-available",
+        "tool-input-error",
+        "tool-output-available",
+        "tool-output-error",
+        "tool-output-denied",
+        "source-url",
+        "source-document",
+        "file",
+        "data-x",
+        "data-weft",
+        "finish-step",
+        "reset-step",
+        "message-metadata",
+        "finish",
+        "error",
+        "abort",
+        "mystery",
     ]);
     let fields = prop::collection::vec(
         (
-            prop::sample::select(vec!["id", "delta", "toolCallId", "toolName", "input", "output", "errorText", "url", "mediaType", "data", "transient", "kind", "message", "part", "turn"]),
-            prop_oneof![prop::sample::select(vec!["1", "2", "x"]).prop_map(|s| Value::String(s.to_owned())), common::json_value()],
+            prop::sample::select(vec![
+                "id",
+                "delta",
+                "toolCallId",
+                "toolName",
+                "input",
+                "output",
+                "errorText",
+                "url",
+                "mediaType",
+                "data",
+                "transient",
+                "kind",
+                "message",
+                "part",
+                "turn",
+            ]),
+            prop_oneof![
+                prop::sample::select(vec!["1", "2", "x"]).prop_map(|s| Value::String(s.to_owned())),
+                common::json_value()
+            ],
         ),
         0..6,
     );
     (types, fields).prop_map(|(chunk_type, fields)| {
-        let mut map: serde_json::Map<String, Value> = fields.into_iter().map(|(key, value)| (key.to_owned(), value)).collect();
+        let mut map: serde_json::Map<String, Value> = fields
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value))
+            .collect();
         map.insert("type".into(), Value::String(chunk_type.to_owned()));
         Value::Object(map)
     })

@@ -6,7 +6,8 @@
 use serde_json::{Value, json};
 use weft_thread::clock::{FixedClock, SteppingClock};
 use weft_thread::ui_stream::{
-    self, Assembler, AssemblerOptions, AssemblyEvent, EncodeOptions, InterruptionReason, ThreadDefaults, UiChunk,
+    self, Assembler, AssemblerOptions, AssemblyEvent, EncodeOptions, InterruptionReason,
+    ThreadDefaults, UiChunk,
 };
 use weft_thread::{AgentTurn, MessagePart, Timestamp, Turn, TurnMessage, pydantic_ai};
 
@@ -15,7 +16,10 @@ fn clock() -> SteppingClock {
 }
 
 fn chunks(values: &[Value]) -> Vec<UiChunk> {
-    values.iter().map(|value| UiChunk::from_value(value.clone()).unwrap()).collect()
+    values
+        .iter()
+        .map(|value| UiChunk::from_value(value.clone()).unwrap())
+        .collect()
 }
 
 fn run(values: &[Value]) -> Vec<AssemblyEvent> {
@@ -78,23 +82,40 @@ fn server_and_client_events_give_identical_threads() {
     ];
     let fixed = FixedClock(Timestamp::parse("2025-01-20T10:00:00.000Z").unwrap());
     let mut assembler = Assembler::with_clock(AssemblerOptions::default(), fixed);
-    let events: Vec<AssemblyEvent> = chunks(&client_events).into_iter().flat_map(|chunk| assembler.push(chunk)).collect();
+    let events: Vec<AssemblyEvent> = chunks(&client_events)
+        .into_iter()
+        .flat_map(|chunk| assembler.push(chunk))
+        .collect();
     let client_turn = only_turn(&events);
     assert_eq!(client_turn, &server_turn);
 
     // And the server's own encoding of its turn, received by a client, is the same turn.
     let mut tool_names = Default::default();
-    let encoded = ui_stream::encode_agent_turn(&server_turn, &EncodeOptions::default(), &mut tool_names);
+    let encoded =
+        ui_stream::encode_agent_turn(&server_turn, &EncodeOptions::default(), &mut tool_names);
     let sse = ui_stream::to_sse(&encoded);
-    let received = ui_stream::assemble_thread(ui_stream::parse_stream(&sse).unwrap(), AssemblerOptions::default(), &ThreadDefaults::default(), clock()).unwrap();
+    let received = ui_stream::assemble_thread(
+        ui_stream::parse_stream(&sse).unwrap(),
+        AssemblerOptions::default(),
+        &ThreadDefaults::default(),
+        clock(),
+    )
+    .unwrap();
     assert_eq!(received.thread.turns, vec![Turn::Agent(server_turn)]);
 }
 
 /// The guide's second consistency test: partial events yield no turn.
 #[test]
 fn interrupted_stream_yields_no_turn() {
-    let events = run(&[json!({"type": "text-start", "id": "1"}), json!({"type": "text-delta", "id": "1", "delta": "Hello"})]);
-    assert!(events.iter().all(|event| !matches!(event, AssemblyEvent::AgentTurn(_))));
+    let events = run(&[
+        json!({"type": "text-start", "id": "1"}),
+        json!({"type": "text-delta", "id": "1", "delta": "Hello"}),
+    ]);
+    assert!(
+        events
+            .iter()
+            .all(|event| !matches!(event, AssemblyEvent::AgentTurn(_)))
+    );
     match events.as_slice() {
         [AssemblyEvent::Interrupted(interruption)] => {
             assert_eq!(interruption.reason, InterruptionReason::IncompleteStream);
@@ -103,7 +124,10 @@ fn interrupted_stream_yields_no_turn() {
         other => panic!("{other:#?}"),
     }
     let server = pydantic_ai::from_agent_run(&json!([]), "assistant");
-    assert!(server.is_err(), "a run with no complete messages gives no turn either");
+    assert!(
+        server.is_err(),
+        "a run with no complete messages gives no turn either"
+    );
 }
 
 #[test]
@@ -122,7 +146,11 @@ fn start_without_end_discards_the_part_not_the_turn() {
     let turn = only_turn(&events);
     assert_eq!(turn.messages.len(), 1);
     assert_eq!(parts(&turn.messages[0]).len(), 1);
-    assert_eq!(turn.extra.get("meta:ui_message_id"), Some(&json!("m1")), "message id kept (TP-029)");
+    assert_eq!(
+        turn.extra.get("meta:ui_message_id"),
+        Some(&json!("m1")),
+        "message id kept (TP-029)"
+    );
 }
 
 #[test]
@@ -145,7 +173,13 @@ fn abort_and_new_start_discard_the_pending_turn() {
             _ => None,
         })
         .collect();
-    assert_eq!(reasons, [&InterruptionReason::Aborted(Some("user cancelled".into())), &InterruptionReason::Superseded]);
+    assert_eq!(
+        reasons,
+        [
+            &InterruptionReason::Aborted(Some("user cancelled".into())),
+            &InterruptionReason::Superseded
+        ]
+    );
     assert!(only_turn(&events).messages.is_empty());
 }
 
@@ -181,25 +215,71 @@ fn every_bijection_row() {
         .iter()
         .map(|message| match message {
             TurnMessage::Thread(message) => {
-                format!("{:?}[{}]", message.message_type, message.parts.iter().map(MessagePart::kind).collect::<Vec<_>>().join(","))
+                format!(
+                    "{:?}[{}]",
+                    message.message_type,
+                    message
+                        .parts
+                        .iter()
+                        .map(MessagePart::kind)
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
             }
             TurnMessage::System(message) => message.event_type.clone(),
         })
         .collect();
-    assert_eq!(kinds, ["Response[thinking,text,tool-call,file]", "source.url", "data-weather", "Request[tool-return]", "error", "source.document"]);
-    let TurnMessage::Thread(response) = &turn.messages[0] else { panic!() };
-    let [MessagePart::Thinking(thinking), MessagePart::Text(text), MessagePart::ToolCall(call), MessagePart::File(file)] = response.parts.as_slice() else {
+    assert_eq!(
+        kinds,
+        [
+            "Response[thinking,text,tool-call,file]",
+            "source.url",
+            "data-weather",
+            "Request[tool-return]",
+            "error",
+            "source.document"
+        ]
+    );
+    let TurnMessage::Thread(response) = &turn.messages[0] else {
+        panic!()
+    };
+    let [
+        MessagePart::Thinking(thinking),
+        MessagePart::Text(text),
+        MessagePart::ToolCall(call),
+        MessagePart::File(file),
+    ] = response.parts.as_slice()
+    else {
         panic!("{:#?}", response.parts)
     };
-    assert_eq!((thinking.provider_name.as_str(), thinking.signature.as_deref()), ("anthropic", Some("sig==")));
+    assert_eq!(
+        (
+            thinking.provider_name.as_str(),
+            thinking.signature.as_deref()
+        ),
+        ("anthropic", Some("sig=="))
+    );
     assert_eq!(text.content, "Hello");
     assert_eq!(call.args, json!({"a": 1}));
     assert_eq!(file.content.data, "iVBORw==");
-    let TurnMessage::Thread(request) = &turn.messages[3] else { panic!() };
-    let MessagePart::ToolReturn(result) = &request.parts[0] else { panic!() };
-    assert_eq!((result.tool_name.as_str(), result.status), ("get", weft_thread::ToolReturnStatus::Success));
-    assert_eq!(response.finish_reason, Some(weft_thread::FinishReason::Stop), "finishReason goes to the last response message");
-    let TurnMessage::System(error) = &turn.messages[4] else { panic!() };
+    let TurnMessage::Thread(request) = &turn.messages[3] else {
+        panic!()
+    };
+    let MessagePart::ToolReturn(result) = &request.parts[0] else {
+        panic!()
+    };
+    assert_eq!(
+        (result.tool_name.as_str(), result.status),
+        ("get", weft_thread::ToolReturnStatus::Success)
+    );
+    assert_eq!(
+        response.finish_reason,
+        Some(weft_thread::FinishReason::Stop),
+        "finishReason goes to the last response message"
+    );
+    let TurnMessage::System(error) = &turn.messages[4] else {
+        panic!()
+    };
     assert_eq!(error.event_data, json!({"errorText": "tool hiccup"}));
     // Receipt times are non-decreasing and within the turn.
     let mut previous = Timestamp::parse(&turn.started_at).unwrap();
@@ -227,31 +307,69 @@ fn sse_and_json_lines_give_the_same_chunks() {
         r#"{"type":"finish"}"#,
     ];
     let json_lines = lines.join("\n");
-    let sse: String = lines.iter().map(|line| format!("data: {line}\n\n")).collect::<String>() + ": keep-alive\n\nevent: ping\ndata: \n\ndata: [DONE]\n\n";
-    assert_eq!(ui_stream::parse_stream(&json_lines).unwrap(), ui_stream::parse_stream(&sse).unwrap());
+    let sse: String = lines
+        .iter()
+        .map(|line| format!("data: {line}\n\n"))
+        .collect::<String>()
+        + ": keep-alive\n\nevent: ping\ndata: \n\ndata: [DONE]\n\n";
+    assert_eq!(
+        ui_stream::parse_stream(&json_lines).unwrap(),
+        ui_stream::parse_stream(&sse).unwrap()
+    );
     assert!(ui_stream::parse_stream("data: {nope}\n\n").is_err());
 }
 
 #[test]
 fn encoder_emits_only_v5_chunks_and_headers_are_documented() {
-    let thread_text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/corpus/valid/full.json")).unwrap();
+    let thread_text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/corpus/valid/full.json"
+    ))
+    .unwrap();
     let thread = weft_thread::Thread::from_json(&thread_text).unwrap();
     let chunks = ui_stream::encode_thread(&thread, &EncodeOptions::default());
     let v5 = [
-        "start", "start-step", "text-start", "text-delta", "text-end", "reasoning-start", "reasoning-delta", "reasoning-end",
-        "tool-input-start", "tool-input-delta", "tool-input-available", "tool-output-available", "tool-output-error", "source-url",
-        "source-document", "file", "finish-step", "finish", "error",
+        "start",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-end",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-available",
+        "tool-output-available",
+        "tool-output-error",
+        "source-url",
+        "source-document",
+        "file",
+        "finish-step",
+        "finish",
+        "error",
     ];
     for chunk in &chunks {
         let value = chunk.to_value();
         let chunk_type = value["type"].as_str().unwrap();
-        assert!(v5.contains(&chunk_type) || chunk_type.starts_with("data-"), "{chunk_type}");
+        assert!(
+            v5.contains(&chunk_type) || chunk_type.starts_with("data-"),
+            "{chunk_type}"
+        );
         assert!(value.get("finishReason").is_none());
     }
     let sse = ui_stream::to_sse(&chunks);
     assert!(sse.ends_with("data: [DONE]\n\n"));
-    assert!(ui_stream::UI_MESSAGE_STREAM_HEADERS.contains(&("x-vercel-ai-ui-message-stream", "v1")));
+    assert!(
+        ui_stream::UI_MESSAGE_STREAM_HEADERS.contains(&("x-vercel-ai-ui-message-stream", "v1"))
+    );
     assert!(ui_stream::UI_MESSAGE_STREAM_HEADERS.contains(&("content-type", "text/event-stream")));
-    let back = ui_stream::assemble_thread(ui_stream::parse_stream(&sse).unwrap(), AssemblerOptions::default(), &ThreadDefaults::default(), clock()).unwrap();
+    let back = ui_stream::assemble_thread(
+        ui_stream::parse_stream(&sse).unwrap(),
+        AssemblerOptions::default(),
+        &ThreadDefaults::default(),
+        clock(),
+    )
+    .unwrap();
     assert_eq!(back.thread, thread);
 }

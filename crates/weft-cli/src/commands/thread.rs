@@ -81,18 +81,31 @@ pub(crate) fn run(command: ThreadCommand) -> anyhow::Result<ExitCode> {
     match command {
         ThreadCommand::Validate { file, json } => validate_command(&file, json),
         ThreadCommand::Hash { file, include_meta } => {
-            let Some(value) = read_valid_thread(&file)? else { return Ok(invalid()) };
-            let options = HashOptions { include_meta, ..HashOptions::default() };
+            let Some(value) = read_valid_thread(&file)? else {
+                return Ok(invalid());
+            };
+            let options = HashOptions {
+                include_meta,
+                ..HashOptions::default()
+            };
             write_stdout(&format!("{}\n", hash_thread(&value, options)))
         }
         ThreadCommand::Canonicalize { file, include_meta } => {
-            let Some(value) = read_valid_thread(&file)? else { return Ok(invalid()) };
+            let Some(value) = read_valid_thread(&file)? else {
+                return Ok(invalid());
+            };
             let mut bytes = canonicalize(&value, CanonicalOptions { include_meta });
             bytes.push(b'\n');
-            std::io::stdout().write_all(&bytes).context("writing standard output")?;
+            std::io::stdout()
+                .write_all(&bytes)
+                .context("writing standard output")?;
             Ok(ExitCode::SUCCESS)
         }
-        ThreadCommand::FromUiStream { file, agent_id, received_at } => {
+        ThreadCommand::FromUiStream {
+            file,
+            agent_id,
+            received_at,
+        } => {
             let clock: Box<dyn Clock> = match received_at {
                 Some(text) => match Timestamp::parse(&text) {
                     Ok(instant) => Box::new(FixedClock(instant)),
@@ -103,7 +116,9 @@ pub(crate) fn run(command: ThreadCommand) -> anyhow::Result<ExitCode> {
             from_ui_stream(&file, agent_id, clock.as_ref())
         }
         ThreadCommand::ToUiStream { file } => {
-            let Some(thread) = read_typed_thread(&file)? else { return Ok(invalid()) };
+            let Some(thread) = read_typed_thread(&file)? else {
+                return Ok(invalid());
+            };
             let chunks = ui_stream::encode_thread(&thread, &EncodeOptions::default());
             write_stdout(&ui_stream::to_sse(&chunks))
         }
@@ -117,17 +132,30 @@ pub(crate) fn run(command: ThreadCommand) -> anyhow::Result<ExitCode> {
                 Ok(turn) => turn,
                 Err(error) => return Ok(fail(format_args!("{error}"))),
             };
-            let thread = ui_stream::default_thread(vec![weft_thread::Turn::Agent(turn)], &ThreadDefaults::default(), &SystemClock);
+            let thread = ui_stream::default_thread(
+                vec![weft_thread::Turn::Agent(turn)],
+                &ThreadDefaults::default(),
+                &SystemClock,
+            );
             print_thread(&thread)
         }
         ThreadCommand::ToPydanticAi { agent_id, file } => {
-            let Some(thread) = read_typed_thread(&file)? else { return Ok(invalid()) };
+            let Some(thread) = read_typed_thread(&file)? else {
+                return Ok(invalid());
+            };
             let output = pydantic_ai::thread_to_model_messages(&thread, &agent_id);
             for skipped in &output.skipped {
-                let message = skipped.message.map(|index| format!(" message {index}")).unwrap_or_default();
-                eprintln!("weft: warning: turn {}{message}: {} has no Pydantic AI form; left out", skipped.turn, skipped.kind);
+                let message = skipped
+                    .message
+                    .map(|index| format!(" message {index}"))
+                    .unwrap_or_default();
+                eprintln!(
+                    "weft: warning: turn {}{message}: {} has no Pydantic AI form; left out",
+                    skipped.turn, skipped.kind
+                );
             }
-            let text = serde_json::to_string_pretty(&output.messages).context("serializing messages")?;
+            let text =
+                serde_json::to_string_pretty(&output.messages).context("serializing messages")?;
             write_stdout(&format!("{text}\n"))
         }
     }
@@ -143,7 +171,9 @@ fn fail(message: std::fmt::Arguments<'_>) -> ExitCode {
 }
 
 fn write_stdout(text: &str) -> anyhow::Result<ExitCode> {
-    std::io::stdout().write_all(text.as_bytes()).context("writing standard output")?;
+    std::io::stdout()
+        .write_all(text.as_bytes())
+        .context("writing standard output")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -151,7 +181,9 @@ fn write_stdout(text: &str) -> anyhow::Result<ExitCode> {
 fn read_input(file: &str) -> anyhow::Result<String> {
     let mut text = String::new();
     if file == "-" {
-        std::io::stdin().read_to_string(&mut text).context("reading standard input")?;
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading standard input")?;
     } else {
         text = std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?;
     }
@@ -173,7 +205,11 @@ fn summary(report: &Report) -> String {
 fn validate_command(file: &str, json: bool) -> anyhow::Result<ExitCode> {
     let text = read_input(file)?;
     let report = weft_thread::validate_json(&text);
-    let code = if report.is_valid() { ExitCode::SUCCESS } else { invalid() };
+    let code = if report.is_valid() {
+        ExitCode::SUCCESS
+    } else {
+        invalid()
+    };
     if json {
         let output = serde_json::json!({
             "valid": report.is_valid(),
@@ -181,7 +217,10 @@ fn validate_command(file: &str, json: bool) -> anyhow::Result<ExitCode> {
             "warnings": report.warnings().count(),
             "findings": report.findings,
         });
-        write_stdout(&format!("{}\n", serde_json::to_string_pretty(&output).context("serializing findings")?))?;
+        write_stdout(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&output).context("serializing findings")?
+        ))?;
     } else {
         print_findings(&report);
         if report.is_valid() {
@@ -213,7 +252,9 @@ fn read_valid_thread(file: &str) -> anyhow::Result<Option<Value>> {
 }
 
 fn read_typed_thread(file: &str) -> anyhow::Result<Option<Thread>> {
-    let Some(value) = read_valid_thread(file)? else { return Ok(None) };
+    let Some(value) = read_valid_thread(file)? else {
+        return Ok(None);
+    };
     match Thread::from_value(value) {
         Ok(thread) => Ok(Some(thread)),
         Err(error) => {
@@ -234,13 +275,20 @@ fn from_ui_stream(file: &str, agent_id: String, clock: &dyn Clock) -> anyhow::Re
         Ok(chunks) => chunks,
         Err(error) => return Ok(fail(format_args!("not a UI message stream: {error}"))),
     };
-    let options = AssemblerOptions { default_agent_id: agent_id, ..AssemblerOptions::default() };
-    let assembled = match ui_stream::assemble_thread(chunks, options, &ThreadDefaults::default(), clock) {
-        Ok(assembled) => assembled,
-        Err(error) => return Ok(fail(format_args!("{error}"))),
+    let options = AssemblerOptions {
+        default_agent_id: agent_id,
+        ..AssemblerOptions::default()
     };
+    let assembled =
+        match ui_stream::assemble_thread(chunks, options, &ThreadDefaults::default(), clock) {
+            Ok(assembled) => assembled,
+            Err(error) => return Ok(fail(format_args!("{error}"))),
+        };
     for interruption in &assembled.interruptions {
-        eprintln!("weft: warning: discarded a partial turn of {} ({:?})", interruption.agent_id, interruption.reason);
+        eprintln!(
+            "weft: warning: discarded a partial turn of {} ({:?})",
+            interruption.agent_id, interruption.reason
+        );
     }
     for error in &assembled.stream_errors {
         eprintln!("weft: warning: stream error outside a turn: {error}");

@@ -29,10 +29,12 @@ use serde_json::{Map, Value};
 
 use crate::clock::{Clock, SystemClock};
 use crate::hash::content_uuid;
-use crate::types::{AgentConfig, AgentTurn, JsonMap, PROTOCOL_VERSION, Thread, Turn, TurnMessage, UserTurn};
+use crate::types::{
+    AgentConfig, AgentTurn, JsonMap, PROTOCOL_VERSION, Thread, Turn, TurnMessage, UserTurn,
+};
+use crate::ui_stream::ANNOTATION_CHUNK_TYPE;
 use crate::ui_stream::chunk::UiChunk;
 use crate::ui_stream::mapping;
-use crate::ui_stream::ANNOTATION_CHUNK_TYPE;
 use crate::{ParseError, Timestamp};
 
 /// Options of the [`Assembler`].
@@ -49,7 +51,11 @@ pub struct AssemblerOptions {
 
 impl Default for AssemblerOptions {
     fn default() -> Self {
-        Self { default_agent_id: "assistant".to_owned(), default_thinking_provider: "unknown".to_owned(), keep_transient_data: false }
+        Self {
+            default_agent_id: "assistant".to_owned(),
+            default_thinking_provider: "unknown".to_owned(),
+            keep_transient_data: false,
+        }
     }
 }
 
@@ -140,9 +146,15 @@ impl PendingTurn {
 
     fn partial_text(&self) -> String {
         let mut text = String::new();
-        let messages = self.messages.iter().chain(self.open.iter().flat_map(|open| open.parts.iter()));
+        let messages = self
+            .messages
+            .iter()
+            .chain(self.open.iter().flat_map(|open| open.parts.iter()));
         for value in messages {
-            let parts = value.get("parts").and_then(Value::as_array).map_or(std::slice::from_ref(value), Vec::as_slice);
+            let parts = value
+                .get("parts")
+                .and_then(Value::as_array)
+                .map_or(std::slice::from_ref(value), Vec::as_slice);
             for part in parts {
                 if part.get("part_kind").and_then(Value::as_str) == Some("text")
                     && let Some(content) = part.get("content").and_then(Value::as_str)
@@ -201,7 +213,12 @@ impl Assembler<SystemClock> {
 impl<C: Clock> Assembler<C> {
     /// An assembler with an injected clock.
     pub fn with_clock(options: AssemblerOptions, clock: C) -> Self {
-        Self { options, clock, pending: None, tool_names: HashMap::new() }
+        Self {
+            options,
+            clock,
+            pending: None,
+            tool_names: HashMap::new(),
+        }
     }
 
     /// Whether a turn is being received.
@@ -211,7 +228,10 @@ impl<C: Clock> Assembler<C> {
 
     /// Ends the stream: a pending turn is discarded ([`InterruptionReason::IncompleteStream`]).
     pub fn finish(&mut self) -> Vec<AssemblyEvent> {
-        self.pending.take().map(|turn| vec![interrupted(turn, InterruptionReason::IncompleteStream)]).unwrap_or_default()
+        self.pending
+            .take()
+            .map(|turn| vec![interrupted(turn, InterruptionReason::IncompleteStream)])
+            .unwrap_or_default()
     }
 
     fn begin_turn(&mut self, message_id: Option<String>) {
@@ -220,7 +240,8 @@ impl<C: Clock> Assembler<C> {
 
     fn turn(&mut self) -> &mut PendingTurn {
         let (options, clock) = (&self.options, &self.clock);
-        self.pending.get_or_insert_with(|| new_turn(options, clock, None))
+        self.pending
+            .get_or_insert_with(|| new_turn(options, clock, None))
     }
 
     /// Feeds one chunk; returns what it completed.
@@ -245,11 +266,24 @@ impl<C: Clock> Assembler<C> {
                     turn.discard_incomplete();
                 }
             }
-            UiChunk::TextStart { id, provider_metadata } => {
-                self.turn().text.insert(id, Buffer { content: String::new(), provider_metadata });
+            UiChunk::TextStart {
+                id,
+                provider_metadata,
+            } => {
+                self.turn().text.insert(
+                    id,
+                    Buffer {
+                        content: String::new(),
+                        provider_metadata,
+                    },
+                );
             }
             UiChunk::TextDelta { id, delta } => {
-                if let Some(buffer) = self.pending.as_mut().and_then(|turn| turn.text.get_mut(&id)) {
+                if let Some(buffer) = self
+                    .pending
+                    .as_mut()
+                    .and_then(|turn| turn.text.get_mut(&id))
+                {
                     buffer.content.push_str(&delta);
                 }
             }
@@ -259,26 +293,58 @@ impl<C: Clock> Assembler<C> {
                     self.add_part(part, Category::Model);
                 }
             }
-            UiChunk::ReasoningStart { id, provider_metadata } => {
-                self.turn().reasoning.insert(id, Buffer { content: String::new(), provider_metadata });
+            UiChunk::ReasoningStart {
+                id,
+                provider_metadata,
+            } => {
+                self.turn().reasoning.insert(
+                    id,
+                    Buffer {
+                        content: String::new(),
+                        provider_metadata,
+                    },
+                );
             }
             UiChunk::ReasoningDelta { id, delta } => {
-                if let Some(buffer) = self.pending.as_mut().and_then(|turn| turn.reasoning.get_mut(&id)) {
+                if let Some(buffer) = self
+                    .pending
+                    .as_mut()
+                    .and_then(|turn| turn.reasoning.get_mut(&id))
+                {
                     buffer.content.push_str(&delta);
                 }
             }
-            UiChunk::ReasoningEnd { id, provider_metadata } => {
-                if let Some(buffer) = self.pending.as_mut().and_then(|turn| turn.reasoning.remove(&id)) {
+            UiChunk::ReasoningEnd {
+                id,
+                provider_metadata,
+            } => {
+                if let Some(buffer) = self
+                    .pending
+                    .as_mut()
+                    .and_then(|turn| turn.reasoning.remove(&id))
+                {
                     let metadata = buffer.provider_metadata.or(provider_metadata);
-                    let part = mapping::thinking_part(&id, buffer.content, metadata.as_ref(), &self.options.default_thinking_provider);
+                    let part = mapping::thinking_part(
+                        &id,
+                        buffer.content,
+                        metadata.as_ref(),
+                        &self.options.default_thinking_provider,
+                    );
                     self.add_part(part, Category::Model);
                 }
             }
-            UiChunk::ToolInputStart { tool_call_id, tool_name } => {
+            UiChunk::ToolInputStart {
+                tool_call_id,
+                tool_name,
+            } => {
                 self.turn().tool_inputs.insert(tool_call_id, tool_name);
             }
             UiChunk::ToolInputDelta { .. } => {}
-            UiChunk::ToolInputAvailable { tool_call_id, tool_name, input } => {
+            UiChunk::ToolInputAvailable {
+                tool_call_id,
+                tool_name,
+                input,
+            } => {
                 if let Some(turn) = &mut self.pending {
                     turn.tool_inputs.remove(&tool_call_id);
                 }
@@ -286,7 +352,12 @@ impl<C: Clock> Assembler<C> {
                 self.tool_names.insert(tool_call_id, tool_name);
                 self.add_part(part, Category::Model);
             }
-            UiChunk::ToolInputError { tool_call_id, tool_name, input, error_text } => {
+            UiChunk::ToolInputError {
+                tool_call_id,
+                tool_name,
+                input,
+                error_text,
+            } => {
                 if let Some(turn) = &mut self.pending {
                     turn.tool_inputs.remove(&tool_call_id);
                 }
@@ -295,31 +366,59 @@ impl<C: Clock> Assembler<C> {
                 self.tool_names.insert(tool_call_id, tool_name);
                 self.add_part(part, Category::Model);
             }
-            UiChunk::ToolOutputAvailable { tool_call_id, output, preliminary } => {
+            UiChunk::ToolOutputAvailable {
+                tool_call_id,
+                output,
+                preliminary,
+            } => {
                 if !preliminary {
                     let name = self.tool_names.get(&tool_call_id).map(String::as_str);
                     let part = mapping::tool_return_part(&tool_call_id, name, "success", output);
                     self.add_part(part, Category::Tool);
                 }
             }
-            UiChunk::ToolOutputError { tool_call_id, error_text } => {
+            UiChunk::ToolOutputError {
+                tool_call_id,
+                error_text,
+            } => {
                 let name = self.tool_names.get(&tool_call_id).map(String::as_str);
-                let part = mapping::tool_return_part(&tool_call_id, name, "error", Value::String(error_text));
+                let part = mapping::tool_return_part(
+                    &tool_call_id,
+                    name,
+                    "error",
+                    Value::String(error_text),
+                );
                 self.add_part(part, Category::Tool);
             }
             UiChunk::ToolOutputDenied { tool_call_id } => {
                 let name = self.tool_names.get(&tool_call_id).map(String::as_str);
-                let mut part = mapping::tool_return_part(&tool_call_id, name, "error", Value::String("tool call denied".into()));
+                let mut part = mapping::tool_return_part(
+                    &tool_call_id,
+                    name,
+                    "error",
+                    Value::String("tool call denied".into()),
+                );
                 part.insert("outcome".into(), Value::String("denied".into()));
                 self.add_part(part, Category::Tool);
             }
-            UiChunk::File { url, media_type, provider_metadata } => {
+            UiChunk::File {
+                url,
+                media_type,
+                provider_metadata,
+            } => {
                 let part = mapping::file_part(&url, &media_type, provider_metadata.as_ref());
                 self.add_part(part, Category::Model);
             }
             UiChunk::SourceUrl(fields) => self.add_system("source.url", Value::Object(fields)),
-            UiChunk::SourceDocument(fields) => self.add_system("source.document", Value::Object(fields)),
-            UiChunk::Data { name, data, transient, .. } => {
+            UiChunk::SourceDocument(fields) => {
+                self.add_system("source.document", Value::Object(fields))
+            }
+            UiChunk::Data {
+                name,
+                data,
+                transient,
+                ..
+            } => {
                 if name == ANNOTATION_CHUNK_TYPE {
                     self.annotation(data, &mut events);
                 } else if !transient || self.options.keep_transient_data {
@@ -342,7 +441,9 @@ impl<C: Clock> Assembler<C> {
             }
             UiChunk::Finish { finish_reason, .. } => {
                 if let Some(turn) = &mut self.pending {
-                    turn.finish_reason = finish_reason.as_deref().and_then(mapping::finish_reason_from_ui);
+                    turn.finish_reason = finish_reason
+                        .as_deref()
+                        .and_then(mapping::finish_reason_from_ui);
                 }
                 if let Some(turn) = self.pending.take() {
                     let now = self.clock.now();
@@ -357,15 +458,27 @@ impl<C: Clock> Assembler<C> {
     fn add_part(&mut self, part: JsonMap, category: Category) {
         let now = self.clock.now();
         let turn = self.turn();
-        let reuse = turn.open.as_ref().is_some_and(|open| open.annotated || open.category == category);
+        let reuse = turn
+            .open
+            .as_ref()
+            .is_some_and(|open| open.annotated || open.category == category);
         if !reuse {
             close_open(turn);
             let mut header = Map::with_capacity(3);
-            let message_type = if category == Category::Model { "response" } else { "request" };
+            let message_type = if category == Category::Model {
+                "response"
+            } else {
+                "request"
+            };
             header.insert("message_type".into(), Value::String(message_type.into()));
             header.insert("timestamp".into(), Value::String(now.to_string()));
             header.insert("agent_id".into(), Value::String(turn.agent_id.clone()));
-            turn.open = Some(OpenMessage { header, parts: Vec::new(), annotated: false, category });
+            turn.open = Some(OpenMessage {
+                header,
+                parts: Vec::new(),
+                annotated: false,
+                category,
+            });
         }
         if let Some(open) = &mut turn.open {
             open.parts.push(Value::Object(part));
@@ -387,7 +500,9 @@ impl<C: Clock> Assembler<C> {
     }
 
     fn annotation(&mut self, data: Value, events: &mut Vec<AssemblyEvent>) {
-        let Value::Object(mut data) = data else { return };
+        let Value::Object(mut data) = data else {
+            return;
+        };
         let kind = match data.remove("kind") {
             Some(Value::String(kind)) => kind,
             _ => return,
@@ -427,8 +542,17 @@ impl<C: Clock> Assembler<C> {
                     if message_type == Some("system") {
                         turn.system_header = Some(header);
                     } else {
-                        let category = if message_type == Some("request") { Category::Tool } else { Category::Model };
-                        turn.open = Some(OpenMessage { header, parts: Vec::new(), annotated: true, category });
+                        let category = if message_type == Some("request") {
+                            Category::Tool
+                        } else {
+                            Category::Model
+                        };
+                        turn.open = Some(OpenMessage {
+                            header,
+                            parts: Vec::new(),
+                            annotated: true,
+                            category,
+                        });
                     }
                 }
             }
@@ -447,8 +571,11 @@ impl<C: Clock> Assembler<C> {
                 }
             }
             "patch" => {
-                if let Some(Value::Object(part)) =
-                    self.pending.as_mut().and_then(|turn| turn.open.as_mut()).and_then(|open| open.parts.last_mut())
+                if let Some(Value::Object(part)) = self
+                    .pending
+                    .as_mut()
+                    .and_then(|turn| turn.open.as_mut())
+                    .and_then(|open| open.parts.last_mut())
                 {
                     mapping::apply_patch(part, &data);
                 }
@@ -458,7 +585,11 @@ impl<C: Clock> Assembler<C> {
     }
 }
 
-fn new_turn(options: &AssemblerOptions, clock: &impl Clock, message_id: Option<String>) -> PendingTurn {
+fn new_turn(
+    options: &AssemblerOptions,
+    clock: &impl Clock,
+    message_id: Option<String>,
+) -> PendingTurn {
     PendingTurn {
         header: None,
         end: None,
@@ -514,7 +645,10 @@ fn complete(mut turn: PendingTurn, now: Timestamp) -> AssemblyEvent {
             let mut header = Map::new();
             header.insert("turn_type".into(), Value::String("agent".into()));
             header.insert("agent_id".into(), Value::String(turn.agent_id.clone()));
-            header.insert("started_at".into(), Value::String(turn.started_at.to_string()));
+            header.insert(
+                "started_at".into(),
+                Value::String(turn.started_at.to_string()),
+            );
             if let Some(id) = &turn.message_id {
                 header.insert("meta:ui_message_id".into(), Value::String(id.clone()));
             }
@@ -523,14 +657,24 @@ fn complete(mut turn: PendingTurn, now: Timestamp) -> AssemblyEvent {
     };
     map.insert("turn_type".into(), Value::String("agent".into()));
     let end = turn.end.take();
-    let completed_at = end.as_ref().and_then(|end| end.get("completed_at")).cloned();
-    map.insert("completed_at".into(), completed_at.unwrap_or_else(|| Value::String(now.to_string())));
+    let completed_at = end
+        .as_ref()
+        .and_then(|end| end.get("completed_at"))
+        .cloned();
+    map.insert(
+        "completed_at".into(),
+        completed_at.unwrap_or_else(|| Value::String(now.to_string())),
+    );
     if !annotated
         && let Some(reason) = turn.finish_reason
-        && let Some(last) = turn.messages.iter_mut().rev().find(|message| message.get("message_type").and_then(Value::as_str) == Some("response"))
+        && let Some(last) =
+            turn.messages.iter_mut().rev().find(|message| {
+                message.get("message_type").and_then(Value::as_str) == Some("response")
+            })
         && let Some(last) = last.as_object_mut()
     {
-        last.entry("finish_reason").or_insert_with(|| Value::String(reason.into()));
+        last.entry("finish_reason")
+            .or_insert_with(|| Value::String(reason.into()));
     }
     let messages = std::mem::take(&mut turn.messages);
     map.insert("messages".into(), Value::Array(messages));
@@ -544,7 +688,10 @@ fn complete(mut turn: PendingTurn, now: Timestamp) -> AssemblyEvent {
             }
             AssemblyEvent::AgentTurn(agent_turn)
         }
-        Ok(Turn::User(_)) => interrupted(turn, InterruptionReason::Invalid("the turn annotation is not an agent turn".into())),
+        Ok(Turn::User(_)) => interrupted(
+            turn,
+            InterruptionReason::Invalid("the turn annotation is not an agent turn".into()),
+        ),
         Err(error) => interrupted(turn, InterruptionReason::Invalid(error.to_string())),
     }
 }
@@ -601,7 +748,11 @@ impl ThreadBuilder {
     /// # Errors
     ///
     /// [`ParseError::Shape`] when a `data-weft` thread header does not have the shape of a thread.
-    pub fn build(self, defaults: &ThreadDefaults, clock: &impl Clock) -> Result<AssembledThread, ParseError> {
+    pub fn build(
+        self,
+        defaults: &ThreadDefaults,
+        clock: &impl Clock,
+    ) -> Result<AssembledThread, ParseError> {
         let thread = match self.header {
             Some(mut header) => {
                 let turns = serde_json::to_value(&self.turns).map_err(ParseError::Shape)?;
@@ -610,7 +761,11 @@ impl ThreadBuilder {
             }
             None => default_thread(self.turns, defaults, clock),
         };
-        Ok(AssembledThread { thread, interruptions: self.interruptions, stream_errors: self.stream_errors })
+        Ok(AssembledThread {
+            thread,
+            interruptions: self.interruptions,
+            stream_errors: self.stream_errors,
+        })
     }
 }
 
@@ -622,7 +777,9 @@ pub fn default_thread(turns: Vec<Turn>, defaults: &ThreadDefaults, clock: &impl 
         .map(|turn| turn.start().to_owned())
         .or_else(|| defaults.created_at.clone())
         .unwrap_or_else(|| clock.now().to_string());
-    let updated_at = turns.last().map_or_else(|| created_at.clone(), |turn| turn.end().to_owned());
+    let updated_at = turns
+        .last()
+        .map_or_else(|| created_at.clone(), |turn| turn.end().to_owned());
     let mut agents = std::collections::BTreeMap::new();
     let mut add = |id: &str| {
         agents.entry(id.to_owned()).or_insert_with(|| AgentConfig {
@@ -642,7 +799,11 @@ pub fn default_thread(turns: Vec<Turn>, defaults: &ThreadDefaults, clock: &impl 
                 match message {
                     TurnMessage::Thread(message) => add(&message.agent_id),
                     TurnMessage::System(message) => {
-                        message.source_agent.iter().chain(message.target_agents.iter().flatten()).for_each(|id| add(id));
+                        message
+                            .source_agent
+                            .iter()
+                            .chain(message.target_agents.iter().flatten())
+                            .for_each(|id| add(id));
                     }
                 }
             }
@@ -650,7 +811,10 @@ pub fn default_thread(turns: Vec<Turn>, defaults: &ThreadDefaults, clock: &impl 
     }
     let thread_id = defaults.thread_id.clone().unwrap_or_else(|| {
         let turns_json = serde_json::to_value(&turns).unwrap_or(Value::Null);
-        content_uuid(&crate::canonical::canonicalize(&turns_json, crate::canonical::CanonicalOptions::default()))
+        content_uuid(&crate::canonical::canonicalize(
+            &turns_json,
+            crate::canonical::CanonicalOptions::default(),
+        ))
     });
     Thread {
         version: PROTOCOL_VERSION.to_owned(),

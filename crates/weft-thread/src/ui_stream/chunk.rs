@@ -190,10 +190,17 @@ pub enum ChunkError {
     },
 }
 
-fn take_string(map: &mut Map<String, Value>, chunk_type: &str, field: &'static str) -> Result<String, ChunkError> {
+fn take_string(
+    map: &mut Map<String, Value>,
+    chunk_type: &str,
+    field: &'static str,
+) -> Result<String, ChunkError> {
     match map.remove(field) {
         Some(Value::String(text)) => Ok(text),
-        _ => Err(ChunkError::Field { chunk_type: chunk_type.to_owned(), field }),
+        _ => Err(ChunkError::Field {
+            chunk_type: chunk_type.to_owned(),
+            field,
+        }),
     }
 }
 
@@ -212,7 +219,9 @@ impl UiChunk {
     /// [`ChunkError`] when the value is not an object with a `type`, or a known chunk type lacks
     /// a required field.
     pub fn from_value(value: Value) -> Result<Self, ChunkError> {
-        let Value::Object(mut map) = value else { return Err(ChunkError::NotAnObject) };
+        let Value::Object(mut map) = value else {
+            return Err(ChunkError::NotAnObject);
+        };
         let chunk_type = match map.get("type") {
             Some(Value::String(chunk_type)) => chunk_type.clone(),
             _ => return Err(ChunkError::MissingType),
@@ -225,12 +234,30 @@ impl UiChunk {
                 message_metadata: map.remove("messageMetadata"),
             },
             "start-step" => UiChunk::StartStep,
-            "text-start" => UiChunk::TextStart { id: take_string(&mut map, t, "id")?, provider_metadata: provider_metadata(&mut map) },
-            "text-delta" => UiChunk::TextDelta { id: take_string(&mut map, t, "id")?, delta: take_string(&mut map, t, "delta")? },
-            "text-end" => UiChunk::TextEnd { id: take_string(&mut map, t, "id")?, provider_metadata: provider_metadata(&mut map) },
-            "reasoning-start" => UiChunk::ReasoningStart { id: take_string(&mut map, t, "id")?, provider_metadata: provider_metadata(&mut map) },
-            "reasoning-delta" => UiChunk::ReasoningDelta { id: take_string(&mut map, t, "id")?, delta: take_string(&mut map, t, "delta")? },
-            "reasoning-end" => UiChunk::ReasoningEnd { id: take_string(&mut map, t, "id")?, provider_metadata: provider_metadata(&mut map) },
+            "text-start" => UiChunk::TextStart {
+                id: take_string(&mut map, t, "id")?,
+                provider_metadata: provider_metadata(&mut map),
+            },
+            "text-delta" => UiChunk::TextDelta {
+                id: take_string(&mut map, t, "id")?,
+                delta: take_string(&mut map, t, "delta")?,
+            },
+            "text-end" => UiChunk::TextEnd {
+                id: take_string(&mut map, t, "id")?,
+                provider_metadata: provider_metadata(&mut map),
+            },
+            "reasoning-start" => UiChunk::ReasoningStart {
+                id: take_string(&mut map, t, "id")?,
+                provider_metadata: provider_metadata(&mut map),
+            },
+            "reasoning-delta" => UiChunk::ReasoningDelta {
+                id: take_string(&mut map, t, "id")?,
+                delta: take_string(&mut map, t, "delta")?,
+            },
+            "reasoning-end" => UiChunk::ReasoningEnd {
+                id: take_string(&mut map, t, "id")?,
+                provider_metadata: provider_metadata(&mut map),
+            },
             "tool-input-start" => UiChunk::ToolInputStart {
                 tool_call_id: take_string(&mut map, t, "toolCallId")?,
                 tool_name: take_string(&mut map, t, "toolName")?,
@@ -253,16 +280,25 @@ impl UiChunk {
             "tool-output-available" => UiChunk::ToolOutputAvailable {
                 tool_call_id: take_string(&mut map, t, "toolCallId")?,
                 output: map.remove("output").unwrap_or(Value::Null),
-                preliminary: map.get("preliminary").and_then(Value::as_bool).unwrap_or(false),
+                preliminary: map
+                    .get("preliminary")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
             },
             "tool-output-error" => UiChunk::ToolOutputError {
                 tool_call_id: take_string(&mut map, t, "toolCallId")?,
                 error_text: take_string(&mut map, t, "errorText")?,
             },
-            "tool-output-denied" => UiChunk::ToolOutputDenied { tool_call_id: take_string(&mut map, t, "toolCallId")? },
+            "tool-output-denied" => UiChunk::ToolOutputDenied {
+                tool_call_id: take_string(&mut map, t, "toolCallId")?,
+            },
             "source-url" | "source-document" => {
                 map.remove("type");
-                if t == "source-url" { UiChunk::SourceUrl(map) } else { UiChunk::SourceDocument(map) }
+                if t == "source-url" {
+                    UiChunk::SourceUrl(map)
+                } else {
+                    UiChunk::SourceDocument(map)
+                }
             }
             "file" => UiChunk::File {
                 url: take_string(&mut map, t, "url")?,
@@ -271,18 +307,27 @@ impl UiChunk {
             },
             "finish-step" => UiChunk::FinishStep,
             "reset-step" => UiChunk::ResetStep,
-            "message-metadata" => UiChunk::MessageMetadata { message_metadata: map.remove("messageMetadata").unwrap_or(Value::Null) },
+            "message-metadata" => UiChunk::MessageMetadata {
+                message_metadata: map.remove("messageMetadata").unwrap_or(Value::Null),
+            },
             "finish" => UiChunk::Finish {
                 finish_reason: take_optional_string(&mut map, "finishReason"),
                 message_metadata: map.remove("messageMetadata"),
             },
-            "error" => UiChunk::Error { error_text: take_string(&mut map, t, "errorText")? },
-            "abort" => UiChunk::Abort { reason: take_optional_string(&mut map, "reason") },
+            "error" => UiChunk::Error {
+                error_text: take_string(&mut map, t, "errorText")?,
+            },
+            "abort" => UiChunk::Abort {
+                reason: take_optional_string(&mut map, "reason"),
+            },
             _ if t.starts_with("data-") => UiChunk::Data {
                 name: chunk_type.clone(),
                 id: take_optional_string(&mut map, "id"),
                 data: map.remove("data").unwrap_or(Value::Null),
-                transient: map.get("transient").and_then(Value::as_bool).unwrap_or(false),
+                transient: map
+                    .get("transient")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
             },
             _ => UiChunk::Other(map),
         })
@@ -294,7 +339,8 @@ impl UiChunk {
     ///
     /// [`crate::ui_stream::StreamError`] when the text is not JSON or not a usable chunk.
     pub fn from_json(text: &str) -> Result<Self, crate::ui_stream::StreamError> {
-        let value: Value = serde_json::from_str(text).map_err(|error| crate::ui_stream::StreamError::Json(error.to_string()))?;
+        let value: Value = serde_json::from_str(text)
+            .map_err(|error| crate::ui_stream::StreamError::Json(error.to_string()))?;
         Self::from_value(value).map_err(crate::ui_stream::StreamError::Chunk)
     }
 
@@ -306,7 +352,10 @@ impl UiChunk {
         };
         let s = |text: &str| Value::String(text.to_owned());
         match self {
-            UiChunk::Start { message_id, message_metadata } => {
+            UiChunk::Start {
+                message_id,
+                message_metadata,
+            } => {
                 put("type", s("start"));
                 if let Some(id) = message_id {
                     put("messageId", s(id));
@@ -316,10 +365,22 @@ impl UiChunk {
                 }
             }
             UiChunk::StartStep => put("type", s("start-step")),
-            UiChunk::TextStart { id, provider_metadata }
-            | UiChunk::TextEnd { id, provider_metadata }
-            | UiChunk::ReasoningStart { id, provider_metadata }
-            | UiChunk::ReasoningEnd { id, provider_metadata } => {
+            UiChunk::TextStart {
+                id,
+                provider_metadata,
+            }
+            | UiChunk::TextEnd {
+                id,
+                provider_metadata,
+            }
+            | UiChunk::ReasoningStart {
+                id,
+                provider_metadata,
+            }
+            | UiChunk::ReasoningEnd {
+                id,
+                provider_metadata,
+            } => {
                 let chunk_type = match self {
                     UiChunk::TextStart { .. } => "text-start",
                     UiChunk::TextEnd { .. } => "text-end",
@@ -333,34 +394,60 @@ impl UiChunk {
                 }
             }
             UiChunk::TextDelta { id, delta } | UiChunk::ReasoningDelta { id, delta } => {
-                put("type", s(if matches!(self, UiChunk::TextDelta { .. }) { "text-delta" } else { "reasoning-delta" }));
+                put(
+                    "type",
+                    s(if matches!(self, UiChunk::TextDelta { .. }) {
+                        "text-delta"
+                    } else {
+                        "reasoning-delta"
+                    }),
+                );
                 put("id", s(id));
                 put("delta", s(delta));
             }
-            UiChunk::ToolInputStart { tool_call_id, tool_name } => {
+            UiChunk::ToolInputStart {
+                tool_call_id,
+                tool_name,
+            } => {
                 put("type", s("tool-input-start"));
                 put("toolCallId", s(tool_call_id));
                 put("toolName", s(tool_name));
             }
-            UiChunk::ToolInputDelta { tool_call_id, input_text_delta } => {
+            UiChunk::ToolInputDelta {
+                tool_call_id,
+                input_text_delta,
+            } => {
                 put("type", s("tool-input-delta"));
                 put("toolCallId", s(tool_call_id));
                 put("inputTextDelta", s(input_text_delta));
             }
-            UiChunk::ToolInputAvailable { tool_call_id, tool_name, input } => {
+            UiChunk::ToolInputAvailable {
+                tool_call_id,
+                tool_name,
+                input,
+            } => {
                 put("type", s("tool-input-available"));
                 put("toolCallId", s(tool_call_id));
                 put("toolName", s(tool_name));
                 put("input", input.clone());
             }
-            UiChunk::ToolInputError { tool_call_id, tool_name, input, error_text } => {
+            UiChunk::ToolInputError {
+                tool_call_id,
+                tool_name,
+                input,
+                error_text,
+            } => {
                 put("type", s("tool-input-error"));
                 put("toolCallId", s(tool_call_id));
                 put("toolName", s(tool_name));
                 put("input", input.clone());
                 put("errorText", s(error_text));
             }
-            UiChunk::ToolOutputAvailable { tool_call_id, output, preliminary } => {
+            UiChunk::ToolOutputAvailable {
+                tool_call_id,
+                output,
+                preliminary,
+            } => {
                 put("type", s("tool-output-available"));
                 put("toolCallId", s(tool_call_id));
                 put("output", output.clone());
@@ -368,7 +455,10 @@ impl UiChunk {
                     put("preliminary", Value::Bool(true));
                 }
             }
-            UiChunk::ToolOutputError { tool_call_id, error_text } => {
+            UiChunk::ToolOutputError {
+                tool_call_id,
+                error_text,
+            } => {
                 put("type", s("tool-output-error"));
                 put("toolCallId", s(tool_call_id));
                 put("errorText", s(error_text));
@@ -378,12 +468,23 @@ impl UiChunk {
                 put("toolCallId", s(tool_call_id));
             }
             UiChunk::SourceUrl(fields) | UiChunk::SourceDocument(fields) => {
-                put("type", s(if matches!(self, UiChunk::SourceUrl(_)) { "source-url" } else { "source-document" }));
+                put(
+                    "type",
+                    s(if matches!(self, UiChunk::SourceUrl(_)) {
+                        "source-url"
+                    } else {
+                        "source-document"
+                    }),
+                );
                 for (key, value) in fields {
                     put(key, value.clone());
                 }
             }
-            UiChunk::File { url, media_type, provider_metadata } => {
+            UiChunk::File {
+                url,
+                media_type,
+                provider_metadata,
+            } => {
                 put("type", s("file"));
                 put("url", s(url));
                 put("mediaType", s(media_type));
@@ -391,7 +492,12 @@ impl UiChunk {
                     put("providerMetadata", metadata.clone());
                 }
             }
-            UiChunk::Data { name, id, data, transient } => {
+            UiChunk::Data {
+                name,
+                id,
+                data,
+                transient,
+            } => {
                 put("type", s(name));
                 if let Some(id) = id {
                     put("id", s(id));
@@ -407,7 +513,10 @@ impl UiChunk {
                 put("type", s("message-metadata"));
                 put("messageMetadata", message_metadata.clone());
             }
-            UiChunk::Finish { finish_reason, message_metadata } => {
+            UiChunk::Finish {
+                finish_reason,
+                message_metadata,
+            } => {
                 put("type", s("finish"));
                 if let Some(metadata) = message_metadata {
                     put("messageMetadata", metadata.clone());

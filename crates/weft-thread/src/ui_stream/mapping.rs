@@ -23,17 +23,28 @@ pub(crate) fn text_part(id: &str, content: String) -> JsonMap {
 /// The provider of reasoning: the first `providerMetadata` key other than `weft`.
 fn provider_of(provider_metadata: Option<&Value>) -> Option<(&str, Option<&Value>)> {
     let metadata = provider_metadata?.as_object()?;
-    metadata.iter().find(|(key, _)| key.as_str() != "weft").map(|(key, value)| (key.as_str(), Some(value)))
+    metadata
+        .iter()
+        .find(|(key, _)| key.as_str() != "weft")
+        .map(|(key, value)| (key.as_str(), Some(value)))
 }
 
 /// `reasoning-start` … `reasoning-end` → a thinking part. `provider_name` is the first
 /// `providerMetadata` key (else `default_provider`); `signature` is that entry's `signature`.
-pub(crate) fn thinking_part(id: &str, content: String, provider_metadata: Option<&Value>, default_provider: &str) -> JsonMap {
+pub(crate) fn thinking_part(
+    id: &str,
+    content: String,
+    provider_metadata: Option<&Value>,
+    default_provider: &str,
+) -> JsonMap {
     let mut part = Map::with_capacity(5);
     part.insert("part_kind".into(), s("thinking"));
     part.insert("content".into(), Value::String(content));
     let (provider, entry) = provider_of(provider_metadata).unwrap_or((default_provider, None));
-    if let Some(signature) = entry.and_then(|entry| entry.get("signature")).and_then(Value::as_str) {
+    if let Some(signature) = entry
+        .and_then(|entry| entry.get("signature"))
+        .and_then(Value::as_str)
+    {
         part.insert("signature".into(), s(signature));
     }
     part.insert("provider_name".into(), s(provider));
@@ -55,7 +66,12 @@ pub(crate) fn tool_call_part(tool_call_id: &str, tool_name: &str, input: Value) 
 pub(crate) const UNKNOWN_TOOL: &str = "unknown";
 
 /// `tool-output-*` → a tool-return part; `tool_name` comes from the call seen earlier.
-pub(crate) fn tool_return_part(tool_call_id: &str, tool_name: Option<&str>, status: &str, content: Value) -> JsonMap {
+pub(crate) fn tool_return_part(
+    tool_call_id: &str,
+    tool_name: Option<&str>,
+    status: &str,
+    content: Value,
+) -> JsonMap {
     let mut part = Map::with_capacity(5);
     part.insert("part_kind".into(), s("tool-return"));
     part.insert("tool_name".into(), s(tool_name.unwrap_or(UNKNOWN_TOOL)));
@@ -67,7 +83,10 @@ pub(crate) fn tool_return_part(tool_call_id: &str, tool_name: Option<&str>, stat
 
 /// A short content identifier: the first 6 hex digits of SHA-256 of the base64 text.
 pub(crate) fn content_identifier(data: &str) -> String {
-    Sha256::digest(data.as_bytes())[..3].iter().map(|byte| format!("{byte:02x}")).collect()
+    Sha256::digest(data.as_bytes())[..3]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 /// `file` → a file part with binary content when the URL is a base64 `data:` URL
@@ -75,7 +94,10 @@ pub(crate) fn content_identifier(data: &str) -> String {
 /// any other URL becomes a `custom:ui-file` part `{url, media_type}`.
 pub(crate) fn file_part(url: &str, media_type: &str, provider_metadata: Option<&Value>) -> JsonMap {
     let mut part = Map::with_capacity(3);
-    let data = url.strip_prefix("data:").and_then(|rest| rest.split_once(";base64,")).map(|(_, data)| data);
+    let data = url
+        .strip_prefix("data:")
+        .and_then(|rest| rest.split_once(";base64,"))
+        .map(|(_, data)| data);
     match data {
         Some(data) => {
             let identifier = provider_metadata
@@ -118,7 +140,11 @@ pub(crate) fn diff(actual: &JsonMap, derived: &JsonMap) -> Option<JsonMap> {
         .filter(|(key, value)| derived.get(key.as_str()) != Some(value))
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
-    let unset: Vec<Value> = derived.keys().filter(|key| !actual.contains_key(key.as_str())).map(|key| s(key)).collect();
+    let unset: Vec<Value> = derived
+        .keys()
+        .filter(|key| !actual.contains_key(key.as_str()))
+        .map(|key| s(key))
+        .collect();
     if set.is_empty() && unset.is_empty() {
         return None;
     }

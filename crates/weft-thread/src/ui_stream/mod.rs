@@ -44,8 +44,8 @@ mod mapping;
 pub mod sse;
 
 pub use assemble::{
-    AssembledThread, Assembler, AssemblerOptions, AssemblyEvent, Interruption, InterruptionReason, ThreadBuilder,
-    ThreadDefaults, assemble_thread, default_thread,
+    AssembledThread, Assembler, AssemblerOptions, AssemblyEvent, Interruption, InterruptionReason,
+    ThreadBuilder, ThreadDefaults, assemble_thread, default_thread,
 };
 pub use chunk::{ChunkError, UiChunk};
 pub use encode::{EncodeOptions, UiStreamVersion, encode_agent_turn, encode_thread, to_sse};
@@ -90,8 +90,16 @@ pub enum StreamError {
 ///
 /// [`StreamError::AtLine`] for the first data payload that is not a usable chunk.
 pub fn parse_stream(text: &str) -> Result<Vec<UiChunk>, StreamError> {
-    let first = text.trim_start_matches('\u{feff}').lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or("");
-    let is_sse = first.starts_with("data:") || first.starts_with(':') || first.starts_with("event:") || first.starts_with("id:");
+    let first = text
+        .trim_start_matches('\u{feff}')
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("");
+    let is_sse = first.starts_with("data:")
+        || first.starts_with(':')
+        || first.starts_with("event:")
+        || first.starts_with("id:");
     let mut chunks = Vec::new();
     if is_sse {
         let mut decoder = sse::SseDecoder::new();
@@ -102,7 +110,12 @@ pub fn parse_stream(text: &str) -> Result<Vec<UiChunk>, StreamError> {
             if data == "[DONE]" || data.is_empty() || event.event.as_deref() == Some("ping") {
                 continue;
             }
-            chunks.push(UiChunk::from_json(data).map_err(|source| StreamError::AtLine { line: index + 1, source: Box::new(source) })?);
+            chunks.push(
+                UiChunk::from_json(data).map_err(|source| StreamError::AtLine {
+                    line: index + 1,
+                    source: Box::new(source),
+                })?,
+            );
         }
     } else {
         for (index, line) in text.lines().enumerate() {
@@ -110,7 +123,12 @@ pub fn parse_stream(text: &str) -> Result<Vec<UiChunk>, StreamError> {
             if line.is_empty() || line == "[DONE]" {
                 continue;
             }
-            chunks.push(UiChunk::from_json(line).map_err(|source| StreamError::AtLine { line: index + 1, source: Box::new(source) })?);
+            chunks.push(
+                UiChunk::from_json(line).map_err(|source| StreamError::AtLine {
+                    line: index + 1,
+                    source: Box::new(source),
+                })?,
+            );
         }
     }
     Ok(chunks)

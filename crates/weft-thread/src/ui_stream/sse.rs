@@ -56,7 +56,10 @@ impl SseDecoder {
             self.end_line(&mut events);
         }
         if self.has_data {
-            events.push(SseEvent { event: self.event.take(), data: std::mem::take(&mut self.data) });
+            events.push(SseEvent {
+                event: self.event.take(),
+                data: std::mem::take(&mut self.data),
+            });
         }
         events
     }
@@ -71,7 +74,10 @@ impl SseDecoder {
         }
         if line.is_empty() {
             if self.has_data {
-                events.push(SseEvent { event: self.event.take(), data: std::mem::take(&mut self.data) });
+                events.push(SseEvent {
+                    event: self.event.take(),
+                    data: std::mem::take(&mut self.data),
+                });
             }
             self.has_data = false;
             self.event = None;

@@ -11,7 +11,9 @@ pub(crate) fn json_leaf() -> BoxedStrategy<Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(Value::from),
         any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
         "\\PC{0,8}".prop_map(Value::String),
     ]
     .boxed()
@@ -35,9 +37,20 @@ fn text() -> BoxedStrategy<String> {
 
 /// 0–2 members that the spec does not define (extension rule 1), some in `meta:`.
 fn extras() -> BoxedStrategy<Map<String, Value>> {
-    prop::collection::vec((prop::sample::select(vec!["x-ext", "meta:note", "vendor_info"]), json_value()), 0..2)
-        .prop_map(|members| members.into_iter().map(|(key, value)| (key.to_owned(), value)).collect())
-        .boxed()
+    prop::collection::vec(
+        (
+            prop::sample::select(vec!["x-ext", "meta:note", "vendor_info"]),
+            json_value(),
+        ),
+        0..2,
+    )
+    .prop_map(|members| {
+        members
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), value))
+            .collect()
+    })
+    .boxed()
 }
 
 fn with_extras(mut base: Value, extra: Map<String, Value>) -> Value {
@@ -49,12 +62,16 @@ fn with_extras(mut base: Value, extra: Map<String, Value>) -> Value {
     base
 }
 
-fn optional<T: std::fmt::Debug + Clone + 'static>(inner: impl Strategy<Value = T> + 'static) -> BoxedStrategy<Option<T>> {
+fn optional<T: std::fmt::Debug + Clone + 'static>(
+    inner: impl Strategy<Value = T> + 'static,
+) -> BoxedStrategy<Option<T>> {
     prop::option::of(inner).boxed()
 }
 
 fn base64() -> BoxedStrategy<String> {
-    prop::sample::select(vec!["", "iVBORw==", "R0lGODlh", "AAEC", "/+8="]).prop_map(str::to_owned).boxed()
+    prop::sample::select(vec!["", "iVBORw==", "R0lGODlh", "AAEC", "/+8="])
+        .prop_map(str::to_owned)
+        .boxed()
 }
 
 fn media_item() -> BoxedStrategy<Value> {
@@ -77,8 +94,19 @@ fn media_item() -> BoxedStrategy<Value> {
 }
 
 fn user_prompt() -> BoxedStrategy<Value> {
-    (prop_oneof![text().prop_map(Value::String), prop::collection::vec(media_item(), 0..3).prop_map(Value::Array)], extras())
-        .prop_map(|(content, extra)| with_extras(json!({"part_kind": "user-prompt", "content": content}), extra))
+    (
+        prop_oneof![
+            text().prop_map(Value::String),
+            prop::collection::vec(media_item(), 0..3).prop_map(Value::Array)
+        ],
+        extras(),
+    )
+        .prop_map(|(content, extra)| {
+            with_extras(
+                json!({"part_kind": "user-prompt", "content": content}),
+                extra,
+            )
+        })
         .boxed()
 }
 
@@ -157,10 +185,20 @@ fn request_part() -> BoxedStrategy<Value> {
 }
 
 fn usage() -> BoxedStrategy<Value> {
-    (optional(0u64..1000), optional(0u64..1000), optional(0u64..100), optional(0u64..2000))
+    (
+        optional(0u64..1000),
+        optional(0u64..1000),
+        optional(0u64..100),
+        optional(0u64..2000),
+    )
         .prop_map(|(input, output, thinking, total)| {
             let mut usage = Map::new();
-            for (key, value) in [("input_tokens", input), ("output_tokens", output), ("thinking_tokens", thinking), ("total_tokens", total)] {
+            for (key, value) in [
+                ("input_tokens", input),
+                ("output_tokens", output),
+                ("thinking_tokens", thinking),
+                ("total_tokens", total),
+            ] {
                 if let Some(value) = value {
                     usage.insert(key.into(), json!(value));
                 }
@@ -172,7 +210,19 @@ fn usage() -> BoxedStrategy<Value> {
 
 fn system_message() -> BoxedStrategy<Value> {
     let event = prop_oneof![
-        (prop::sample::select(vec!["agent.handoff", "thread.spawn", "thread.end", "data-foo", "data-weft", "meta:perf", "state.update", "stream.interrupted"]), json_value())
+        (
+            prop::sample::select(vec![
+                "agent.handoff",
+                "thread.spawn",
+                "thread.end",
+                "data-foo",
+                "data-weft",
+                "meta:perf",
+                "state.update",
+                "stream.interrupted"
+            ]),
+            json_value()
+        )
             .prop_map(|(kind, data)| (kind.to_owned(), data)),
         text().prop_map(|text| ("error".to_owned(), json!({"errorText": text}))),
         json_value().prop_map(|data| ("error".to_owned(), data)),
@@ -183,7 +233,10 @@ fn system_message() -> BoxedStrategy<Value> {
             }
             ("source.url".to_owned(), data)
         }),
-        text().prop_map(|title| ("source.document".to_owned(), json!({"sourceId": "d1", "mediaType": "application/pdf", "title": title}))),
+        text().prop_map(|title| (
+            "source.document".to_owned(),
+            json!({"sourceId": "d1", "mediaType": "application/pdf", "title": title})
+        )),
     ];
     (event, any::<bool>(), any::<bool>(), extras())
         .prop_map(|((event_type, event_data), source, targets, extra)| {
@@ -255,8 +308,11 @@ fn turn() -> BoxedStrategy<Value> {
     .boxed()
 }
 
-const AGENTS: [&str; 3] =
-    ["550e8400-e29b-41d4-a716-446655440001", "550e8400-e29b-41d4-a716-446655440002", "assistant"];
+const AGENTS: [&str; 3] = [
+    "550e8400-e29b-41d4-a716-446655440001",
+    "550e8400-e29b-41d4-a716-446655440002",
+    "assistant",
+];
 
 struct Filler {
     clock_ms: i64,
@@ -299,7 +355,8 @@ impl Filler {
                 Some("__CALL__") => {
                     let id = format!("call_{}", self.calls.len());
                     part["tool_call_id"] = json!(id);
-                    self.calls.push((id, part["tool_name"].as_str().unwrap().to_owned()));
+                    self.calls
+                        .push((id, part["tool_name"].as_str().unwrap().to_owned()));
                 }
                 Some("__RETURN__") => {
                     if self.calls.is_empty() {
@@ -374,7 +431,12 @@ pub(crate) fn thread() -> BoxedStrategy<Value> {
 /// Reorders every object's members (reversed), to test order independence.
 pub(crate) fn reorder(value: &Value) -> Value {
     match value {
-        Value::Object(map) => Value::Object(map.iter().rev().map(|(key, value)| (key.clone(), reorder(value))).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .rev()
+                .map(|(key, value)| (key.clone(), reorder(value)))
+                .collect(),
+        ),
         Value::Array(items) => Value::Array(items.iter().map(reorder).collect()),
         other => other.clone(),
     }
