@@ -441,3 +441,56 @@ fn truncated_and_garbled_streams_never_panic() {
         assert!(openai_responses::decode_response(&body).is_err());
     }
 }
+
+#[tokio::test]
+async fn structure_and_media_are_encoded() {
+    use weft_provider::{
+        DocumentBlock, DocumentSource, ImageBlock, ImageSource, LlmOptions, ProviderRegistry,
+        UserMessage, llm,
+    };
+    let server =
+        ReplayServer::start(vec![Reply::json(200, &ok_body("{\"city\": \"Paris\"}"))]).await;
+    let reference = ProviderRegistry::with_builtins()
+        .resolve("openai-responses:gpt-x")
+        .unwrap();
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+    let instance = llm(LlmOptions::new(reference)
+        .config(config(&server, "/v1"))
+        .structure(schema.clone()))
+    .unwrap();
+    let input = Message::User(UserMessage::new(vec![
+        ContentBlock::text("Where?"),
+        ContentBlock::Image(ImageBlock {
+            source: ImageSource::Url {
+                url: "https://x/a.png".into(),
+            },
+            mime_type: "image/png".into(),
+            width: None,
+            height: None,
+        }),
+        ContentBlock::Document(DocumentBlock {
+            source: DocumentSource::Base64 {
+                data: "JVBERi0=".into(),
+            },
+            mime_type: "application/pdf".into(),
+            title: Some("a.pdf".into()),
+        }),
+    ]));
+    let turn = instance.generate(&[], input).await.unwrap();
+    assert_eq!(turn.data, Some(json!({"city": "Paris"})));
+    let body = server.received()[0].json();
+    assert_eq!(
+        body["text"]["format"],
+        json!({"type": "json_schema", "name": "response", "schema": schema, "strict": true})
+    );
+    let content = &body["input"][0]["content"];
+    assert_eq!(content[0], json!({"type": "input_text", "text": "Where?"}));
+    assert_eq!(
+        content[1],
+        json!({"type": "input_image", "image_url": "https://x/a.png", "detail": "auto"})
+    );
+    assert_eq!(
+        content[2],
+        json!({"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBERi0="})
+    );
+}
