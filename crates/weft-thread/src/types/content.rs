@@ -9,7 +9,10 @@ use crate::types::JsonMap;
 /// An item of a `user-prompt` content list: a string or a media item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-#[allow(clippy::large_enum_variant, reason = "mirrors the JSON; boxing would only add indirection")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "mirrors the JSON; boxing would only add indirection"
+)]
 pub enum UserContent {
     /// Plain text.
     Text(String),
