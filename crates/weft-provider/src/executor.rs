@@ -130,7 +130,7 @@ fn prerequisites(calls: &[ToolCall], tools: &[Tool], mode: ExecutionMode) -> Vec
             }
             if let Some(tool) = tool_of(&call.tool_name) {
                 for (j, other) in calls.iter().enumerate() {
-                    if j != i && tool.depends_on.iter().any(|d| *d == other.tool_name) {
+                    if j != i && tool.depends_on.contains(&other.tool_name) {
                         before.push(j);
                     }
                 }

@@ -157,10 +157,8 @@ impl SseDecoder {
                 self.has_data = true;
             }
             b"event" => self.current.event = Some(String::from_utf8_lossy(value).into_owned()),
-            b"id" => {
-                if !value.contains(&0) {
-                    self.current.id = Some(String::from_utf8_lossy(value).into_owned());
-                }
+            b"id" if !value.contains(&0) => {
+                self.current.id = Some(String::from_utf8_lossy(value).into_owned());
             }
             b"retry" => {
                 if let Ok(text) = std::str::from_utf8(value)

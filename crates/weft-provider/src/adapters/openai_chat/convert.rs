@@ -303,10 +303,11 @@ pub(crate) fn decode_response(body: &Value, provider: &str) -> Result<LlmRespons
             .map_or_else(fresh_call_id, str::to_owned);
         calls.push(ToolCall::new(id, name, arguments));
     }
-    if content.is_empty() && calls.is_empty() {
-        if let Some(refusal) = message.get("refusal").and_then(Value::as_str) {
-            content.push(ContentBlock::text(refusal));
-        }
+    if content.is_empty()
+        && calls.is_empty()
+        && let Some(refusal) = message.get("refusal").and_then(Value::as_str)
+    {
+        content.push(ContentBlock::text(refusal));
     }
     let mut metadata = Metadata::new();
     metadata.insert(

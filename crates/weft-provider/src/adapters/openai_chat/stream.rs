@@ -37,6 +37,7 @@ pub(crate) struct ChunkDecoder {
     accumulator: MessageAccumulator,
     finish: Option<String>,
     usage: Option<TokenUsage>,
+    raw_usage: Option<Value>,
     last_chunk: Value,
     extra: serde_json::Map<String, Value>,
     done: bool,
@@ -53,6 +54,7 @@ impl ChunkDecoder {
             accumulator: MessageAccumulator::new(),
             finish: None,
             usage: None,
+            raw_usage: None,
             last_chunk: Value::Null,
             extra: serde_json::Map::new(),
             done: false,
@@ -109,6 +111,7 @@ impl ChunkDecoder {
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             self.usage = Some(convert::usage(Some(usage)));
+            self.raw_usage = Some(usage.clone());
         }
         for choice in chunk
             .get("choices")
@@ -197,7 +200,7 @@ impl ChunkDecoder {
     }
 
     /// Closes the stream: emits the remaining stops and the response.
-    pub(crate) fn finish(self, out: &mut Vec<LlmStreamPart>) -> Result<(), UppError> {
+    pub(crate) fn finish(mut self, out: &mut Vec<LlmStreamPart>) -> Result<(), UppError> {
         if self.finish.is_none() && !self.done {
             return Err(UppError::llm(
                 ErrorCode::InvalidResponse,
@@ -213,13 +216,9 @@ impl ChunkDecoder {
         }
         out.push(LlmStreamPart::Event(StreamEvent::message_stop()));
         let mut meta_source = self.last_chunk.clone();
-        if let (Some(object), Some(usage)) = (meta_source.as_object_mut(), self.usage.as_ref()) {
-            if !object.get("usage").is_some_and(Value::is_object) {
-                object.insert(
-                    "usage".into(),
-                    serde_json::to_value(usage).unwrap_or(Value::Null),
-                );
-            }
+        // The vendor's usage object, wherever in the stream it came.
+        if let (Some(object), Some(usage)) = (meta_source.as_object_mut(), self.raw_usage.take()) {
+            object.insert("usage".into(), usage);
         }
         let extra = Value::Object(self.extra);
         let mut namespace =
