@@ -11,6 +11,9 @@
 //!    none of the executions of the step's named tool (or, without a named tool, none at all)
 //!    succeeded. With `allow_replan` (the default) the model then makes a new plan for the
 //!    remaining work; without it the run ends with [`AgentError::PlanStepFailed`].
+//!
+//! `stop_condition` is evaluated after every step and, because one plan step may take many
+//! tool rounds, after every tool round inside a plan step.
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -153,7 +156,8 @@ impl PlanStrategy {
             };
             run.act_and_observe(step, &turn);
             executions.extend(turn.tool_executions.iter().cloned());
-            if !tools_ran(&turn) {
+            // A plan step may take many tool rounds: the stop condition is checked after each.
+            if !tools_ran(&turn) || ctx.strategy.should_stop(&run.state).await {
                 break;
             }
         }
