@@ -19,12 +19,12 @@ mod stream;
 
 use std::sync::Arc;
 
-use futures_util::StreamExt as _;
 use serde_json::Value;
 
+use crate::adapters::driver::{llm_stream, read_json};
 use crate::config::resolve_api_key;
 use crate::error::{ErrorCode, Modality, UppError};
-use crate::http::{HttpRequest, send, sse_events};
+use crate::http::{HttpRequest, send};
 use crate::provider::{LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStream, Provider};
 use crate::tool::BoxFuture;
 
@@ -134,19 +134,7 @@ impl LlmModel for ChatModel {
     fn complete(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmResponse, UppError>> {
         Box::pin(async move {
             let response = self.http_request(&request, false).await?;
-            let bytes = tokio::select! {
-                biased;
-                () = request.signal.cancelled() => return Err(UppError::cancelled(self.provider, Modality::Llm)),
-                bytes = response.bytes() => bytes.map_err(|e| crate::http::transport_error(&e, self.provider, Modality::Llm))?,
-            };
-            let body: Value = serde_json::from_slice(&bytes).map_err(|error| {
-                UppError::llm(
-                    ErrorCode::InvalidResponse,
-                    self.provider,
-                    format!("the response is not valid JSON: {error}"),
-                )
-                .with_cause(serde_json::json!({ "body": String::from_utf8_lossy(&bytes[..bytes.len().min(2000)]) }))
-            })?;
+            let body = read_json(response, self.provider, Modality::Llm, &request.signal).await?;
             convert::decode_response(&body, self.provider)
         })
     }
@@ -154,47 +142,13 @@ impl LlmModel for ChatModel {
     fn stream(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmStream, UppError>> {
         Box::pin(async move {
             let response = self.http_request(&request, true).await?;
-            let events = sse_events(
+            Ok(llm_stream(
                 response,
-                self.provider.to_owned(),
-                Modality::Llm,
+                self.provider,
                 request.config.timeout,
                 request.signal.clone(),
-            );
-            let provider = self.provider;
-            let stream = futures_util::stream::unfold(
-                (
-                    Box::pin(events),
-                    Some(stream::ChunkDecoder::new(provider)),
-                    std::collections::VecDeque::new(),
-                ),
-                move |(mut events, mut decoder, mut ready)| async move {
-                    loop {
-                        if let Some(part) = ready.pop_front() {
-                            return Some((Ok(part), (events, decoder, ready)));
-                        }
-                        let current = decoder.as_mut()?;
-                        let mut out = Vec::new();
-                        match events.next().await {
-                            Some(Ok(event)) => {
-                                if let Err(error) = current.push(&event, &mut out) {
-                                    return Some((Err(error), (events, None, ready)));
-                                }
-                            }
-                            Some(Err(error)) => return Some((Err(error), (events, None, ready))),
-                            None => {
-                                let finished = decoder.take()?;
-                                if let Err(error) = finished.finish(&mut out) {
-                                    return Some((Err(error), (events, None, ready)));
-                                }
-                            }
-                        }
-                        ready.extend(out);
-                    }
-                },
-            );
-            let stream: LlmStream = Box::pin(stream);
-            Ok(stream)
+                stream::ChunkDecoder::new(self.provider),
+            ))
         })
     }
 }

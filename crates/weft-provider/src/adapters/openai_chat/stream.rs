@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::adapters::accumulate::MessageAccumulator;
+use crate::adapters::driver::StreamDecoder;
 use crate::error::{ErrorCode, UppError};
 use crate::message::Metadata;
 use crate::provider::{LlmResponse, LlmStreamPart};
@@ -82,11 +83,7 @@ impl ChunkDecoder {
     }
 
     /// Handles one SSE event; returns what to emit.
-    pub(crate) fn push(
-        &mut self,
-        event: &SseEvent,
-        out: &mut Vec<LlmStreamPart>,
-    ) -> Result<(), UppError> {
+    fn handle(&mut self, event: &SseEvent, out: &mut Vec<LlmStreamPart>) -> Result<(), UppError> {
         if event.is_done() {
             self.done = true;
             return Ok(());
@@ -200,7 +197,7 @@ impl ChunkDecoder {
     }
 
     /// Closes the stream: emits the remaining stops and the response.
-    pub(crate) fn finish(mut self, out: &mut Vec<LlmStreamPart>) -> Result<(), UppError> {
+    fn close(&mut self, out: &mut Vec<LlmStreamPart>) -> Result<(), UppError> {
         if self.finish.is_none() && !self.done {
             return Err(UppError::llm(
                 ErrorCode::InvalidResponse,
@@ -215,12 +212,12 @@ impl ChunkDecoder {
             out.push(LlmStreamPart::Event(StreamEvent::message_start()));
         }
         out.push(LlmStreamPart::Event(StreamEvent::message_stop()));
-        let mut meta_source = self.last_chunk.clone();
+        let mut meta_source = std::mem::take(&mut self.last_chunk);
         // The vendor's usage object, wherever in the stream it came.
         if let (Some(object), Some(usage)) = (meta_source.as_object_mut(), self.raw_usage.take()) {
             object.insert("usage".into(), usage);
         }
-        let extra = Value::Object(self.extra);
+        let extra = Value::Object(std::mem::take(&mut self.extra));
         let mut namespace =
             convert::response_metadata(&meta_source, Some(&extra), self.finish.as_deref());
         if let Some(object) = namespace.as_object_mut() {
@@ -228,9 +225,11 @@ impl ChunkDecoder {
         }
         let mut metadata = Metadata::new();
         metadata.insert(self.provider.clone(), namespace);
-        let message =
-            self.accumulator
-                .finish(&self.provider, Some(metadata), convert::fresh_call_id)?;
+        let message = std::mem::take(&mut self.accumulator).finish(
+            &self.provider,
+            Some(metadata),
+            convert::fresh_call_id,
+        )?;
         let stop_reason = match self.finish.as_deref() {
             Some(f) => finish_reason::map(f).to_owned(),
             None if message.has_tool_calls() => "tool_use".to_owned(),
@@ -238,10 +237,20 @@ impl ChunkDecoder {
         };
         out.push(LlmStreamPart::Response(LlmResponse {
             message,
-            usage: self.usage.unwrap_or_else(|| convert::usage(None)),
+            usage: self.usage.take().unwrap_or_else(|| convert::usage(None)),
             stop_reason,
             data: None,
         }));
         Ok(())
+    }
+}
+
+impl StreamDecoder for ChunkDecoder {
+    fn push(&mut self, event: &SseEvent, out: &mut Vec<LlmStreamPart>) -> Result<(), UppError> {
+        self.handle(event, out)
+    }
+
+    fn finish(&mut self, out: &mut Vec<LlmStreamPart>) -> Result<(), UppError> {
+        self.close(out)
     }
 }
