@@ -55,13 +55,20 @@ fn instance() -> LlmInstance {
         "add",
         "Adds two integers.",
         json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}),
-        |args: Value, _ctx| async move { Ok(json!(args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0))) },
+        |args: Value, _ctx| async move {
+            Ok(json!(
+                args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)
+            ))
+        },
     );
     llm(LlmOptions::new(model).tool(add)).unwrap()
 }
 
 fn tool_loop(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let instance = instance();
     let before = ALLOCATIONS.load(Ordering::Relaxed);
     let turn = runtime.block_on(instance.generate(&[], "count")).unwrap();

@@ -148,7 +148,9 @@ impl SseDecoder {
                 if self.has_data {
                     self.current.data.push('\n');
                 } else if self.current.data.capacity() == 0 {
-                    self.current.data.reserve(self.last_data_len.max(value.len()));
+                    self.current
+                        .data
+                        .reserve(self.last_data_len.max(value.len()));
                 }
                 match std::str::from_utf8(value) {
                     Ok(text) => self.current.data.push_str(text),

@@ -147,11 +147,16 @@ mod tagged_assistant {
         Assistant(&'a AssistantMessage),
     }
 
-    pub(super) fn serialize<S: Serializer>(message: &AssistantMessage, serializer: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(
+        message: &AssistantMessage,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         Tagged::Assistant(message).serialize(serializer)
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<AssistantMessage, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<AssistantMessage, D::Error> {
         let mut value = serde_json::Value::deserialize(deserializer)?;
         if let Some(map) = value.as_object_mut() {
             map.entry("type").or_insert_with(|| "assistant".into());

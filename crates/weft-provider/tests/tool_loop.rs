@@ -11,10 +11,13 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use tokio::sync::Barrier;
-use weft_provider::adapters::scripted::{self, Script, ScriptedModel, ScriptedResponse, ScriptedToolCall};
+use weft_provider::adapters::scripted::{
+    self, Script, ScriptedModel, ScriptedResponse, ScriptedToolCall,
+};
 use weft_provider::{
-    AfterCallResult, BeforeCall, BeforeCallResult, ContentBlock, ErrorCode, ExecutionMode, Image, LlmCapabilities,
-    LlmOptions, Message, StreamEventType, Tool, ToolError, ToolUseStrategy, Turn, llm,
+    AfterCallResult, BeforeCall, BeforeCallResult, ContentBlock, ErrorCode, ExecutionMode, Image,
+    LlmCapabilities, LlmOptions, Message, StreamEventType, Tool, ToolError, ToolUseStrategy, Turn,
+    llm,
 };
 
 fn calls(calls: &[(&str, &str, Value)]) -> ScriptedResponse {
@@ -37,7 +40,12 @@ fn script(responses: Vec<ScriptedResponse>) -> Script {
 }
 
 fn echo(name: &str) -> Tool {
-    Tool::new(name, "echoes", json!({"type": "object"}), |args: Value, _ctx| async move { Ok(args) })
+    Tool::new(
+        name,
+        "echoes",
+        json!({"type": "object"}),
+        |args: Value, _ctx| async move { Ok(args) },
+    )
 }
 
 #[tokio::test]
@@ -54,21 +62,51 @@ async fn upp_099_a_turn_without_tools_has_two_messages_and_one_cycle() {
 #[tokio::test]
 async fn upp_046_049_098_100_tool_rounds_collect_messages_usage_and_cycles() {
     let mut first = calls(&[("c1", "echo", json!({"x": 1}))]);
-    first.usage = Some(scripted::ScriptedUsage { input_tokens: 10, output_tokens: 2, cache_read_tokens: 4, cache_write_tokens: 1 });
+    first.usage = Some(scripted::ScriptedUsage {
+        input_tokens: 10,
+        output_tokens: 2,
+        cache_read_tokens: 4,
+        cache_write_tokens: 1,
+    });
     let mut second = calls(&[("c2", "echo", json!({"x": 2}))]);
-    second.usage = Some(scripted::ScriptedUsage { input_tokens: 20, output_tokens: 3, ..Default::default() });
+    second.usage = Some(scripted::ScriptedUsage {
+        input_tokens: 20,
+        output_tokens: 3,
+        ..Default::default()
+    });
     let mut last = ScriptedResponse::text("done");
-    last.usage = Some(scripted::ScriptedUsage { input_tokens: 30, output_tokens: 4, ..Default::default() });
-    let instance = llm(LlmOptions::new(scripted::model(script(vec![first, second, last]))).tool(echo("echo"))).unwrap();
+    last.usage = Some(scripted::ScriptedUsage {
+        input_tokens: 30,
+        output_tokens: 4,
+        ..Default::default()
+    });
+    let instance =
+        llm(LlmOptions::new(scripted::model(script(vec![first, second, last]))).tool(echo("echo")))
+            .unwrap();
     let history = vec![Message::user("earlier"), Message::assistant("sure")];
     let turn = instance.generate(&history, "go").await.unwrap();
     assert_eq!(history.len(), 2, "UPP-004: history untouched");
     assert_eq!(turn.cycles, 3);
     let kinds: Vec<_> = turn.messages.iter().map(Message::message_type).collect();
     use weft_provider::MessageType::{Assistant, ToolResult, User};
-    assert_eq!(kinds, [User, Assistant, ToolResult, Assistant, ToolResult, Assistant]);
-    assert_eq!((turn.usage.input_tokens, turn.usage.output_tokens, turn.usage.total_tokens), (60, 9, 69));
-    assert_eq!((turn.usage.cache_read_tokens, turn.usage.cache_write_tokens), (4, 1));
+    assert_eq!(
+        kinds,
+        [
+            User, Assistant, ToolResult, Assistant, ToolResult, Assistant
+        ]
+    );
+    assert_eq!(
+        (
+            turn.usage.input_tokens,
+            turn.usage.output_tokens,
+            turn.usage.total_tokens
+        ),
+        (60, 9, 69)
+    );
+    assert_eq!(
+        (turn.usage.cache_read_tokens, turn.usage.cache_write_tokens),
+        (4, 1)
+    );
     assert_eq!(turn.usage.cycles.as_ref().unwrap().len(), 3);
     assert_eq!(turn.tool_executions.len(), 2);
     assert_eq!(turn.tool_executions[1].result, json!({"x": 2}));
@@ -79,13 +117,28 @@ async fn upp_045_the_provider_sees_history_then_input_then_each_round() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
     let model = scripted::function_model(move |request| {
-        let texts: Vec<String> = request.messages.iter().map(|m| format!("{:?}", m.message_type())).collect();
+        let texts: Vec<String> = request
+            .messages
+            .iter()
+            .map(|m| format!("{:?}", m.message_type()))
+            .collect();
         log.lock().unwrap().push(texts);
-        let rounds = request.messages.iter().filter(|m| m.is_tool_result()).count();
-        Ok(if rounds == 0 { calls(&[("c1", "echo", json!({}))]) } else { ScriptedResponse::text("ok") })
+        let rounds = request
+            .messages
+            .iter()
+            .filter(|m| m.is_tool_result())
+            .count();
+        Ok(if rounds == 0 {
+            calls(&[("c1", "echo", json!({}))])
+        } else {
+            ScriptedResponse::text("ok")
+        })
     });
     let instance = llm(LlmOptions::new(model).tool(echo("echo"))).unwrap();
-    instance.generate(&[Message::user("h")], "now").await.unwrap();
+    instance
+        .generate(&[Message::user("h")], "now")
+        .await
+        .unwrap();
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen[0], ["User", "User"]);
     assert_eq!(seen[1], ["User", "User", "Assistant", "ToolResult"]);
@@ -114,23 +167,34 @@ async fn upp_051_calls_of_one_round_run_in_parallel_and_results_keep_call_order(
     .tool(make("slow_b", barrier)))
     .unwrap();
     let turn = instance.generate(&[], "go").await.unwrap();
-    let Message::ToolResult(results) = &turn.messages[2] else { panic!() };
+    let Message::ToolResult(results) = &turn.messages[2] else {
+        panic!()
+    };
     assert_eq!(results.results[0].tool_call_id, "a");
     assert_eq!(results.results[1].tool_call_id, "b");
     assert!(results.results.iter().all(|r| !r.is_error), "{results:?}");
 }
 
 fn recording_tool(name: &'static str, log: Arc<Mutex<Vec<String>>>) -> Tool {
-    Tool::new(name, "", json!({"type": "object"}), move |_a: Value, ctx: weft_provider::ToolContext| {
-        let log = log.clone();
-        async move {
-            log.lock().unwrap().push(format!("start {}", ctx.tool_call_id));
-            tokio::task::yield_now().await;
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            log.lock().unwrap().push(format!("end {}", ctx.tool_call_id));
-            Ok(Value::Null)
-        }
-    })
+    Tool::new(
+        name,
+        "",
+        json!({"type": "object"}),
+        move |_a: Value, ctx: weft_provider::ToolContext| {
+            let log = log.clone();
+            async move {
+                log.lock()
+                    .unwrap()
+                    .push(format!("start {}", ctx.tool_call_id));
+                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                log.lock()
+                    .unwrap()
+                    .push(format!("end {}", ctx.tool_call_id));
+                Ok(Value::Null)
+            }
+        },
+    )
 }
 
 #[tokio::test]
@@ -144,7 +208,10 @@ async fn sequential_mode_runs_calls_one_after_another() {
     .execution_mode(ExecutionMode::Sequential))
     .unwrap();
     instance.generate(&[], "go").await.unwrap();
-    assert_eq!(*log.lock().unwrap(), ["start 1", "end 1", "start 2", "end 2"]);
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["start 1", "end 1", "start 2", "end 2"]
+    );
 }
 
 #[tokio::test]
@@ -152,21 +219,39 @@ async fn after_constraints_order_calls_and_cycles_fail_cleanly() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let mut round = calls(&[("1", "t", json!({})), ("2", "t", json!({}))]);
     round.tool_calls[0].after = vec!["2".into()];
-    let instance = llm(LlmOptions::new(scripted::model(script(vec![round, ScriptedResponse::text("ok")])))
-        .tool(recording_tool("t", log.clone())))
+    let instance = llm(LlmOptions::new(scripted::model(script(vec![
+        round,
+        ScriptedResponse::text("ok"),
+    ])))
+    .tool(recording_tool("t", log.clone())))
     .unwrap();
     instance.generate(&[], "go").await.unwrap();
-    assert_eq!(*log.lock().unwrap(), ["start 2", "end 2", "start 1", "end 1"]);
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["start 2", "end 2", "start 1", "end 1"]
+    );
 
     let mut cyclic = calls(&[("1", "t", json!({})), ("2", "t", json!({}))]);
     cyclic.tool_calls[0].after = vec!["2".into()];
     cyclic.tool_calls[1].after = vec!["1".into()];
-    let instance = llm(LlmOptions::new(scripted::model(script(vec![cyclic, ScriptedResponse::text("ok")])))
-        .tool(echo("t")))
+    let instance = llm(LlmOptions::new(scripted::model(script(vec![
+        cyclic,
+        ScriptedResponse::text("ok"),
+    ])))
+    .tool(echo("t")))
     .unwrap();
-    let turn = tokio::time::timeout(Duration::from_secs(5), instance.generate(&[], "go")).await.unwrap().unwrap();
+    let turn = tokio::time::timeout(Duration::from_secs(5), instance.generate(&[], "go"))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(turn.tool_executions.iter().all(|e| e.is_error));
-    assert!(turn.tool_executions[0].result.as_str().unwrap().contains("cycle"));
+    assert!(
+        turn.tool_executions[0]
+            .result
+            .as_str()
+            .unwrap()
+            .contains("cycle")
+    );
 }
 
 #[tokio::test]
@@ -179,9 +264,13 @@ async fn upp_050_136_max_iterations_fires_the_hook_and_fails_with_the_partial_tu
         calls(&[("3", "echo", json!({}))]),
     ])))
     .tool(echo("echo"))
-    .tool_strategy(ToolUseStrategy::default().max_iterations(Some(2)).on_max_iterations(move |n| {
-        seen.store(n as usize, Ordering::SeqCst);
-    })))
+    .tool_strategy(
+        ToolUseStrategy::default()
+            .max_iterations(Some(2))
+            .on_max_iterations(move |n| {
+                seen.store(n as usize, Ordering::SeqCst);
+            }),
+    ))
     .unwrap();
     let error = instance.generate(&[], "go").await.unwrap_err();
     assert_eq!(fired.load(Ordering::SeqCst), 2);
@@ -195,17 +284,31 @@ async fn upp_050_136_max_iterations_fires_the_hook_and_fails_with_the_partial_tu
 async fn upp_130_default_limit_is_ten_rounds_and_none_is_unbounded() {
     let looping = || {
         scripted::function_model(|request| {
-            let rounds = request.messages.iter().filter(|m| m.is_tool_result()).count();
-            Ok(if rounds < 12 { calls(&[(&format!("c{rounds}"), "echo", json!({}))]) } else { ScriptedResponse::text("done") })
+            let rounds = request
+                .messages
+                .iter()
+                .filter(|m| m.is_tool_result())
+                .count();
+            Ok(if rounds < 12 {
+                calls(&[(&format!("c{rounds}"), "echo", json!({}))])
+            } else {
+                ScriptedResponse::text("done")
+            })
         })
     };
-    let error = llm(LlmOptions::new(looping()).tool(echo("echo"))).unwrap().generate(&[], "go").await.unwrap_err();
-    assert!(error.message.contains("maxIterations (10)"), "{error}");
-    let turn = llm(LlmOptions::new(looping()).tool(echo("echo")).tool_strategy(ToolUseStrategy::unbounded()))
+    let error = llm(LlmOptions::new(looping()).tool(echo("echo")))
         .unwrap()
         .generate(&[], "go")
         .await
-        .unwrap();
+        .unwrap_err();
+    assert!(error.message.contains("maxIterations (10)"), "{error}");
+    let turn = llm(LlmOptions::new(looping())
+        .tool(echo("echo"))
+        .tool_strategy(ToolUseStrategy::unbounded()))
+    .unwrap()
+    .generate(&[], "go")
+    .await
+    .unwrap();
     assert_eq!(turn.cycles, 13);
 }
 
@@ -217,9 +320,13 @@ async fn upp_137_max_iterations_zero_returns_calls_unexecuted() {
         count.fetch_add(1, Ordering::SeqCst);
         async { Ok(Value::Null) }
     });
-    let turn = llm(LlmOptions::new(scripted::model(script(vec![calls(&[("1", "t", json!({"q": 1}))])])))
-        .tool(tool)
-        .tool_strategy(ToolUseStrategy::default().max_iterations(Some(0))))
+    let turn = llm(LlmOptions::new(scripted::model(script(vec![calls(&[(
+        "1",
+        "t",
+        json!({"q": 1}),
+    )])])))
+    .tool(tool)
+    .tool_strategy(ToolUseStrategy::default().max_iterations(Some(0))))
     .unwrap()
     .generate(&[], "go")
     .await
@@ -233,23 +340,39 @@ async fn upp_137_max_iterations_zero_returns_calls_unexecuted() {
 async fn upp_131_to_135_strategy_hooks_observe_skip_and_transform() {
     let events = Arc::new(Mutex::new(Vec::<String>::new()));
     let (e1, e2, e3) = (events.clone(), events.clone(), events.clone());
-    let failing = Tool::new("fail", "", json!({"type": "object"}), |_a: Value, _c| async {
-        Err(ToolError::new("disk full"))
-    });
+    let failing = Tool::new(
+        "fail",
+        "",
+        json!({"type": "object"}),
+        |_a: Value, _c| async { Err(ToolError::new("disk full")) },
+    );
     let strategy = ToolUseStrategy::default()
         .on_tool_call(move |tool, _| e1.lock().unwrap().push(format!("call {}", tool.name)))
         .on_before_call(|tool, args| match tool.name.as_str() {
             "skipped" => BeforeCall::Skip,
-            "echo" => BeforeCall::Result(BeforeCallResult { proceed: true, params: Some(json!({"rewritten": args["x"]})) }),
+            "echo" => BeforeCall::Result(BeforeCallResult {
+                proceed: true,
+                params: Some(json!({"rewritten": args["x"]})),
+            }),
             _ => BeforeCall::Proceed,
         })
         .on_after_call(move |tool, _args, result| {
             e2.lock().unwrap().push(format!("after {}", tool.name));
-            (tool.name == "echo").then(|| AfterCallResult { result: json!({"wrapped": result}) })
+            (tool.name == "echo").then(|| AfterCallResult {
+                result: json!({"wrapped": result}),
+            })
         })
-        .on_error(move |tool, _args, error| e3.lock().unwrap().push(format!("error {} {}", tool.name, error)));
+        .on_error(move |tool, _args, error| {
+            e3.lock()
+                .unwrap()
+                .push(format!("error {} {}", tool.name, error))
+        });
     let turn = llm(LlmOptions::new(scripted::model(script(vec![
-        calls(&[("1", "echo", json!({"x": 7})), ("2", "skipped", json!({})), ("3", "fail", json!({}))]),
+        calls(&[
+            ("1", "echo", json!({"x": 7})),
+            ("2", "skipped", json!({})),
+            ("3", "fail", json!({})),
+        ]),
         ScriptedResponse::text("done"),
     ])))
     .tool(echo("echo"))
@@ -260,15 +383,33 @@ async fn upp_131_to_135_strategy_hooks_observe_skip_and_transform() {
     .generate(&[], "go")
     .await
     .unwrap();
-    let by_id = |id: &str| turn.tool_executions.iter().find(|e| e.tool_call_id == id).unwrap().clone();
+    let by_id = |id: &str| {
+        turn.tool_executions
+            .iter()
+            .find(|e| e.tool_call_id == id)
+            .unwrap()
+            .clone()
+    };
     assert_eq!(by_id("1").arguments, json!({"rewritten": 7}));
     assert_eq!(by_id("1").result, json!({"wrapped": {"rewritten": 7}}));
     assert!(by_id("2").is_error && by_id("2").result.as_str().unwrap().contains("skipped"));
-    assert!(by_id("3").is_error, "UPP-127: a failing run becomes an error result");
+    assert!(
+        by_id("3").is_error,
+        "UPP-127: a failing run becomes an error result"
+    );
     assert_eq!(by_id("3").result, json!("disk full"));
     let events = events.lock().unwrap().clone();
-    for expected in ["call echo", "call skipped", "call fail", "after echo", "error fail disk full"] {
-        assert!(events.contains(&expected.to_string()), "{expected} missing from {events:?}");
+    for expected in [
+        "call echo",
+        "call skipped",
+        "call fail",
+        "after echo",
+        "error fail disk full",
+    ] {
+        assert!(
+            events.contains(&expected.to_string()),
+            "{expected} missing from {events:?}"
+        );
     }
     assert_eq!(turn.text(), "done", "the loop continued after the error");
 }
@@ -290,7 +431,10 @@ async fn upp_123_125_approval_refuses_or_aborts() {
         async move { verdict }
     });
     let turn = llm(LlmOptions::new(scripted::model(script(vec![
-        calls(&[("1", "rm", json!({"path": "/etc"})), ("2", "rm", json!({"path": "/tmp/x"}))]),
+        calls(&[
+            ("1", "rm", json!({"path": "/etc"})),
+            ("2", "rm", json!({"path": "/tmp/x"})),
+        ]),
         ScriptedResponse::text("ok"),
     ])))
     .tool(guarded.clone()))
@@ -303,8 +447,12 @@ async fn upp_123_125_approval_refuses_or_aborts() {
     assert_eq!(turn.tool_executions[1].approved, Some(true));
     assert_eq!(ran.load(Ordering::SeqCst), 1);
 
-    let error = llm(LlmOptions::new(scripted::model(script(vec![calls(&[("1", "rm", json!({"path": "/"}))])])))
-        .tool(guarded))
+    let error = llm(LlmOptions::new(scripted::model(script(vec![calls(&[(
+        "1",
+        "rm",
+        json!({"path": "/"}),
+    )])])))
+    .tool(guarded))
     .unwrap()
     .generate(&[], "go")
     .await
@@ -324,7 +472,13 @@ async fn unknown_tools_become_error_results_the_model_can_read() {
     .await
     .unwrap();
     assert!(turn.tool_executions[0].is_error);
-    assert!(turn.tool_executions[0].result.as_str().unwrap().contains("available tools: echo"));
+    assert!(
+        turn.tool_executions[0]
+            .result
+            .as_str()
+            .unwrap()
+            .contains("available tools: echo")
+    );
 }
 
 #[tokio::test]
@@ -332,26 +486,36 @@ async fn upp_115_to_117_abort_reaches_the_running_tool_and_skips_pending_ones() 
     let saw_cancel = Arc::new(AtomicUsize::new(0));
     let started = Arc::new(tokio::sync::Notify::new());
     let (flag, notify) = (saw_cancel.clone(), started.clone());
-    let blocking = Tool::new("wait", "", json!({"type": "object"}), move |_a: Value, ctx: weft_provider::ToolContext| {
-        let (flag, notify) = (flag.clone(), notify.clone());
-        async move {
-            notify.notify_one();
-            let watcher = ctx.signal.clone();
-            tokio::spawn(async move {
-                watcher.cancelled().await;
-                flag.fetch_add(1, Ordering::SeqCst);
-            });
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            Ok(Value::Null)
-        }
-    })
+    let blocking = Tool::new(
+        "wait",
+        "",
+        json!({"type": "object"}),
+        move |_a: Value, ctx: weft_provider::ToolContext| {
+            let (flag, notify) = (flag.clone(), notify.clone());
+            async move {
+                notify.notify_one();
+                let watcher = ctx.signal.clone();
+                tokio::spawn(async move {
+                    watcher.cancelled().await;
+                    flag.fetch_add(1, Ordering::SeqCst);
+                });
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Ok(Value::Null)
+            }
+        },
+    )
     .with_sequential(true);
     let later = Arc::new(AtomicUsize::new(0));
     let later_count = later.clone();
-    let pending = Tool::new("later", "", json!({"type": "object"}), move |_a: Value, _c| {
-        later_count.fetch_add(1, Ordering::SeqCst);
-        async { Ok(Value::Null) }
-    });
+    let pending = Tool::new(
+        "later",
+        "",
+        json!({"type": "object"}),
+        move |_a: Value, _c| {
+            later_count.fetch_add(1, Ordering::SeqCst);
+            async { Ok(Value::Null) }
+        },
+    );
     let instance = llm(LlmOptions::new(scripted::model(script(vec![
         calls(&[("1", "wait", json!({})), ("2", "later", json!({}))]),
         ScriptedResponse::text("never"),
@@ -362,11 +526,22 @@ async fn upp_115_to_117_abort_reaches_the_running_tool_and_skips_pending_ones() 
     let stream = instance.stream(&[], "go").unwrap();
     started.notified().await;
     stream.abort();
-    let error = tokio::time::timeout(Duration::from_secs(5), stream.turn()).await.unwrap().unwrap_err();
+    let error = tokio::time::timeout(Duration::from_secs(5), stream.turn())
+        .await
+        .unwrap()
+        .unwrap_err();
     assert_eq!(error.code, ErrorCode::Cancelled);
     tokio::time::sleep(Duration::from_millis(20)).await;
-    assert_eq!(saw_cancel.load(Ordering::SeqCst), 1, "the in-flight tool saw the signal");
-    assert_eq!(later.load(Ordering::SeqCst), 0, "the pending call was skipped");
+    assert_eq!(
+        saw_cancel.load(Ordering::SeqCst),
+        1,
+        "the in-flight tool saw the signal"
+    );
+    assert_eq!(
+        later.load(Ordering::SeqCst),
+        0,
+        "the pending call was skipped"
+    );
 }
 
 #[tokio::test]
@@ -380,25 +555,42 @@ async fn generate_with_signal_cancels_a_slow_model() {
         tokio::time::sleep(Duration::from_millis(20)).await;
         cancel.cancel();
     });
-    let error = instance.generate_with_signal(&[], "hi", signal).await.unwrap_err();
+    let error = instance
+        .generate_with_signal(&[], "hi", signal)
+        .await
+        .unwrap_err();
     assert_eq!(error.code, ErrorCode::Cancelled);
 }
 
 #[tokio::test]
 async fn upp_062_065_068_capability_checks_refuse_what_the_provider_cannot_do() {
     let none = LlmCapabilities::default();
-    let model = || scripted::from_model(ScriptedModel::from_script("m", Script::texts(["x"])).with_capabilities(none));
+    let model = || {
+        scripted::from_model(
+            ScriptedModel::from_script("m", Script::texts(["x"])).with_capabilities(none),
+        )
+    };
     let error = llm(LlmOptions::new(model()).tool(echo("t"))).unwrap_err();
     assert_eq!(error.code, ErrorCode::InvalidRequest);
     let error = llm(LlmOptions::new(model()).structure(json!({"type": "object"}))).unwrap_err();
     assert_eq!(error.code, ErrorCode::InvalidRequest);
     let instance = llm(LlmOptions::new(model())).unwrap();
-    assert_eq!(instance.stream(&[], "hi").unwrap_err().code, ErrorCode::InvalidRequest);
+    assert_eq!(
+        instance.stream(&[], "hi").unwrap_err().code,
+        ErrorCode::InvalidRequest
+    );
     let image = Image::from_url("https://example.com/x.png", "image/png").to_block();
-    let error = instance.generate(&[], vec![ContentBlock::text("look"), image]).await.unwrap_err();
+    let error = instance
+        .generate(&[], vec![ContentBlock::text("look"), image])
+        .await
+        .unwrap_err();
     assert_eq!(error.code, ErrorCode::InvalidRequest, "UPP-066");
     let doc = weft_provider::Document::from_text("hi").to_block();
-    assert_eq!(instance.generate(&[], doc).await.unwrap_err().code, ErrorCode::InvalidRequest, "UPP-067");
+    assert_eq!(
+        instance.generate(&[], doc).await.unwrap_err().code,
+        ErrorCode::InvalidRequest,
+        "UPP-067"
+    );
 }
 
 #[tokio::test]
@@ -406,14 +598,17 @@ async fn upp_119_121_144_option_checks() {
     let model = || scripted::model(Script::texts(["x"]));
     let error = llm(LlmOptions::new(model()).tool(echo("t")).tool(echo("t"))).unwrap_err();
     assert!(error.message.contains("more than one tool"));
-    let bad = Tool::new("b", "", json!({"type": "string"}), |_a: Value, _c| async { Ok(Value::Null) });
+    let bad = Tool::new("b", "", json!({"type": "string"}), |_a: Value, _c| async {
+        Ok(Value::Null)
+    });
     assert!(llm(LlmOptions::new(model()).tool(bad)).is_err());
     assert!(llm(LlmOptions::new(model()).structure(json!({"type": "array"}))).is_err());
 }
 
 #[tokio::test]
 async fn upp_063_147_148_structured_output_is_parsed_not_validated() {
-    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let schema =
+        json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
     let turn = llm(LlmOptions::new(scripted::model(script(vec![
         calls(&[("1", "echo", json!({}))]),
         ScriptedResponse::text("```json\n{\"city\": \"Paris\"}\n```"),
@@ -426,17 +621,21 @@ async fn upp_063_147_148_structured_output_is_parsed_not_validated() {
     .unwrap();
     assert_eq!(turn.data, Some(json!({"city": "Paris"})));
     // A schema mismatch is returned as is (UPP-064: no validation, no retry).
-    let turn = llm(LlmOptions::new(scripted::model(Script::texts(["{\"town\": 1}"]))).structure(schema.clone()))
-        .unwrap()
-        .generate(&[], "go")
-        .await
-        .unwrap();
+    let turn = llm(
+        LlmOptions::new(scripted::model(Script::texts(["{\"town\": 1}"])))
+            .structure(schema.clone()),
+    )
+    .unwrap()
+    .generate(&[], "go")
+    .await
+    .unwrap();
     assert_eq!(turn.data, Some(json!({"town": 1})));
-    let error = llm(LlmOptions::new(scripted::model(Script::texts(["not json"]))).structure(schema))
-        .unwrap()
-        .generate(&[], "go")
-        .await
-        .unwrap_err();
+    let error =
+        llm(LlmOptions::new(scripted::model(Script::texts(["not json"]))).structure(schema))
+            .unwrap()
+            .generate(&[], "go")
+            .await
+            .unwrap_err();
     assert_eq!(error.code, ErrorCode::InvalidResponse);
 }
 
@@ -463,7 +662,10 @@ fn normalized(turn: &Turn) -> Value {
 #[tokio::test]
 async fn upp_109_112_114_stream_events_are_ordered_and_the_turn_equals_generate() {
     let responses = vec![
-        ScriptedResponse { reasoning: Some("let me see".into()), ..calls(&[("1", "echo", json!({"a": [1, 2]}))]) },
+        ScriptedResponse {
+            reasoning: Some("let me see".into()),
+            ..calls(&[("1", "echo", json!({"a": [1, 2]}))])
+        },
         ScriptedResponse::text("all done now"),
     ];
     let options = || LlmOptions::new(scripted::model(script(responses.clone()))).tool(echo("echo"));
@@ -480,30 +682,60 @@ async fn upp_109_112_114_stream_events_are_ordered_and_the_turn_equals_generate(
     assert_eq!(
         types,
         [
-            MessageStart, ContentBlockStart, ReasoningDelta, ReasoningDelta, ReasoningDelta, ContentBlockStop,
-            ContentBlockStart, ToolCallDelta, ToolCallDelta, ToolCallDelta, ContentBlockStop, MessageStop,
-            ToolExecutionStart, ToolExecutionEnd,
-            MessageStart, ContentBlockStart, TextDelta, TextDelta, TextDelta, ContentBlockStop, MessageStop,
+            MessageStart,
+            ContentBlockStart,
+            ReasoningDelta,
+            ReasoningDelta,
+            ReasoningDelta,
+            ContentBlockStop,
+            ContentBlockStart,
+            ToolCallDelta,
+            ToolCallDelta,
+            ToolCallDelta,
+            ContentBlockStop,
+            MessageStop,
+            ToolExecutionStart,
+            ToolExecutionEnd,
+            MessageStart,
+            ContentBlockStart,
+            TextDelta,
+            TextDelta,
+            TextDelta,
+            ContentBlockStop,
+            MessageStop,
         ]
     );
     let start = &events[12].delta;
-    assert_eq!((start.tool_call_id.as_deref(), start.tool_name.as_deref()), (Some("1"), Some("echo")));
+    assert_eq!(
+        (start.tool_call_id.as_deref(), start.tool_name.as_deref()),
+        (Some("1"), Some("echo"))
+    );
     assert!(start.timestamp.is_some());
     let end = &events[13].delta;
     assert_eq!(end.result, Some(json!({"a": [1, 2]})));
     assert_eq!(end.is_error, Some(false));
-    let text: String = events.iter().filter(|e| e.event_type == TextDelta).filter_map(|e| e.delta.text.clone()).collect();
+    let text: String = events
+        .iter()
+        .filter(|e| e.event_type == TextDelta)
+        .filter_map(|e| e.delta.text.clone())
+        .collect();
     assert_eq!(text, streamed.text());
 }
 
 #[tokio::test]
 async fn scripted_errors_and_an_exhausted_script_are_clear() {
     let rate_limited = ScriptedResponse {
-        error: Some(scripted::ScriptedError { code: ErrorCode::RateLimited, message: "slow down".into() }),
+        error: Some(scripted::ScriptedError {
+            code: ErrorCode::RateLimited,
+            message: "slow down".into(),
+        }),
         ..ScriptedResponse::default()
     };
     let instance = llm(LlmOptions::new(scripted::model(script(vec![rate_limited])))).unwrap();
-    assert_eq!(instance.generate(&[], "a").await.unwrap_err().code, ErrorCode::RateLimited);
+    assert_eq!(
+        instance.generate(&[], "a").await.unwrap_err().code,
+        ErrorCode::RateLimited
+    );
     let error = instance.generate(&[], "b").await.unwrap_err();
     assert!(error.message.contains("all were used"), "{error}");
 }
