@@ -1,0 +1,210 @@
+//! The versioned schema. Each migration is written once in SQLite's dialect;
+//! [`postgres_ddl`] maps its four type names for PostgreSQL (`INTEGER` → `BIGINT`, `REAL` →
+//! `DOUBLE PRECISION`, `INTEGER PRIMARY KEY AUTOINCREMENT` → `BIGSERIAL PRIMARY KEY`).
+//!
+//! The runtime spec's tables (§8.1 `checkpoints` with `UNIQUE(thread_id, step)` and
+//! `idx_thread_step`, §8.2 `events`, §8.3 `artifacts`, §8.4 `agent_lineage`) keep their
+//! specified columns; Weft's own columns are added after them, and its own tables sit beside
+//! them (`checkpoint_messages`, `threads`, `runs`, `tool_calls`).
+//!
+//! **Invariant:** migrations are append-only. A released migration is never edited (the
+//! fixture `tests/fixtures/weft-v1.db` proves that a version-1 file keeps opening); a change
+//! is a new migration. The applied versions are rows of `weft_schema_migrations`.
+//!
+//! Meaning of `checkpoints.step`: the checkpoint's ordinal within its thread (1, 2, 3, …;
+//! one per step end *and* one per tool result), so `UNIQUE(thread_id, step)` holds for the
+//! runtime spec's "after every tool result" checkpoints. The agent's own step number is
+//! `agent_step`.
+
+/// One migration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Migration {
+    pub(crate) version: i64,
+    pub(crate) name: &'static str,
+    pub(crate) sql: &'static str,
+}
+
+/// The newest schema version this build writes.
+pub const SCHEMA_VERSION: i64 = 2;
+
+pub(crate) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial schema (runtime spec §8 tables + threads, runs, tool_calls, messages)",
+        sql: V1,
+    },
+    Migration {
+        version: 2,
+        name: "tool call status index, run parent link",
+        sql: V2,
+    },
+];
+
+const V1: &str = r"
+CREATE TABLE checkpoints (
+  id TEXT PRIMARY KEY,
+  thread_id TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  timestamp TEXT NOT NULL,
+  state_blob TEXT NOT NULL,
+  pending_tools TEXT,
+  completed_tools TEXT,
+  usage_tokens INTEGER,
+  usage_cost REAL,
+  kind TEXT NOT NULL DEFAULT 'step',
+  agent_id TEXT NOT NULL DEFAULT '',
+  agent_step INTEGER NOT NULL DEFAULT 0,
+  run_id TEXT,
+  message_count INTEGER NOT NULL DEFAULT 0,
+  min_message_seq INTEGER NOT NULL DEFAULT 0,
+  usage_input_tokens INTEGER NOT NULL DEFAULT 0,
+  usage_output_tokens INTEGER NOT NULL DEFAULT 0,
+  UNIQUE(thread_id, step)
+);
+CREATE INDEX idx_thread_step ON checkpoints(thread_id, step DESC);
+
+CREATE TABLE checkpoint_messages (
+  thread_id TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  item_key TEXT NOT NULL,
+  body TEXT NOT NULL,
+  PRIMARY KEY (thread_id, seq)
+);
+
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  thread_id TEXT NOT NULL,
+  event_type TEXT NOT NULL,
+  timestamp TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  event_id TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  turn INTEGER NOT NULL DEFAULT 0,
+  tool_call_id TEXT
+);
+CREATE INDEX idx_events_run ON events(run_id, id);
+CREATE INDEX idx_events_thread ON events(thread_id, id);
+CREATE INDEX idx_events_type ON events(event_type, id);
+
+CREATE TABLE artifacts (
+  id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  checkpoint_id TEXT,
+  artifact_type TEXT NOT NULL,
+  path TEXT,
+  content TEXT,
+  metadata TEXT,
+  created_at TEXT NOT NULL,
+  FOREIGN KEY (checkpoint_id) REFERENCES checkpoints(id)
+);
+CREATE INDEX idx_artifact_run ON artifacts(run_id);
+CREATE INDEX idx_artifact_agent ON artifacts(agent_id);
+
+CREATE TABLE agent_lineage (
+  id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  parent_agent_id TEXT,
+  role TEXT NOT NULL,
+  status TEXT NOT NULL,
+  depth INTEGER NOT NULL,
+  created_at TEXT NOT NULL,
+  completed_at TEXT,
+  usage_input_tokens INTEGER DEFAULT 0,
+  usage_output_tokens INTEGER DEFAULT 0,
+  usage_cost REAL DEFAULT 0,
+  FOREIGN KEY (parent_agent_id) REFERENCES agent_lineage(id)
+);
+CREATE INDEX idx_lineage_run ON agent_lineage(run_id);
+
+CREATE TABLE threads (
+  id TEXT PRIMARY KEY,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  parent_thread_id TEXT,
+  title TEXT,
+  metadata TEXT NOT NULL DEFAULT '{}',
+  retention TEXT
+);
+
+CREATE TABLE runs (
+  run_id TEXT PRIMARY KEY,
+  thread_id TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  status TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  started_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  ended_at TEXT,
+  steps INTEGER NOT NULL DEFAULT 0,
+  usage_input_tokens INTEGER NOT NULL DEFAULT 0,
+  usage_output_tokens INTEGER NOT NULL DEFAULT 0,
+  usage_cost REAL NOT NULL DEFAULT 0,
+  owner_pid INTEGER,
+  owner_host TEXT,
+  error TEXT,
+  output TEXT
+);
+CREATE INDEX idx_runs_started ON runs(started_at DESC);
+CREATE INDEX idx_runs_thread ON runs(thread_id);
+
+CREATE TABLE tool_calls (
+  run_id TEXT NOT NULL,
+  tool_call_id TEXT NOT NULL,
+  thread_id TEXT NOT NULL,
+  tool_name TEXT NOT NULL,
+  arguments TEXT NOT NULL,
+  status TEXT NOT NULL,
+  result TEXT,
+  is_error INTEGER NOT NULL DEFAULT 0,
+  attempts INTEGER NOT NULL DEFAULT 1,
+  side_effects INTEGER NOT NULL DEFAULT 0,
+  idempotent INTEGER NOT NULL DEFAULT 0,
+  turn INTEGER NOT NULL DEFAULT 0,
+  started_at TEXT NOT NULL,
+  ended_at TEXT,
+  PRIMARY KEY (run_id, tool_call_id)
+);
+";
+
+const V2: &str = r"
+CREATE INDEX idx_tool_calls_status ON tool_calls(run_id, status);
+ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+";
+
+/// The DDL of a migration for PostgreSQL.
+pub(crate) fn postgres_ddl(sql: &str) -> String {
+    sql.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
+        .replace("INTEGER", "BIGINT")
+        .replace("REAL", "DOUBLE PRECISION")
+}
+
+/// The bookkeeping table (same text in both dialects).
+pub(crate) const MIGRATIONS_TABLE: &str = "CREATE TABLE IF NOT EXISTS weft_schema_migrations (
+  version BIGINT PRIMARY KEY,
+  name TEXT NOT NULL,
+  applied_at TEXT NOT NULL
+)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_dense_and_end_at_the_current_one() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i64::try_from(i).unwrap_or(-1) + 1);
+        }
+        assert_eq!(MIGRATIONS.last().map(|m| m.version), Some(SCHEMA_VERSION));
+    }
+
+    #[test]
+    fn postgres_types() {
+        let ddl = postgres_ddl(V1);
+        assert!(ddl.contains("id BIGSERIAL PRIMARY KEY"));
+        assert!(ddl.contains("usage_cost DOUBLE PRECISION"));
+        assert!(!ddl.contains("AUTOINCREMENT"));
+    }
+}

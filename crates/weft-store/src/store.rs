@@ -1,0 +1,1866 @@
+//! [`Store`]: the typed store over either backend, and the storage traits it implements
+//! ([`EventLog`], [`Artifacts`], [`Lineage`], [`Threads`], [`Runs`], [`ToolLedger`], and
+//! weft-agent's [`CheckpointStore`]).
+//!
+//! # Checkpoint layout (the O(new data) invariant)
+//!
+//! A checkpoint never rewrites the history. Messages (and reasoning traces) are stored once,
+//! append-only, in `checkpoint_messages` keyed by `(thread_id, seq)`; a checkpoint row holds
+//! the small rest of the state (id, step, metadata, plan) plus the *ranges* of `seq` that
+//! make up its message list (`[[0, 41]]` for a plain growing history). Saving step n writes
+//! the step's new messages and one checkpoint row: the bytes written grow with the step's new
+//! data, not with n. `load` joins the ranges back into the full state.
+//!
+//! Message identity is the message id (UAP: ids are unique and messages immutable); a state
+//! whose history was replaced (context compression) just references other rows. A per-thread
+//! cache (next `seq`, id → `seq`) lives in the process; it is rebuilt from the database when
+//! missing or after a failed write.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use weft_agent::checkpoint::{Checkpoint, CheckpointError, CheckpointMetadata, CheckpointStore};
+use weft_agent::{AgentStateJson, PlanStep, SubagentExecutionTrace};
+use weft_provider::{Message, TokenUsage, ToolCall, ToolExecution};
+
+use crate::error::{StoreError, corrupt};
+use crate::model::{
+    AgentNode, AgentStatus, ArtifactMetadata, ArtifactRecord, ArtifactType, CheckpointSummary,
+    EventQuery, EventRecord, NewArtifact, NewEvent, Retention, RunRecord, RunStatus, ThreadRecord,
+    ToolCallRecord, ToolCallStatus, Usage, new_id, now_string,
+};
+use crate::postgres::{PgBackend, PgOptions};
+use crate::redact::{DefaultRedactor, Redactor};
+use crate::sql::{Backend, Row, SqlValue, Stmt, WriteJob, stmt};
+use crate::sqlite::{SqliteBackend, SqliteOptions};
+
+/// When a write is durable relative to the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Queued (bounded queue, in order); the caller goes on at once; failures are logged
+    /// (the UAP default).
+    #[default]
+    Async,
+    /// The call returns after the commit.
+    Sync,
+}
+
+/// Token prices used to fill `usage_cost`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pricing {
+    /// Cost of one million input tokens.
+    pub input_per_mtok: f64,
+    /// Cost of one million output tokens.
+    pub output_per_mtok: f64,
+}
+
+impl Pricing {
+    /// The cost of `input` and `output` tokens.
+    #[allow(clippy::cast_precision_loss)]
+    pub fn cost(&self, input: u64, output: u64) -> f64 {
+        (input as f64 * self.input_per_mtok + output as f64 * self.output_per_mtok) / 1e6
+    }
+}
+
+/// The default database file of a working directory: `<dir>/.weft/weft.db`.
+pub fn default_sqlite_path(dir: &Path) -> PathBuf {
+    dir.join(".weft").join("weft.db")
+}
+
+/// A parsed store location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// `sqlite:PATH`.
+    Sqlite(PathBuf),
+    /// `postgres://…` / `postgresql://…`.
+    Postgres(String),
+}
+
+impl StoreUrl {
+    /// Parses `sqlite:PATH`, `sqlite://PATH` or `postgres://…`.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidUrl`].
+    pub fn parse(url: &str) -> Result<Self, StoreError> {
+        if let Some(rest) = url.strip_prefix("sqlite:") {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(StoreError::InvalidUrl {
+                    url: url.to_owned(),
+                    reason: "the path is empty".into(),
+                });
+            }
+            Ok(StoreUrl::Sqlite(PathBuf::from(path)))
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(StoreUrl::Postgres(url.to_owned()))
+        } else {
+            Err(StoreError::InvalidUrl {
+                url: url.to_owned(),
+                reason: "use sqlite:PATH or postgres://USER@HOST:PORT/DB".into(),
+            })
+        }
+    }
+
+    /// The configured location: `url` if given, else `WEFT_DATABASE_URL`, else the SQLite
+    /// file `.weft/weft.db` under `dir`.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidUrl`].
+    pub fn resolve(url: Option<&str>, dir: &Path) -> Result<Self, StoreError> {
+        match url {
+            Some(url) => StoreUrl::parse(url),
+            None => match std::env::var("WEFT_DATABASE_URL") {
+                Ok(url) if !url.trim().is_empty() => StoreUrl::parse(url.trim()),
+                _ => Ok(StoreUrl::Sqlite(default_sqlite_path(dir))),
+            },
+        }
+    }
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreUrl::Sqlite(p) => write!(f, "sqlite:{}", p.display()),
+            StoreUrl::Postgres(u) => {
+                // Never print a password.
+                match (u.find("://"), u.rfind('@')) {
+                    (Some(s), Some(at)) if at > s => {
+                        let creds = &u[s + 3..at];
+                        let user = creds.split(':').next().unwrap_or_default();
+                        write!(f, "{}{}@{}", &u[..s + 3], user, &u[at + 1..])
+                    }
+                    _ => f.write_str(u),
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct LastCheckpoint {
+    state_blob: String,
+    agent_id: String,
+    agent_step: u64,
+    message_count: u64,
+    min_seq: i64,
+    usage: Usage,
+}
+
+#[derive(Debug, Default)]
+struct ThreadCache {
+    loaded: bool,
+    failed: Arc<AtomicBool>,
+    next_seq: i64,
+    next_step: i64,
+    by_id: HashMap<String, i64>,
+    reasoning: Vec<(String, i64)>,
+    last: Option<LastCheckpoint>,
+}
+
+struct Shared {
+    backend: Arc<dyn Backend>,
+    caches: Mutex<HashMap<String, Arc<tokio::sync::Mutex<ThreadCache>>>>,
+    redactor: Arc<dyn Redactor>,
+    redact_checkpoints: bool,
+    pricing: Pricing,
+    location: String,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("backend", &self.backend)
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The durable store: checkpoints, events, artifacts, lineage, threads, runs and the tool
+/// ledger, on SQLite or PostgreSQL. Cheap to clone; clones share the backend and caches.
+///
+/// # Examples
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+/// use weft_store::{Store, EventLog, EventQuery, NewEvent};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display())).await?;
+/// store.append_event(NewEvent {
+///     event_type: "turn_start".into(), run_id: "r1".into(), thread_id: "t1".into(),
+///     agent_id: "a1".into(), turn: 1, tool_call_id: None, payload: serde_json::json!({}),
+/// }).await?;
+/// store.flush().await?;
+/// let events = store.events(&EventQuery { run_id: Some("r1".into()), ..Default::default() }).await?;
+/// assert_eq!(events[0].event_type, "turn_start");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # })
+/// ```
+#[derive(Clone)]
+pub struct Store {
+    shared: Arc<Shared>,
+    durability: Durability,
+    run_id: Option<Arc<str>>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("location", &self.shared.location)
+            .field("durability", &self.durability)
+            .field("run_id", &self.run_id)
+            .finish()
+    }
+}
+
+/// How [`Store::open_with`] opens a store.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// Redaction applied to events, tool-call records and (unless disabled) checkpoints.
+    pub redactor: Option<Arc<dyn Redactor>>,
+    /// Redact checkpoint payloads too (default: yes — RT-071).
+    pub keep_checkpoint_secrets: bool,
+    /// Token prices for `usage_cost`.
+    pub pricing: Pricing,
+    /// SQLite settings (the path is taken from the URL).
+    pub sqlite: Option<SqliteOptions>,
+    /// PostgreSQL schema to use (created when missing).
+    pub postgres_schema: Option<String>,
+}
+
+impl Store {
+    /// Opens (creating and migrating when needed) the store at `url`.
+    ///
+    /// # Errors
+    /// Invalid URL, connection failure, [`StoreError::SchemaTooNew`].
+    pub async fn open(url: &str) -> Result<Store, StoreError> {
+        Store::open_with(&StoreUrl::parse(url)?, StoreOptions::default()).await
+    }
+
+    /// Opens the store at `url` with `options`.
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub async fn open_with(url: &StoreUrl, options: StoreOptions) -> Result<Store, StoreError> {
+        let backend: Arc<dyn Backend> = match url {
+            StoreUrl::Sqlite(path) => {
+                let mut sqlite = options
+                    .sqlite
+                    .clone()
+                    .unwrap_or_else(|| SqliteOptions::new(path.clone()));
+                sqlite.path = path.clone();
+                Arc::new(SqliteBackend::open(sqlite).await?)
+            }
+            StoreUrl::Postgres(u) => {
+                let mut pg = PgOptions::new(u.clone());
+                pg.schema = options.postgres_schema.clone();
+                Arc::new(PgBackend::open(pg).await?)
+            }
+        };
+        Ok(Store::from_backend(backend, url.to_string(), options))
+    }
+
+    /// Opens a SQLite store with explicit options.
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub async fn open_sqlite(options: SqliteOptions) -> Result<Store, StoreError> {
+        let location = format!("sqlite:{}", options.path.display());
+        let backend = Arc::new(SqliteBackend::open(options).await?);
+        Ok(Store::from_backend(
+            backend,
+            location,
+            StoreOptions::default(),
+        ))
+    }
+
+    /// Opens a SQLite store migrated only up to `version` (to build old-schema fixtures).
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    #[doc(hidden)]
+    pub async fn open_sqlite_at_version(path: &Path, version: i64) -> Result<Store, StoreError> {
+        let backend = Arc::new(SqliteBackend::open_at(SqliteOptions::new(path), version).await?);
+        Ok(Store::from_backend(
+            backend,
+            format!("sqlite:{}", path.display()),
+            StoreOptions::default(),
+        ))
+    }
+
+    /// Opens a PostgreSQL store with explicit options.
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub async fn open_postgres(options: PgOptions) -> Result<Store, StoreError> {
+        let location = StoreUrl::Postgres(options.url.clone()).to_string();
+        let backend = Arc::new(PgBackend::open(options).await?);
+        Ok(Store::from_backend(
+            backend,
+            location,
+            StoreOptions::default(),
+        ))
+    }
+
+    fn from_backend(backend: Arc<dyn Backend>, location: String, options: StoreOptions) -> Store {
+        Store {
+            shared: Arc::new(Shared {
+                backend,
+                caches: Mutex::new(HashMap::new()),
+                redactor: options
+                    .redactor
+                    .unwrap_or_else(|| Arc::new(DefaultRedactor::default())),
+                redact_checkpoints: !options.keep_checkpoint_secrets,
+                pricing: options.pricing,
+                location,
+            }),
+            durability: Durability::default(),
+            run_id: None,
+        }
+    }
+
+    /// The same store with another durability (shares backend and caches).
+    #[must_use]
+    pub fn with_durability(&self, durability: Durability) -> Store {
+        Store {
+            durability,
+            ..self.clone()
+        }
+    }
+
+    /// The same store tagging checkpoints it saves with `run_id`.
+    #[must_use]
+    pub fn for_run(&self, run_id: &str) -> Store {
+        Store {
+            run_id: Some(Arc::from(run_id)),
+            ..self.clone()
+        }
+    }
+
+    /// The durability of writes through this handle.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// Where the store is (passwords removed).
+    pub fn location(&self) -> &str {
+        &self.shared.location
+    }
+
+    /// The redactor.
+    pub fn redactor(&self) -> &Arc<dyn Redactor> {
+        &self.shared.redactor
+    }
+
+    /// Waits until every queued write is committed.
+    ///
+    /// # Errors
+    /// [`StoreError::Closed`].
+    ///
+    /// # Cancel safety
+    /// Dropping it leaves the queue untouched.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.shared.backend.flush().await
+    }
+
+    /// The schema version of the database.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn schema_version(&self) -> Result<i64, StoreError> {
+        self.shared.backend.schema_version().await
+    }
+
+    async fn write(
+        &self,
+        stmts: Vec<Stmt>,
+        failed: Option<Arc<AtomicBool>>,
+    ) -> Result<(), StoreError> {
+        self.shared
+            .backend
+            .write(
+                WriteJob { stmts, failed },
+                self.durability == Durability::Sync,
+            )
+            .await
+    }
+
+    /// A write that waits for the commit whatever the durability.
+    async fn write_now(&self, stmts: Vec<Stmt>) -> Result<(), StoreError> {
+        self.shared
+            .backend
+            .write(
+                WriteJob {
+                    stmts,
+                    failed: None,
+                },
+                true,
+            )
+            .await
+    }
+
+    async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, StoreError> {
+        self.shared.backend.query(stmt).await
+    }
+
+    fn redact(&self, value: &mut Value) {
+        self.shared.redactor.redact(value);
+    }
+
+    fn redacted_string<T: Serialize>(
+        &self,
+        value: &T,
+        checkpoint: bool,
+    ) -> Result<String, StoreError> {
+        let mut v = serde_json::to_value(value).map_err(|e| StoreError::Invalid(e.to_string()))?;
+        if !checkpoint || self.shared.redact_checkpoints {
+            self.redact(&mut v);
+        }
+        Ok(v.to_string())
+    }
+
+    fn cache(&self, thread_id: &str) -> Arc<tokio::sync::Mutex<ThreadCache>> {
+        let mut caches = match self.shared.caches.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        caches.entry(thread_id.to_owned()).or_default().clone()
+    }
+}
+
+// ----- checkpoints -----
+
+const CHECKPOINT_COLUMNS: &str = "id, thread_id, step, timestamp, state_blob, pending_tools, \
+    completed_tools, usage_tokens, usage_cost, kind, agent_id, agent_step, run_id, message_count, \
+    usage_input_tokens, usage_output_tokens";
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StateHead {
+    version: String,
+    id: String,
+    step: u64,
+    metadata: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    plan: Option<Vec<PlanStep>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    subagent_traces: Vec<SubagentExecutionTrace>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StateHeadRef<'a> {
+    version: &'a str,
+    id: &'a str,
+    step: u64,
+    metadata: &'a Map<String, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: &'a Option<Vec<PlanStep>>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    subagent_traces: &'a [SubagentExecutionTrace],
+}
+
+/// What `state_blob` holds: the state without its history, the `seq` ranges of the history,
+/// and the runtime spec's `sopPhase` (the `contextVariables` are the state's metadata).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StateBlob<H> {
+    format: u32,
+    state: H,
+    messages: Vec<[i64; 2]>,
+    #[serde(default)]
+    reasoning: Vec<[i64; 2]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sop_phase: Option<Value>,
+}
+
+fn ranges(seqs: &[i64]) -> Vec<[i64; 2]> {
+    let mut out: Vec<[i64; 2]> = Vec::new();
+    for &s in seqs {
+        match out.last_mut() {
+            Some(r) if r[1] + 1 == s => r[1] = s,
+            _ => out.push([s, s]),
+        }
+    }
+    out
+}
+
+/// A checkpoint as stored, with the runtime spec's view of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCheckpoint {
+    /// The row's summary.
+    pub summary: CheckpointSummary,
+    /// The full checkpoint (state with its whole history).
+    pub checkpoint: Checkpoint,
+    /// The SOP phase (`metadata.sopPhase`), when set.
+    pub sop_phase: Option<Value>,
+}
+
+impl StoredCheckpoint {
+    /// The runtime spec's context variables: the state's metadata.
+    pub fn context_variables(&self) -> &Map<String, Value> {
+        &self.checkpoint.state.metadata
+    }
+}
+
+/// What a checkpoint save wrote (for benchmarks and tests of the O(new data) invariant).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SaveStats {
+    /// New history rows written.
+    pub new_items: u64,
+    /// Bytes of SQL parameters written (history rows + the checkpoint row).
+    pub bytes: u64,
+}
+
+fn stmt_bytes(stmts: &[Stmt]) -> u64 {
+    stmts
+        .iter()
+        .flat_map(|s| s.params.iter())
+        .map(|p| match p {
+            SqlValue::Text(t) => t.len() as u64,
+            SqlValue::Null => 0,
+            _ => 8,
+        })
+        .sum()
+}
+
+impl Store {
+    async fn ensure_cache(
+        &self,
+        thread_id: &str,
+        cache: &mut ThreadCache,
+    ) -> Result<(), StoreError> {
+        if cache.loaded && !cache.failed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        // A failed queued write may still be ahead of us: let it land (or fail) first.
+        self.flush().await?;
+        let max_step = self
+            .query(stmt!(
+                "SELECT COALESCE(MAX(step), 0) FROM checkpoints WHERE thread_id = $1",
+                thread_id
+            ))
+            .await?;
+        let max_step = max_step.first().map_or(Ok(0), |r| r.int(0))?;
+        let items = self
+            .query(stmt!(
+                "SELECT seq, kind, item_key, CASE WHEN kind = 'r' THEN body ELSE '' END \
+                 FROM checkpoint_messages WHERE thread_id = $1 ORDER BY seq",
+                thread_id
+            ))
+            .await?;
+        let mut fresh = ThreadCache {
+            loaded: true,
+            failed: Arc::new(AtomicBool::new(false)),
+            next_step: max_step + 1,
+            ..ThreadCache::default()
+        };
+        for row in &items {
+            let seq = row.int(0)?;
+            fresh.next_seq = fresh.next_seq.max(seq + 1);
+            if row.text(1)? == "r" {
+                fresh.reasoning.push((row.text(3)?, seq));
+            } else {
+                fresh.by_id.insert(row.text(2)?, seq);
+            }
+        }
+        let latest = self
+            .query(stmt!(
+                "SELECT state_blob, agent_id, agent_step, message_count, min_message_seq, \
+                 usage_input_tokens, usage_output_tokens, usage_cost FROM checkpoints \
+                 WHERE thread_id = $1 ORDER BY step DESC LIMIT 1",
+                thread_id
+            ))
+            .await?;
+        if let Some(row) = latest.first() {
+            fresh.last = Some(LastCheckpoint {
+                state_blob: row.text(0)?,
+                agent_id: row.text(1)?,
+                agent_step: row.uint(2)?,
+                message_count: row.uint(3)?,
+                min_seq: row.int(4)?,
+                usage: Usage {
+                    input_tokens: row.uint(5)?,
+                    output_tokens: row.uint(6)?,
+                    cost: row.real(7)?,
+                },
+            });
+        }
+        *cache = fresh;
+        Ok(())
+    }
+
+    /// Saves a step-end checkpoint of `thread_id` (what `CheckpointStore::save` does),
+    /// writing only the history items the thread does not hold yet.
+    ///
+    /// # Errors
+    /// Database failures (in `Sync` durability), invalid ids.
+    ///
+    /// # Cancel safety
+    /// In `Async` durability the write is queued before the future can be dropped after its
+    /// first await; in `Sync`, a drop after queueing still commits. A drop before leaves
+    /// nothing behind.
+    pub async fn save_checkpoint(
+        &self,
+        thread_id: &str,
+        checkpoint: &Checkpoint,
+    ) -> Result<SaveStats, StoreError> {
+        if thread_id.is_empty() {
+            return Err(StoreError::Invalid("empty thread id".into()));
+        }
+        let cache = self.cache(thread_id);
+        let mut cache = cache.lock().await;
+        self.ensure_cache(thread_id, &mut cache).await?;
+        let mut stmts = Vec::new();
+        let mut new_items = 0u64;
+        let state = &checkpoint.state;
+
+        let mut message_seqs = Vec::with_capacity(state.messages.len());
+        for message in &state.messages {
+            let id = message.id();
+            if let Some(&seq) = cache.by_id.get(id) {
+                message_seqs.push(seq);
+                continue;
+            }
+            let seq = cache.next_seq;
+            cache.next_seq += 1;
+            stmts.push(stmt!(
+                "INSERT INTO checkpoint_messages (thread_id, seq, kind, item_key, body) VALUES ($1, $2, 'm', $3, $4)",
+                thread_id,
+                seq,
+                id,
+                self.redacted_string(message, true)?
+            ));
+            cache.by_id.insert(id.to_owned(), seq);
+            message_seqs.push(seq);
+            new_items += 1;
+        }
+        let mut reasoning_seqs = Vec::with_capacity(state.reasoning.len());
+        for (i, text) in state.reasoning.iter().enumerate() {
+            if let Some((known, seq)) = cache.reasoning.get(i)
+                && known == text
+            {
+                reasoning_seqs.push(*seq);
+                continue;
+            }
+            let seq = cache.next_seq;
+            cache.next_seq += 1;
+            let mut body = Value::String(text.clone());
+            if self.shared.redact_checkpoints {
+                self.redact(&mut body);
+            }
+            stmts.push(stmt!(
+                "INSERT INTO checkpoint_messages (thread_id, seq, kind, item_key, body) VALUES ($1, $2, 'r', $3, $4)",
+                thread_id,
+                seq,
+                i.to_string(),
+                body.as_str().unwrap_or_default()
+            ));
+            cache.reasoning.truncate(i);
+            cache.reasoning.push((text.clone(), seq));
+            reasoning_seqs.push(seq);
+            new_items += 1;
+        }
+        cache.reasoning.truncate(state.reasoning.len());
+
+        let blob = StateBlob {
+            format: 1,
+            state: StateHeadRef {
+                version: &state.version,
+                id: &state.id,
+                step: state.step,
+                metadata: &state.metadata,
+                plan: &state.plan,
+                subagent_traces: &state.subagent_traces,
+            },
+            messages: ranges(&message_seqs),
+            reasoning: ranges(&reasoning_seqs),
+            sop_phase: state.metadata.get("sopPhase").cloned(),
+        };
+        let state_blob = self.redacted_string(&blob, true)?;
+        let min_seq = message_seqs
+            .iter()
+            .chain(reasoning_seqs.iter())
+            .min()
+            .copied()
+            .unwrap_or(cache.next_seq);
+        let (input, output) = checkpoint
+            .usage
+            .as_ref()
+            .map_or((0, 0), |u| (u.input_tokens, u.output_tokens));
+        let usage = Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cost: self.shared.pricing.cost(input, output),
+        };
+        let step = cache.next_step;
+        cache.next_step += 1;
+        let pending = self.redacted_string(&checkpoint.pending_tool_calls, true)?;
+        let completed = self.redacted_string(&checkpoint.completed_tool_calls, true)?;
+        stmts.push(insert_checkpoint(CheckpointRow {
+            id: &checkpoint.metadata.checkpoint_id,
+            thread_id,
+            step,
+            timestamp: &checkpoint
+                .metadata
+                .timestamp
+                .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+            state_blob: &state_blob,
+            pending: &pending,
+            completed: &completed,
+            usage,
+            kind: "step",
+            agent_id: &checkpoint.metadata.agent_id,
+            agent_step: state.step,
+            run_id: self.run_id.as_deref(),
+            message_count: state.messages.len() as u64,
+            min_seq,
+        }));
+        let stats = SaveStats {
+            new_items,
+            bytes: stmt_bytes(&stmts),
+        };
+        cache.last = Some(LastCheckpoint {
+            state_blob,
+            agent_id: checkpoint.metadata.agent_id.clone(),
+            agent_step: state.step,
+            message_count: state.messages.len() as u64,
+            min_seq,
+            usage,
+        });
+        let failed = cache.failed.clone();
+        let result = self.write(stmts, Some(failed)).await;
+        if result.is_err() {
+            cache.loaded = false;
+        }
+        result.map(|()| stats)
+    }
+
+    /// Saves a checkpoint after a tool result: the thread's latest state with the step's
+    /// pending and completed calls. Returns its id, or `None` when the thread has no
+    /// checkpoint yet to derive it from.
+    ///
+    /// # Errors
+    /// Database failures (in `Sync` durability).
+    ///
+    /// # Cancel safety
+    /// As [`Store::save_checkpoint`].
+    pub async fn save_tool_checkpoint(
+        &self,
+        thread_id: &str,
+        pending: &[ToolCall],
+        completed: &[ToolExecution],
+    ) -> Result<Option<String>, StoreError> {
+        let cache = self.cache(thread_id);
+        let mut cache = cache.lock().await;
+        self.ensure_cache(thread_id, &mut cache).await?;
+        let Some(last) = cache.last.clone() else {
+            return Ok(None);
+        };
+        let id = new_id();
+        let step = cache.next_step;
+        cache.next_step += 1;
+        let pending = self.redacted_string(&pending, true)?;
+        let completed = self.redacted_string(&completed, true)?;
+        let stmt = insert_checkpoint(CheckpointRow {
+            id: &id,
+            thread_id,
+            step,
+            timestamp: &now_string(),
+            state_blob: &last.state_blob,
+            pending: &pending,
+            completed: &completed,
+            usage: last.usage,
+            kind: "tool",
+            agent_id: &last.agent_id,
+            agent_step: last.agent_step,
+            run_id: self.run_id.as_deref(),
+            message_count: last.message_count,
+            min_seq: last.min_seq,
+        });
+        let failed = cache.failed.clone();
+        let result = self.write(vec![stmt], Some(failed)).await;
+        if result.is_err() {
+            cache.loaded = false;
+        }
+        result.map(|()| Some(id))
+    }
+
+    /// The newest checkpoint of `thread_id`.
+    ///
+    /// # Errors
+    /// Database failures; [`StoreError::Corrupt`] for an undecodable row.
+    pub async fn latest_checkpoint(
+        &self,
+        thread_id: &str,
+    ) -> Result<Option<StoredCheckpoint>, StoreError> {
+        self.flush().await?;
+        let rows = self
+            .query(Stmt::new(
+                format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = $1 ORDER BY step DESC LIMIT 1"),
+                vec![thread_id.into()],
+            ))
+            .await?;
+        match rows.first() {
+            Some(row) => Ok(Some(self.decode_checkpoint(row).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The checkpoint with ordinal `step` of `thread_id`.
+    ///
+    /// # Errors
+    /// As [`Store::latest_checkpoint`].
+    pub async fn checkpoint_at(
+        &self,
+        thread_id: &str,
+        step: u64,
+    ) -> Result<Option<StoredCheckpoint>, StoreError> {
+        self.flush().await?;
+        let rows = self
+            .query(Stmt::new(
+                format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND step = $2"),
+                vec![thread_id.into(), step.into()],
+            ))
+            .await?;
+        match rows.first() {
+            Some(row) => Ok(Some(self.decode_checkpoint(row).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every checkpoint of `thread_id`, oldest first.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn list_checkpoints(
+        &self,
+        thread_id: &str,
+    ) -> Result<Vec<CheckpointSummary>, StoreError> {
+        self.flush().await?;
+        let rows = self
+            .query(Stmt::new(
+                format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = $1 ORDER BY step"),
+                vec![thread_id.into()],
+            ))
+            .await?;
+        rows.iter().map(summary_of).collect()
+    }
+
+    async fn decode_checkpoint(&self, row: &Row) -> Result<StoredCheckpoint, StoreError> {
+        let summary = summary_of(row)?;
+        let blob: StateBlob<StateHead> =
+            serde_json::from_str(&row.text(4)?).map_err(|e| corrupt("checkpoints", e))?;
+        let mut messages = Vec::with_capacity(summary.message_count as usize);
+        for [from, to] in &blob.messages {
+            for r in self
+                .query(stmt!(
+                    "SELECT body FROM checkpoint_messages WHERE thread_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+                    summary.thread_id.as_str(),
+                    *from,
+                    *to
+                ))
+                .await?
+            {
+                let m: Message = serde_json::from_str(&r.text(0)?).map_err(|e| corrupt("checkpoint_messages", e))?;
+                messages.push(m);
+            }
+        }
+        let mut reasoning = Vec::new();
+        for [from, to] in &blob.reasoning {
+            for r in self
+                .query(stmt!(
+                    "SELECT body FROM checkpoint_messages WHERE thread_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+                    summary.thread_id.as_str(),
+                    *from,
+                    *to
+                ))
+                .await?
+            {
+                reasoning.push(r.text(0)?);
+            }
+        }
+        let expected: i64 = blob.messages.iter().map(|[a, b]| b - a + 1).sum();
+        if i64::try_from(messages.len()).unwrap_or(-1) != expected {
+            return Err(corrupt(
+                "checkpoint_messages",
+                format!(
+                    "checkpoint {} references {expected} messages, {} found (pruned history?)",
+                    summary.id,
+                    messages.len()
+                ),
+            ));
+        }
+        let pending: Vec<ToolCall> = parse_opt_json(row.opt_text(5)?, "checkpoints")?;
+        let completed: Vec<ToolExecution> = parse_opt_json(row.opt_text(6)?, "checkpoints")?;
+        let timestamp: DateTime<Utc> = DateTime::parse_from_rfc3339(&summary.timestamp)
+            .map_err(|e| corrupt("checkpoints", e))?
+            .with_timezone(&Utc);
+        let usage = TokenUsage {
+            input_tokens: summary.usage.input_tokens,
+            output_tokens: summary.usage.output_tokens,
+            total_tokens: summary.usage.input_tokens + summary.usage.output_tokens,
+            ..TokenUsage::default()
+        };
+        let checkpoint = Checkpoint {
+            metadata: CheckpointMetadata {
+                session_id: summary.thread_id.clone(),
+                checkpoint_id: summary.id.clone(),
+                timestamp,
+                step: summary.agent_step,
+                agent_id: summary.agent_id.clone(),
+            },
+            state: AgentStateJson {
+                version: blob.state.version,
+                id: blob.state.id,
+                messages,
+                step: blob.state.step,
+                metadata: blob.state.metadata,
+                reasoning,
+                plan: blob.state.plan,
+                subagent_traces: blob.state.subagent_traces,
+            },
+            pending_tool_calls: pending,
+            completed_tool_calls: completed,
+            usage: Some(usage),
+        };
+        Ok(StoredCheckpoint {
+            summary,
+            checkpoint,
+            sop_phase: blob.sop_phase,
+        })
+    }
+
+    /// Deletes every checkpoint (and stored history) of `thread_id`. Artifacts keep their
+    /// rows with `checkpoint_id` cleared.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn delete_checkpoints(&self, thread_id: &str) -> Result<(), StoreError> {
+        let cache = self.cache(thread_id);
+        let mut cache = cache.lock().await;
+        self.write_now(vec![
+            stmt!(
+                "UPDATE artifacts SET checkpoint_id = NULL WHERE checkpoint_id IN (SELECT id FROM checkpoints WHERE thread_id = $1)",
+                thread_id
+            ),
+            stmt!("DELETE FROM checkpoints WHERE thread_id = $1", thread_id),
+            stmt!("DELETE FROM checkpoint_messages WHERE thread_id = $1", thread_id),
+        ])
+        .await?;
+        *cache = ThreadCache::default();
+        Ok(())
+    }
+
+    /// Applies `retention` to `thread_id`: drops old checkpoints (never the newest, never
+    /// one an artifact points to) and the history rows no remaining checkpoint references.
+    /// Returns how many checkpoints were dropped.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn prune_checkpoints(
+        &self,
+        thread_id: &str,
+        retention: &Retention,
+    ) -> Result<u64, StoreError> {
+        let cache = self.cache(thread_id);
+        let _guard = cache.lock().await;
+        self.flush().await?;
+        let before = self.count_checkpoints(thread_id).await?;
+        let mut stmts = Vec::new();
+        let keep_refs =
+            "id NOT IN (SELECT checkpoint_id FROM artifacts WHERE checkpoint_id IS NOT NULL)";
+        if retention.drop_superseded_tool_checkpoints {
+            stmts.push(Stmt::new(
+                format!(
+                    "DELETE FROM checkpoints WHERE thread_id = $1 AND kind = 'tool' AND step < \
+                     (SELECT COALESCE(MAX(step), 0) FROM checkpoints WHERE thread_id = $1 AND kind = 'step') AND {keep_refs}"
+                ),
+                vec![thread_id.into()],
+            ));
+        }
+        if let Some(keep) = retention.keep_last {
+            let keep = i64::from(keep.max(1));
+            stmts.push(Stmt::new(
+                format!(
+                    "DELETE FROM checkpoints WHERE thread_id = $1 AND step <= \
+                     (SELECT COALESCE(MAX(step), 0) FROM checkpoints WHERE thread_id = $1) - $2 AND {keep_refs}"
+                ),
+                vec![thread_id.into(), keep.into()],
+            ));
+        }
+        stmts.push(stmt!(
+            "DELETE FROM checkpoint_messages WHERE thread_id = $1 AND seq < \
+             (SELECT COALESCE(MIN(min_message_seq), 0) FROM checkpoints WHERE thread_id = $1)",
+            thread_id
+        ));
+        self.write_now(stmts).await?;
+        let after = self.count_checkpoints(thread_id).await?;
+        Ok(before.saturating_sub(after))
+    }
+
+    async fn count_checkpoints(&self, thread_id: &str) -> Result<u64, StoreError> {
+        let rows = self
+            .query(stmt!(
+                "SELECT COUNT(*) FROM checkpoints WHERE thread_id = $1",
+                thread_id
+            ))
+            .await?;
+        rows.first().map_or(Ok(0), |r| r.uint(0))
+    }
+
+    /// Every thread with a checkpoint.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn checkpoint_threads(&self) -> Result<Vec<String>, StoreError> {
+        self.flush().await?;
+        let rows = self
+            .query(stmt!(
+                "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
+            ))
+            .await?;
+        rows.iter().map(|r| r.text(0)).collect()
+    }
+}
+
+struct CheckpointRow<'a> {
+    id: &'a str,
+    thread_id: &'a str,
+    step: i64,
+    timestamp: &'a str,
+    state_blob: &'a str,
+    pending: &'a str,
+    completed: &'a str,
+    usage: Usage,
+    kind: &'static str,
+    agent_id: &'a str,
+    agent_step: u64,
+    run_id: Option<&'a str>,
+    message_count: u64,
+    min_seq: i64,
+}
+
+fn insert_checkpoint(row: CheckpointRow<'_>) -> Stmt {
+    stmt!(
+        "INSERT INTO checkpoints (id, thread_id, step, timestamp, state_blob, pending_tools, completed_tools, \
+         usage_tokens, usage_cost, kind, agent_id, agent_step, run_id, message_count, min_message_seq, \
+         usage_input_tokens, usage_output_tokens) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+        row.id,
+        row.thread_id,
+        row.step,
+        row.timestamp,
+        row.state_blob,
+        row.pending,
+        row.completed,
+        row.usage.input_tokens + row.usage.output_tokens,
+        row.usage.cost,
+        row.kind,
+        row.agent_id,
+        row.agent_step,
+        row.run_id,
+        row.message_count,
+        row.min_seq,
+        row.usage.input_tokens,
+        row.usage.output_tokens
+    )
+}
+
+fn json_len(text: Option<String>) -> u64 {
+    text.and_then(|t| serde_json::from_str::<Vec<Value>>(&t).ok())
+        .map_or(0, |v| v.len() as u64)
+}
+
+fn summary_of(row: &Row) -> Result<CheckpointSummary, StoreError> {
+    Ok(CheckpointSummary {
+        id: row.text(0)?,
+        thread_id: row.text(1)?,
+        step: row.uint(2)?,
+        timestamp: row.text(3)?,
+        pending_tools: json_len(row.opt_text(5)?),
+        completed_tools: json_len(row.opt_text(6)?),
+        usage: Usage {
+            input_tokens: row.uint(14)?,
+            output_tokens: row.uint(15)?,
+            cost: row.real(8)?,
+        },
+        kind: row.text(9)?,
+        agent_id: row.text(10)?,
+        agent_step: row.uint(11)?,
+        run_id: row.opt_text(12)?,
+        message_count: row.uint(13)?,
+    })
+}
+
+fn parse_opt_json<T: serde::de::DeserializeOwned + Default>(
+    text: Option<String>,
+    table: &'static str,
+) -> Result<T, StoreError> {
+    match text {
+        None => Ok(T::default()),
+        Some(t) => serde_json::from_str(&t).map_err(|e| corrupt(table, e)),
+    }
+}
+
+fn checkpoint_error(error: StoreError) -> CheckpointError {
+    CheckpointError::Backend(error.to_string())
+}
+
+#[async_trait]
+impl CheckpointStore for Store {
+    async fn save(&self, session_id: &str, checkpoint: Checkpoint) -> Result<(), CheckpointError> {
+        self.save_checkpoint(session_id, &checkpoint)
+            .await
+            .map(|_| ())
+            .map_err(checkpoint_error)
+    }
+
+    async fn load(&self, session_id: &str) -> Result<Option<Checkpoint>, CheckpointError> {
+        self.latest_checkpoint(session_id)
+            .await
+            .map(|c| c.map(|c| c.checkpoint))
+            .map_err(checkpoint_error)
+    }
+
+    async fn load_metadata(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<CheckpointMetadata>, CheckpointError> {
+        self.flush().await.map_err(checkpoint_error)?;
+        let rows = self
+            .query(Stmt::new(
+                format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = $1 ORDER BY step DESC LIMIT 1"),
+                vec![session_id.into()],
+            ))
+            .await
+            .map_err(checkpoint_error)?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let s = summary_of(row).map_err(checkpoint_error)?;
+        let timestamp = DateTime::parse_from_rfc3339(&s.timestamp)
+            .map_err(|e| checkpoint_error(corrupt("checkpoints", e)))?
+            .with_timezone(&Utc);
+        Ok(Some(CheckpointMetadata {
+            session_id: s.thread_id,
+            checkpoint_id: s.id,
+            timestamp,
+            step: s.agent_step,
+            agent_id: s.agent_id,
+        }))
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), CheckpointError> {
+        self.delete_checkpoints(session_id)
+            .await
+            .map_err(checkpoint_error)
+    }
+
+    async fn list(&self) -> Result<Vec<String>, CheckpointError> {
+        self.checkpoint_threads().await.map_err(checkpoint_error)
+    }
+}
+
+// ----- events -----
+
+/// The append-only event log (runtime spec §5.6, §8.2).
+#[async_trait]
+pub trait EventLog: Send + Sync {
+    /// Appends one event (payload redacted). Durable on return in `Sync` durability.
+    ///
+    /// # Errors
+    /// Database failures.
+    ///
+    /// # Cancel safety
+    /// Once queued, the event is written even if the future is dropped.
+    async fn append_event(&self, event: NewEvent) -> Result<(), StoreError>;
+
+    /// Appends events in order, in one transaction.
+    ///
+    /// # Errors
+    /// Database failures.
+    ///
+    /// # Cancel safety
+    /// As [`EventLog::append_event`].
+    async fn append_events(&self, events: Vec<NewEvent>) -> Result<(), StoreError>;
+
+    /// Events matching `query`, in log order.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError>;
+}
+
+impl Store {
+    fn event_stmt(&self, mut event: NewEvent) -> Stmt {
+        self.redact(&mut event.payload);
+        if let Some(id) = &mut event.tool_call_id {
+            let mut v = Value::String(std::mem::take(id));
+            self.redact(&mut v);
+            *id = v.as_str().unwrap_or_default().to_owned();
+        }
+        stmt!(
+            "INSERT INTO events (thread_id, event_type, timestamp, payload, event_id, run_id, agent_id, turn, tool_call_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            event.thread_id,
+            event.event_type,
+            now_string(),
+            event.payload.to_string(),
+            new_id(),
+            event.run_id,
+            event.agent_id,
+            event.turn,
+            event.tool_call_id
+        )
+    }
+}
+
+#[async_trait]
+impl EventLog for Store {
+    async fn append_event(&self, event: NewEvent) -> Result<(), StoreError> {
+        let stmt = self.event_stmt(event);
+        self.write(vec![stmt], None).await
+    }
+
+    async fn append_events(&self, events: Vec<NewEvent>) -> Result<(), StoreError> {
+        let stmts = events.into_iter().map(|e| self.event_stmt(e)).collect();
+        self.write(stmts, None).await
+    }
+
+    async fn events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
+        self.flush().await?;
+        let mut sql = String::from(
+            "SELECT id, event_id, event_type, run_id, thread_id, agent_id, turn, timestamp, tool_call_id, payload FROM events WHERE 1 = 1",
+        );
+        let mut params: Vec<SqlValue> = Vec::new();
+        let mut add = |sql: &mut String, clause: &str, value: SqlValue| {
+            params.push(value);
+            sql.push_str(&clause.replace('?', &format!("${}", params.len())));
+        };
+        if let Some(run) = &query.run_id {
+            add(&mut sql, " AND run_id = ?", run.into());
+        }
+        if let Some(thread) = &query.thread_id {
+            add(&mut sql, " AND thread_id = ?", thread.into());
+        }
+        if !query.types.is_empty() {
+            sql.push_str(" AND event_type IN (");
+            for (i, t) in query.types.iter().enumerate() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                add(&mut sql, "?", t.into());
+            }
+            sql.push(')');
+        }
+        if let Some(since) = &query.since {
+            add(&mut sql, " AND timestamp >= ?", since.into());
+        }
+        if let Some(until) = &query.until {
+            add(&mut sql, " AND timestamp < ?", until.into());
+        }
+        if let Some(after) = query.after_seq {
+            add(&mut sql, " AND id > ?", after.into());
+        }
+        sql.push_str(" ORDER BY id");
+        if let Some(limit) = query.limit {
+            add(&mut sql, " LIMIT ?", limit.into());
+        }
+        let rows = self.query(Stmt::new(sql, params)).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(EventRecord {
+                    seq: r.int(0)?,
+                    id: r.text(1)?,
+                    event_type: r.text(2)?,
+                    run_id: r.text(3)?,
+                    thread_id: r.text(4)?,
+                    agent_id: r.text(5)?,
+                    turn: r.uint(6)?,
+                    timestamp: r.text(7)?,
+                    tool_call_id: r.opt_text(8)?,
+                    payload: serde_json::from_str(&r.text(9)?).map_err(|e| corrupt("events", e))?,
+                })
+            })
+            .collect()
+    }
+}
+
+// ----- artifacts -----
+
+/// Artifacts (§8.3).
+#[async_trait]
+pub trait Artifacts: Send + Sync {
+    /// Stores an artifact, computing size and SHA-256 (of `content`, else of the file at
+    /// `path`). Always durable on return.
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`] without content or path; [`StoreError::Io`] when the file
+    /// cannot be read; database failures.
+    async fn put_artifact(&self, artifact: NewArtifact) -> Result<ArtifactRecord, StoreError>;
+
+    /// The artifacts of a run, oldest first.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn artifacts(&self, run_id: &str) -> Result<Vec<ArtifactRecord>, StoreError>;
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(bytes);
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
+#[async_trait]
+impl Artifacts for Store {
+    async fn put_artifact(&self, artifact: NewArtifact) -> Result<ArtifactRecord, StoreError> {
+        let (size, hash) = match (&artifact.content, &artifact.path) {
+            (Some(content), _) => (content.len() as u64, sha256_hex(content.as_bytes())),
+            (None, Some(path)) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || {
+                    std::fs::read(&path)
+                        .map(|bytes| (bytes.len() as u64, sha256_hex(&bytes)))
+                        .map_err(|e| StoreError::Io {
+                            path,
+                            message: e.to_string(),
+                        })
+                })
+                .await
+                .map_err(|e| StoreError::Io {
+                    path: String::new(),
+                    message: e.to_string(),
+                })??
+            }
+            (None, None) => {
+                return Err(StoreError::Invalid(
+                    "an artifact needs inline content or a path".into(),
+                ));
+            }
+        };
+        let record = ArtifactRecord {
+            id: new_id(),
+            metadata: ArtifactMetadata {
+                size,
+                hash,
+                mime_type: artifact.media_type.clone(),
+            },
+            artifact,
+            created_at: now_string(),
+        };
+        let metadata = serde_json::to_string(&record.metadata)
+            .map_err(|e| StoreError::Invalid(e.to_string()))?;
+        self.write_now(vec![stmt!(
+            "INSERT INTO artifacts (id, run_id, agent_id, checkpoint_id, artifact_type, path, content, metadata, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            record.id.as_str(),
+            record.artifact.run_id.as_str(),
+            record.artifact.agent_id.as_str(),
+            record.artifact.checkpoint_id.as_deref(),
+            record.artifact.artifact_type.as_str(),
+            record.artifact.path.as_deref(),
+            record.artifact.content.as_deref(),
+            metadata,
+            record.created_at.as_str()
+        )])
+        .await?;
+        Ok(record)
+    }
+
+    async fn artifacts(&self, run_id: &str) -> Result<Vec<ArtifactRecord>, StoreError> {
+        let rows = self
+            .query(stmt!(
+                "SELECT id, run_id, agent_id, checkpoint_id, artifact_type, path, content, metadata, created_at \
+                 FROM artifacts WHERE run_id = $1 ORDER BY created_at, id",
+                run_id
+            ))
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let metadata: ArtifactMetadata =
+                    serde_json::from_str(&r.opt_text(7)?.unwrap_or_default())
+                        .map_err(|e| corrupt("artifacts", e))?;
+                Ok(ArtifactRecord {
+                    id: r.text(0)?,
+                    artifact: NewArtifact {
+                        run_id: r.text(1)?,
+                        agent_id: r.text(2)?,
+                        checkpoint_id: r.opt_text(3)?,
+                        artifact_type: ArtifactType::parse(&r.text(4)?)
+                            .ok_or_else(|| corrupt("artifacts", "unknown artifact_type"))?,
+                        path: r.opt_text(5)?,
+                        content: r.opt_text(6)?,
+                        media_type: metadata.mime_type.clone(),
+                    },
+                    metadata,
+                    created_at: r.text(8)?,
+                })
+            })
+            .collect()
+    }
+}
+
+// ----- lineage -----
+
+/// Agent lineage (§8.4).
+#[async_trait]
+pub trait Lineage: Send + Sync {
+    /// Inserts or updates an agent node (the parent must exist). Durable on return.
+    ///
+    /// # Errors
+    /// Database failures (a missing parent is a foreign-key error).
+    async fn put_agent(&self, node: &AgentNode) -> Result<(), StoreError>;
+
+    /// Every agent of a run, by depth then creation.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn lineage(&self, run_id: &str) -> Result<Vec<AgentNode>, StoreError>;
+
+    /// The usage of `agent_id` and all its descendants.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`]; database failures.
+    async fn rolled_up_usage(&self, agent_id: &str) -> Result<Usage, StoreError>;
+}
+
+fn node_of(r: &Row) -> Result<AgentNode, StoreError> {
+    Ok(AgentNode {
+        id: r.text(0)?,
+        run_id: r.text(1)?,
+        parent_agent_id: r.opt_text(2)?,
+        role: r.text(3)?,
+        status: AgentStatus::parse(&r.text(4)?)
+            .ok_or_else(|| corrupt("agent_lineage", "unknown status"))?,
+        depth: u32::try_from(r.int(5)?).unwrap_or(0),
+        created_at: r.text(6)?,
+        completed_at: r.opt_text(7)?,
+        usage: Usage {
+            input_tokens: r.uint(8)?,
+            output_tokens: r.uint(9)?,
+            cost: r.real(10)?,
+        },
+    })
+}
+
+const LINEAGE_COLUMNS: &str = "id, run_id, parent_agent_id, role, status, depth, created_at, completed_at, \
+    usage_input_tokens, usage_output_tokens, usage_cost";
+
+#[async_trait]
+impl Lineage for Store {
+    async fn put_agent(&self, node: &AgentNode) -> Result<(), StoreError> {
+        self.write_now(vec![stmt!(
+            "INSERT INTO agent_lineage (id, run_id, parent_agent_id, role, status, depth, created_at, completed_at, \
+             usage_input_tokens, usage_output_tokens, usage_cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+             ON CONFLICT (id) DO UPDATE SET status = excluded.status, completed_at = excluded.completed_at, \
+             usage_input_tokens = excluded.usage_input_tokens, usage_output_tokens = excluded.usage_output_tokens, \
+             usage_cost = excluded.usage_cost, role = excluded.role",
+            node.id.as_str(),
+            node.run_id.as_str(),
+            node.parent_agent_id.as_deref(),
+            node.role.as_str(),
+            node.status.as_str(),
+            i64::from(node.depth),
+            node.created_at.as_str(),
+            node.completed_at.as_deref(),
+            node.usage.input_tokens,
+            node.usage.output_tokens,
+            node.usage.cost
+        )])
+        .await
+    }
+
+    async fn lineage(&self, run_id: &str) -> Result<Vec<AgentNode>, StoreError> {
+        let rows = self
+            .query(Stmt::new(
+                format!("SELECT {LINEAGE_COLUMNS} FROM agent_lineage WHERE run_id = $1 ORDER BY depth, created_at, id"),
+                vec![run_id.into()],
+            ))
+            .await?;
+        rows.iter().map(node_of).collect()
+    }
+
+    async fn rolled_up_usage(&self, agent_id: &str) -> Result<Usage, StoreError> {
+        let rows = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT {LINEAGE_COLUMNS} FROM agent_lineage WHERE run_id = \
+                     (SELECT run_id FROM agent_lineage WHERE id = $1)"
+                ),
+                vec![agent_id.into()],
+            ))
+            .await?;
+        let nodes: Vec<AgentNode> = rows.iter().map(node_of).collect::<Result<_, _>>()?;
+        if !nodes.iter().any(|n| n.id == agent_id) {
+            return Err(StoreError::NotFound {
+                kind: "agent",
+                id: agent_id.to_owned(),
+            });
+        }
+        let mut total = Usage::default();
+        let mut frontier = vec![agent_id.to_owned()];
+        while let Some(id) = frontier.pop() {
+            for n in &nodes {
+                if n.id == id {
+                    total = total.plus(n.usage);
+                }
+                if n.parent_agent_id.as_deref() == Some(id.as_str()) {
+                    frontier.push(n.id.clone());
+                }
+            }
+        }
+        Ok(total)
+    }
+}
+
+// ----- threads -----
+
+/// Threads: the persistent entity runs work on.
+#[async_trait]
+pub trait Threads: Send + Sync {
+    /// Inserts or updates a thread. Durable on return.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError>;
+
+    /// One thread.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn thread(&self, id: &str) -> Result<Option<ThreadRecord>, StoreError>;
+
+    /// Every thread, newest first.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError>;
+}
+
+fn thread_of(r: &Row) -> Result<ThreadRecord, StoreError> {
+    Ok(ThreadRecord {
+        id: r.text(0)?,
+        created_at: r.text(1)?,
+        updated_at: r.text(2)?,
+        parent_thread_id: r.opt_text(3)?,
+        title: r.opt_text(4)?,
+        metadata: serde_json::from_str(&r.text(5)?).map_err(|e| corrupt("threads", e))?,
+        retention: parse_opt_json::<Option<Retention>>(r.opt_text(6)?, "threads")?,
+    })
+}
+
+#[async_trait]
+impl Threads for Store {
+    async fn put_thread(&self, thread: &ThreadRecord) -> Result<(), StoreError> {
+        let metadata = Value::Object(thread.metadata.clone()).to_string();
+        let retention = match &thread.retention {
+            Some(r) => {
+                Some(serde_json::to_string(r).map_err(|e| StoreError::Invalid(e.to_string()))?)
+            }
+            None => None,
+        };
+        self.write_now(vec![stmt!(
+            "INSERT INTO threads (id, created_at, updated_at, parent_thread_id, title, metadata, retention) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO UPDATE SET updated_at = excluded.updated_at, \
+             parent_thread_id = excluded.parent_thread_id, title = excluded.title, metadata = excluded.metadata, \
+             retention = excluded.retention",
+            thread.id.as_str(),
+            thread.created_at.as_str(),
+            thread.updated_at.as_str(),
+            thread.parent_thread_id.as_deref(),
+            thread.title.as_deref(),
+            metadata,
+            retention
+        )])
+        .await
+    }
+
+    async fn thread(&self, id: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        let rows = self
+            .query(stmt!(
+                "SELECT id, created_at, updated_at, parent_thread_id, title, metadata, retention FROM threads WHERE id = $1",
+                id
+            ))
+            .await?;
+        rows.first().map(thread_of).transpose()
+    }
+
+    async fn threads(&self) -> Result<Vec<ThreadRecord>, StoreError> {
+        let rows = self
+            .query(stmt!(
+                "SELECT id, created_at, updated_at, parent_thread_id, title, metadata, retention FROM threads ORDER BY created_at DESC, id"
+            ))
+            .await?;
+        rows.iter().map(thread_of).collect()
+    }
+}
+
+// ----- runs -----
+
+/// Runs.
+#[async_trait]
+pub trait Runs: Send + Sync {
+    /// Inserts or updates a run. Durable on return.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+
+    /// One run (status as stored).
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
+
+    /// The newest runs first.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn runs(&self, limit: Option<u64>) -> Result<Vec<RunRecord>, StoreError>;
+}
+
+const RUN_COLUMNS: &str = "run_id, thread_id, agent_id, status, spec, started_at, updated_at, ended_at, steps, \
+    usage_input_tokens, usage_output_tokens, usage_cost, owner_pid, owner_host, error, output, parent_run_id";
+
+fn run_of(r: &Row) -> Result<RunRecord, StoreError> {
+    Ok(RunRecord {
+        run_id: r.text(0)?,
+        thread_id: r.text(1)?,
+        agent_id: r.text(2)?,
+        status: RunStatus::parse(&r.text(3)?).ok_or_else(|| corrupt("runs", "unknown status"))?,
+        spec: serde_json::from_str(&r.text(4)?).map_err(|e| corrupt("runs", e))?,
+        started_at: r.text(5)?,
+        updated_at: r.text(6)?,
+        ended_at: r.opt_text(7)?,
+        steps: r.uint(8)?,
+        usage: Usage {
+            input_tokens: r.uint(9)?,
+            output_tokens: r.uint(10)?,
+            cost: r.real(11)?,
+        },
+        owner_pid: r.opt_int(12)?.and_then(|p| u32::try_from(p).ok()),
+        owner_host: r.opt_text(13)?,
+        error: r.opt_text(14)?,
+        output: r.opt_text(15)?,
+        parent_run_id: r.opt_text(16)?,
+    })
+}
+
+#[async_trait]
+impl Runs for Store {
+    async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        self.write_now(vec![stmt!(
+            "INSERT INTO runs (run_id, thread_id, agent_id, status, spec, started_at, updated_at, ended_at, steps, \
+             usage_input_tokens, usage_output_tokens, usage_cost, owner_pid, owner_host, error, output, parent_run_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+             ON CONFLICT (run_id) DO UPDATE SET agent_id = excluded.agent_id, status = excluded.status, \
+             spec = excluded.spec, updated_at = excluded.updated_at, ended_at = excluded.ended_at, steps = excluded.steps, \
+             usage_input_tokens = excluded.usage_input_tokens, usage_output_tokens = excluded.usage_output_tokens, \
+             usage_cost = excluded.usage_cost, owner_pid = excluded.owner_pid, owner_host = excluded.owner_host, \
+             error = excluded.error, output = excluded.output",
+            run.run_id.as_str(),
+            run.thread_id.as_str(),
+            run.agent_id.as_str(),
+            run.status.as_str(),
+            run.spec.to_string(),
+            run.started_at.as_str(),
+            run.updated_at.as_str(),
+            run.ended_at.as_deref(),
+            run.steps,
+            run.usage.input_tokens,
+            run.usage.output_tokens,
+            run.usage.cost,
+            run.owner_pid.map(i64::from),
+            run.owner_host.as_deref(),
+            run.error.as_deref(),
+            run.output.as_deref(),
+            run.parent_run_id.as_deref()
+        )])
+        .await
+    }
+
+    async fn run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let rows = self
+            .query(Stmt::new(
+                format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = $1"),
+                vec![run_id.into()],
+            ))
+            .await?;
+        rows.first().map(run_of).transpose()
+    }
+
+    async fn runs(&self, limit: Option<u64>) -> Result<Vec<RunRecord>, StoreError> {
+        let (sql, params) = match limit {
+            Some(l) => (
+                format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY started_at DESC, run_id LIMIT $1"),
+                vec![l.into()],
+            ),
+            None => (
+                format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY started_at DESC, run_id"),
+                Vec::new(),
+            ),
+        };
+        let rows = self.query(Stmt::new(sql, params)).await?;
+        rows.iter().map(run_of).collect()
+    }
+}
+
+// ----- tool ledger -----
+
+/// The durable record of tool calls (runtime spec §5.9): the idempotency ledger.
+#[async_trait]
+pub trait ToolLedger: Send + Sync {
+    /// Records that a call is about to run (or runs again: `attempts` grows).
+    ///
+    /// # Errors
+    /// Database failures (in `Sync` durability).
+    ///
+    /// # Cancel safety
+    /// Once queued, the record is written even if the future is dropped.
+    async fn tool_call_started(&self, call: &ToolCallRecord) -> Result<(), StoreError>;
+
+    /// Records a call's result.
+    ///
+    /// # Errors
+    /// Database failures (in `Sync` durability).
+    ///
+    /// # Cancel safety
+    /// As [`ToolLedger::tool_call_started`].
+    async fn tool_call_finished(
+        &self,
+        run_id: &str,
+        tool_call_id: &str,
+        result: &Value,
+        is_error: bool,
+    ) -> Result<(), StoreError>;
+
+    /// Every recorded call of a run, in start order.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn tool_calls(&self, run_id: &str) -> Result<Vec<ToolCallRecord>, StoreError>;
+}
+
+#[async_trait]
+impl ToolLedger for Store {
+    async fn tool_call_started(&self, call: &ToolCallRecord) -> Result<(), StoreError> {
+        let mut args = call.arguments.clone();
+        self.redact(&mut args);
+        self.write(
+            vec![stmt!(
+                "INSERT INTO tool_calls (run_id, tool_call_id, thread_id, tool_name, arguments, status, attempts, \
+                 side_effects, idempotent, turn, started_at) VALUES ($1, $2, $3, $4, $5, 'pending', 1, $6, $7, $8, $9) \
+                 ON CONFLICT (run_id, tool_call_id) DO UPDATE SET attempts = tool_calls.attempts + 1, status = 'pending'",
+                call.run_id.as_str(),
+                call.tool_call_id.as_str(),
+                call.thread_id.as_str(),
+                call.tool_name.as_str(),
+                args.to_string(),
+                call.side_effects,
+                call.idempotent,
+                call.turn,
+                call.started_at.as_str()
+            )],
+            None,
+        )
+        .await
+    }
+
+    async fn tool_call_finished(
+        &self,
+        run_id: &str,
+        tool_call_id: &str,
+        result: &Value,
+        is_error: bool,
+    ) -> Result<(), StoreError> {
+        let mut result = result.clone();
+        self.redact(&mut result);
+        self.write(
+            vec![stmt!(
+                "UPDATE tool_calls SET status = 'completed', result = $1, is_error = $2, ended_at = $3 \
+                 WHERE run_id = $4 AND tool_call_id = $5",
+                result.to_string(),
+                is_error,
+                now_string(),
+                run_id,
+                tool_call_id
+            )],
+            None,
+        )
+        .await
+    }
+
+    async fn tool_calls(&self, run_id: &str) -> Result<Vec<ToolCallRecord>, StoreError> {
+        self.flush().await?;
+        let rows = self
+            .query(stmt!(
+                "SELECT run_id, tool_call_id, thread_id, tool_name, arguments, status, result, is_error, attempts, \
+                 side_effects, idempotent, turn, started_at, ended_at FROM tool_calls WHERE run_id = $1 \
+                 ORDER BY started_at, tool_call_id",
+                run_id
+            ))
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(ToolCallRecord {
+                    run_id: r.text(0)?,
+                    tool_call_id: r.text(1)?,
+                    thread_id: r.text(2)?,
+                    tool_name: r.text(3)?,
+                    arguments: serde_json::from_str(&r.text(4)?)
+                        .map_err(|e| corrupt("tool_calls", e))?,
+                    status: if r.text(5)? == "completed" {
+                        ToolCallStatus::Completed
+                    } else {
+                        ToolCallStatus::Pending
+                    },
+                    result: parse_opt_json::<Option<Value>>(r.opt_text(6)?, "tool_calls")?,
+                    is_error: r.int(7)? != 0,
+                    attempts: u32::try_from(r.int(8)?).unwrap_or(0),
+                    side_effects: r.int(9)? != 0,
+                    idempotent: r.int(10)? != 0,
+                    turn: r.uint(11)?,
+                    started_at: r.text(12)?,
+                    ended_at: r.opt_text(13)?,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_merge_consecutive_seqs() {
+        assert_eq!(ranges(&[0, 1, 2, 5, 6, 9]), vec![[0, 2], [5, 6], [9, 9]]);
+        assert!(ranges(&[]).is_empty());
+    }
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            StoreUrl::parse("sqlite:.weft/weft.db").ok(),
+            Some(StoreUrl::Sqlite(PathBuf::from(".weft/weft.db")))
+        );
+        assert!(StoreUrl::parse("mysql://x").is_err());
+        let pg = StoreUrl::parse("postgres://u:secret@h:5432/db").map(|u| u.to_string());
+        assert_eq!(pg.ok().as_deref(), Some("postgres://u@h:5432/db"));
+    }
+}

@@ -1,0 +1,628 @@
+//! The shared backend suite: every case runs against SQLite and PostgreSQL.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use serde_json::{Value, json};
+use weft_agent::AgentState;
+use weft_agent::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointStore};
+use weft_provider::{Message, TokenUsage, ToolCall, ToolExecution};
+use weft_store::{
+    AgentNode, AgentStatus, ArtifactType, Artifacts, Durability, EventLog, EventQuery, Lineage,
+    NewArtifact, NewEvent, Retention, RunRecord, RunStatus, Runs, SCHEMA_VERSION, Store,
+    ThreadRecord, Threads, ToolCallRecord, ToolCallStatus, ToolLedger, Usage, new_id, now_string,
+};
+
+fn checkpoint_of(thread: &str, state: &AgentState, usage: u64) -> Checkpoint {
+    Checkpoint {
+        metadata: CheckpointMetadata {
+            session_id: thread.into(),
+            checkpoint_id: new_id(),
+            timestamp: chrono::Utc::now(),
+            step: state.step(),
+            agent_id: "agent-1".into(),
+        },
+        state: state.to_json(),
+        pending_tool_calls: vec![ToolCall::new("c9", "write", json!({"path": "a"}))],
+        completed_tool_calls: vec![ToolExecution {
+            tool_name: "read".into(),
+            tool_call_id: "c8".into(),
+            arguments: json!({}),
+            result: json!("ok"),
+            is_error: false,
+            duration: 3,
+            approved: None,
+        }],
+        usage: Some(TokenUsage {
+            input_tokens: usage,
+            output_tokens: usage / 2,
+            total_tokens: usage + usage / 2,
+            ..TokenUsage::default()
+        }),
+    }
+}
+
+fn event(run: &str, kind: &str, turn: u64, call: Option<&str>, payload: Value) -> NewEvent {
+    NewEvent {
+        event_type: kind.into(),
+        run_id: run.into(),
+        thread_id: format!("thread-of-{run}"),
+        agent_id: "agent-1".into(),
+        turn,
+        tool_call_id: call.map(str::to_owned),
+        payload,
+    }
+}
+
+async fn checkpoint_roundtrip(store: &Store) {
+    let thread = "t-roundtrip";
+    let state = AgentState::initial()
+        .with_message(Message::user("hello"))
+        .with_message(Message::assistant("hi"))
+        .with_metadata("sopPhase", json!("implement"))
+        .with_metadata("ticket", json!(42))
+        .with_reasoning("think first")
+        .with_step(1);
+    let cp = checkpoint_of(thread, &state, 100);
+    CheckpointStore::save(store, thread, cp.clone())
+        .await
+        .unwrap();
+    let loaded = CheckpointStore::load(store, thread).await.unwrap().unwrap();
+    assert_eq!(loaded.state, cp.state);
+    assert_eq!(loaded.pending_tool_calls, cp.pending_tool_calls);
+    assert_eq!(loaded.completed_tool_calls, cp.completed_tool_calls);
+    assert_eq!(
+        loaded
+            .usage
+            .as_ref()
+            .map(|u| (u.input_tokens, u.output_tokens)),
+        Some((100, 50))
+    );
+    assert_eq!(loaded.metadata, cp.metadata);
+    assert_eq!(AgentState::from_json(loaded.state).unwrap(), state);
+    let stored = store.latest_checkpoint(thread).await.unwrap().unwrap();
+    assert_eq!(stored.sop_phase, Some(json!("implement")));
+    assert_eq!(stored.context_variables().get("ticket"), Some(&json!(42)));
+    let meta = store.load_metadata(thread).await.unwrap().unwrap();
+    assert_eq!(meta.checkpoint_id, cp.metadata.checkpoint_id);
+    assert!(store.list().await.unwrap().contains(&thread.to_owned()));
+    assert!(
+        CheckpointStore::load(store, "unknown")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    store.delete(thread).await.unwrap();
+    assert!(
+        CheckpointStore::load(store, thread)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    store.delete("unknown").await.unwrap();
+}
+
+async fn checkpoints_store_history_once(store: &Store) {
+    let thread = "t-incremental";
+    let mut state = AgentState::initial().with_message(Message::user("start"));
+    let mut saved = Vec::new();
+    let mut bytes = Vec::new();
+    for step in 1..=40u64 {
+        state = state
+            .with_step(step)
+            .with_message(Message::assistant(format!(
+                "answer {step} {}",
+                "x".repeat(200)
+            )))
+            .with_message(Message::user(format!("more {step}")));
+        let stats = store
+            .save_checkpoint(thread, &checkpoint_of(thread, &state, step))
+            .await
+            .unwrap();
+        assert_eq!(
+            stats.new_items,
+            if step == 1 { 3 } else { 2 },
+            "step {step}"
+        );
+        bytes.push(stats.bytes);
+        saved.push(state.clone());
+    }
+    // Flat cost: step 40 writes about what step 2 wrote.
+    let (early, late) = (bytes[1], bytes[39]);
+    assert!(
+        late < early + 64,
+        "bytes per checkpoint grew: {early} -> {late}"
+    );
+    // Every checkpoint still loads its full state.
+    let list = store.list_checkpoints(thread).await.unwrap();
+    assert_eq!(list.len(), 40);
+    assert_eq!(
+        list.iter().map(|c| c.step).collect::<Vec<_>>(),
+        (1..=40).collect::<Vec<_>>()
+    );
+    for (i, summary) in list.iter().enumerate() {
+        let cp = store
+            .checkpoint_at(thread, summary.step)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            AgentState::from_json(cp.checkpoint.state).unwrap(),
+            saved[i]
+        );
+    }
+    // A replaced history (context compression) keeps working and keeps old rows intact.
+    let compressed = state
+        .with_context([Message::user("summary of everything")])
+        .with_step(41);
+    store
+        .save_checkpoint(thread, &checkpoint_of(thread, &compressed, 41))
+        .await
+        .unwrap();
+    let latest = store.latest_checkpoint(thread).await.unwrap().unwrap();
+    assert_eq!(
+        AgentState::from_json(latest.checkpoint.state).unwrap(),
+        compressed
+    );
+    let old = store.checkpoint_at(thread, 20).await.unwrap().unwrap();
+    assert_eq!(
+        AgentState::from_json(old.checkpoint.state).unwrap(),
+        saved[19]
+    );
+}
+
+async fn tool_checkpoints_and_retention(store: &Store) {
+    let thread = "t-tools";
+    let state = AgentState::initial()
+        .with_message(Message::user("go"))
+        .with_step(1);
+    store
+        .save_checkpoint(thread, &checkpoint_of(thread, &state, 10))
+        .await
+        .unwrap();
+    let pending = vec![ToolCall::new("c2", "write", json!({"n": 2}))];
+    let id = store
+        .save_tool_checkpoint(thread, &pending, &[])
+        .await
+        .unwrap();
+    assert!(id.is_some());
+    let latest = store.latest_checkpoint(thread).await.unwrap().unwrap();
+    assert_eq!(latest.summary.kind, "tool");
+    assert_eq!(latest.checkpoint.pending_tool_calls, pending);
+    assert_eq!(
+        AgentState::from_json(latest.checkpoint.state).unwrap(),
+        state
+    );
+    assert!(
+        store
+            .save_tool_checkpoint("no-such-thread", &pending, &[])
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    let mut s = state;
+    for step in 2..=6 {
+        s = s
+            .with_step(step)
+            .with_message(Message::assistant(format!("a{step}")));
+        store
+            .save_checkpoint(thread, &checkpoint_of(thread, &s, 10))
+            .await
+            .unwrap();
+        store
+            .save_tool_checkpoint(thread, &pending, &[])
+            .await
+            .unwrap();
+    }
+    let before = store.list_checkpoints(thread).await.unwrap().len();
+    assert_eq!(before, 12);
+    let dropped = store
+        .prune_checkpoints(
+            thread,
+            &Retention {
+                keep_last: None,
+                drop_superseded_tool_checkpoints: true,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(dropped, 5);
+    let dropped = store
+        .prune_checkpoints(
+            thread,
+            &Retention {
+                keep_last: Some(2),
+                drop_superseded_tool_checkpoints: false,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(dropped, 5);
+    let latest = store.latest_checkpoint(thread).await.unwrap().unwrap();
+    assert_eq!(AgentState::from_json(latest.checkpoint.state).unwrap(), s);
+}
+
+async fn async_durability_keeps_order(store: &Store) {
+    let fast = store.with_durability(Durability::Async);
+    let thread = "t-async";
+    let mut state = AgentState::initial();
+    for step in 1..=200u64 {
+        state = state
+            .with_step(step)
+            .with_message(Message::user(format!("m{step}")));
+        fast.save_checkpoint(thread, &checkpoint_of(thread, &state, step))
+            .await
+            .unwrap();
+    }
+    fast.flush().await.unwrap();
+    let latest = store.latest_checkpoint(thread).await.unwrap().unwrap();
+    assert_eq!(latest.summary.step, 200);
+    assert_eq!(
+        AgentState::from_json(latest.checkpoint.state).unwrap(),
+        state
+    );
+}
+
+async fn events_are_ordered_queryable_and_redacted(store: &Store) {
+    let secret = "sk-proj-ABCDEF1234567890abcdef";
+    let events = vec![
+        event("r1", "turn_start", 1, None, json!({})),
+        event(
+            "r1",
+            "tool_call_start",
+            1,
+            Some("c1"),
+            json!({"arguments": {"api_key": secret, "q": "x"}}),
+        ),
+        event(
+            "r1",
+            "tool_call_end",
+            1,
+            Some("c1"),
+            json!({"result": format!("used {secret}")}),
+        ),
+        event("r1", "turn_end", 1, None, json!({})),
+        event("r2", "turn_start", 1, None, json!({})),
+        event("r1", "completion", 2, None, json!({"summary": "done"})),
+    ];
+    store.append_events(events).await.unwrap();
+    store
+        .append_event(event(
+            "r1",
+            "error",
+            2,
+            None,
+            json!({"message": "Bearer abcdef123456"}),
+        ))
+        .await
+        .unwrap();
+    let all = store
+        .events(&EventQuery {
+            run_id: Some("r1".into()),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = all.iter().map(|e| e.event_type.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn_start",
+            "tool_call_start",
+            "tool_call_end",
+            "turn_end",
+            "completion",
+            "error"
+        ]
+    );
+    assert!(
+        all.windows(2)
+            .all(|w| w[0].seq < w[1].seq && w[0].timestamp <= w[1].timestamp)
+    );
+    let text = serde_json::to_string(&all).unwrap();
+    assert!(
+        !text.contains(secret),
+        "secret leaked into the event log: {text}"
+    );
+    assert!(!text.contains("abcdef123456"));
+    assert!(text.contains("[REDACTED]"));
+    assert_eq!(all[1].tool_call_id.as_deref(), Some("c1"));
+    let tools = store
+        .events(&EventQuery {
+            types: vec!["tool_call_start".into(), "tool_call_end".into()],
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(tools.len(), 2);
+    let by_thread = store
+        .events(&EventQuery {
+            thread_id: Some("thread-of-r2".into()),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(by_thread.len(), 1);
+    let after = store
+        .events(&EventQuery {
+            run_id: Some("r1".into()),
+            after_seq: Some(all[3].seq),
+            limit: Some(1),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].event_type, "completion");
+    let later = store
+        .events(&EventQuery {
+            since: Some(all[5].timestamp.clone()),
+            run_id: Some("r1".into()),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    assert!(later.iter().any(|e| e.event_type == "error"));
+    let none = store
+        .events(&EventQuery {
+            until: Some("2000-01-01T00:00:00Z".into()),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+}
+
+async fn artifacts_carry_metadata_and_checkpoint(store: &Store) {
+    let thread = "t-artifacts";
+    let state = AgentState::initial()
+        .with_message(Message::user("x"))
+        .with_step(1);
+    let cp = checkpoint_of(thread, &state, 1);
+    store.save_checkpoint(thread, &cp).await.unwrap();
+    let inline = store
+        .put_artifact(NewArtifact {
+            run_id: "run-a".into(),
+            agent_id: "agent-1".into(),
+            checkpoint_id: Some(cp.metadata.checkpoint_id.clone()),
+            artifact_type: ArtifactType::Report,
+            path: None,
+            content: Some("abc".into()),
+            media_type: Some("text/markdown".into()),
+        })
+        .await
+        .unwrap();
+    assert_eq!(inline.metadata.size, 3);
+    assert_eq!(
+        inline.metadata.hash,
+        "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("out.txt");
+    std::fs::write(&file, "hello").unwrap();
+    let on_disk = store
+        .put_artifact(NewArtifact {
+            run_id: "run-a".into(),
+            agent_id: "agent-2".into(),
+            checkpoint_id: None,
+            artifact_type: ArtifactType::File,
+            path: Some(file.display().to_string()),
+            content: None,
+            media_type: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(on_disk.metadata.size, 5);
+    let listed = store.artifacts("run-a").await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.contains(&inline) && listed.contains(&on_disk));
+    assert!(
+        store
+            .put_artifact(NewArtifact {
+                run_id: "run-a".into(),
+                agent_id: "a".into(),
+                checkpoint_id: None,
+                artifact_type: ArtifactType::Plan,
+                path: None,
+                content: None,
+                media_type: None,
+            })
+            .await
+            .is_err()
+    );
+    // Deleting the thread's checkpoints keeps the artifact, unlinked.
+    store.delete_checkpoints(thread).await.unwrap();
+    let listed = store.artifacts("run-a").await.unwrap();
+    assert!(listed.iter().all(|a| a.artifact.checkpoint_id.is_none()));
+}
+
+async fn lineage_rolls_usage_up(store: &Store) {
+    let node = |id: &str, parent: Option<&str>, depth: u32, tokens: u64| AgentNode {
+        id: id.into(),
+        run_id: "run-l".into(),
+        parent_agent_id: parent.map(str::to_owned),
+        role: if depth == 0 {
+            "architect".into()
+        } else {
+            "coder".into()
+        },
+        status: AgentStatus::Active,
+        depth,
+        created_at: now_string(),
+        completed_at: None,
+        usage: Usage {
+            input_tokens: tokens,
+            output_tokens: 1,
+            cost: 0.5,
+        },
+    };
+    store.put_agent(&node("root", None, 0, 10)).await.unwrap();
+    store
+        .put_agent(&node("child-a", Some("root"), 1, 20))
+        .await
+        .unwrap();
+    store
+        .put_agent(&node("child-b", Some("root"), 1, 30))
+        .await
+        .unwrap();
+    store
+        .put_agent(&node("grandchild", Some("child-a"), 2, 40))
+        .await
+        .unwrap();
+    assert!(
+        store
+            .put_agent(&node("orphan", Some("missing"), 1, 1))
+            .await
+            .is_err()
+    );
+    let mut done = node("child-b", Some("root"), 1, 35);
+    done.status = AgentStatus::Completed;
+    done.completed_at = Some(now_string());
+    store.put_agent(&done).await.unwrap();
+    let tree = store.lineage("run-l").await.unwrap();
+    assert_eq!(tree.len(), 4);
+    assert_eq!(tree[0].id, "root");
+    assert_eq!(
+        tree.iter().find(|n| n.id == "child-b").map(|n| n.status),
+        Some(AgentStatus::Completed)
+    );
+    let total = store.rolled_up_usage("root").await.unwrap();
+    assert_eq!(total.input_tokens, 10 + 20 + 35 + 40);
+    assert!((total.cost - 2.0).abs() < 1e-9);
+    assert_eq!(
+        store.rolled_up_usage("child-a").await.unwrap().input_tokens,
+        60
+    );
+    assert!(store.rolled_up_usage("nobody").await.is_err());
+}
+
+async fn threads_and_runs(store: &Store) {
+    let mut thread = ThreadRecord::new("th-1");
+    thread.title = Some("first".into());
+    thread.retention = Some(Retention {
+        keep_last: Some(5),
+        drop_superseded_tool_checkpoints: true,
+    });
+    store.put_thread(&thread).await.unwrap();
+    assert_eq!(store.thread("th-1").await.unwrap(), Some(thread.clone()));
+    thread.title = Some("renamed".into());
+    store.put_thread(&thread).await.unwrap();
+    assert_eq!(store.threads().await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .thread("th-1")
+            .await
+            .unwrap()
+            .and_then(|t| t.title)
+            .as_deref(),
+        Some("renamed")
+    );
+
+    let run = |id: &str, started: &str| RunRecord {
+        run_id: id.into(),
+        thread_id: "th-1".into(),
+        agent_id: "agent-1".into(),
+        status: RunStatus::Running,
+        spec: json!({"model": "scripted:x"}),
+        started_at: started.into(),
+        updated_at: started.into(),
+        ended_at: None,
+        steps: 0,
+        usage: Usage::default(),
+        owner_pid: Some(1),
+        owner_host: Some("h".into()),
+        error: None,
+        output: None,
+        parent_run_id: None,
+    };
+    store
+        .put_run(&run("run-old", "2026-01-01T00:00:00.000000Z"))
+        .await
+        .unwrap();
+    let mut newer = run("run-new", "2026-02-01T00:00:00.000000Z");
+    store.put_run(&newer).await.unwrap();
+    newer.status = RunStatus::Completed;
+    newer.steps = 7;
+    newer.output = Some("done".into());
+    store.put_run(&newer).await.unwrap();
+    let runs = store.runs(None).await.unwrap();
+    assert_eq!(
+        runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+        ["run-new", "run-old"]
+    );
+    assert_eq!(runs[0], newer);
+    assert_eq!(store.runs(Some(1)).await.unwrap().len(), 1);
+    assert!(store.run("nope").await.unwrap().is_none());
+}
+
+async fn tool_ledger(store: &Store) {
+    let record = ToolCallRecord {
+        run_id: "run-t".into(),
+        tool_call_id: "call-1".into(),
+        thread_id: "th".into(),
+        tool_name: "deploy".into(),
+        arguments: json!({"token": "sk-live-0123456789abcdef", "n": 1}),
+        status: ToolCallStatus::Pending,
+        result: None,
+        is_error: false,
+        attempts: 1,
+        side_effects: true,
+        idempotent: false,
+        turn: 3,
+        started_at: now_string(),
+        ended_at: None,
+    };
+    let store = store.with_durability(Durability::Sync);
+    store.tool_call_started(&record).await.unwrap();
+    store.tool_call_started(&record).await.unwrap();
+    let calls = store.tool_calls("run-t").await.unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].status, ToolCallStatus::Pending);
+    assert_eq!(calls[0].attempts, 2);
+    assert!(!calls[0].arguments.to_string().contains("0123456789abcdef"));
+    store
+        .tool_call_finished("run-t", "call-1", &json!({"ok": true}), false)
+        .await
+        .unwrap();
+    let calls = store.tool_calls("run-t").await.unwrap();
+    assert_eq!(calls[0].status, ToolCallStatus::Completed);
+    assert_eq!(calls[0].result, Some(json!({"ok": true})));
+    assert!(calls[0].side_effects && !calls[0].idempotent && calls[0].turn == 3);
+}
+
+async fn schema_is_current(store: &Store) {
+    assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
+}
+
+macro_rules! backend_suite {
+    ($backend:ident) => {
+        mod $backend {
+            macro_rules! case {
+                ($name:ident) => {
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $name() {
+                        let Some(h) = crate::common::$backend().await else {
+                            return;
+                        };
+                        super::$name(&h.store).await;
+                        h.finish().await;
+                    }
+                };
+            }
+            case!(checkpoint_roundtrip);
+            case!(checkpoints_store_history_once);
+            case!(tool_checkpoints_and_retention);
+            case!(async_durability_keeps_order);
+            case!(events_are_ordered_queryable_and_redacted);
+            case!(artifacts_carry_metadata_and_checkpoint);
+            case!(lineage_rolls_usage_up);
+            case!(threads_and_runs);
+            case!(tool_ledger);
+            case!(schema_is_current);
+        }
+    };
+}
+
+backend_suite!(sqlite);
+backend_suite!(postgres);
