@@ -1,0 +1,71 @@
+//! Weft's built-in tools, each a [`weft_provider::Tool`] confined to a workspace root.
+//!
+//! | tool | does | side effects | idempotent |
+//! |---|---|---|---|
+//! | `read_file` | reads a text file (optionally a line range) | no | yes |
+//! | `write_file` | writes a whole file, creating folders | yes | yes |
+//! | `list_dir` | lists a folder, recursively honouring `.gitignore` | no | yes |
+//! | `search_code` | regex search over files, `.gitignore`-aware | no | yes |
+//! | `run_command` | runs `sh -c COMMAND` in the workspace with a timeout, an output cap and a scrubbed environment | yes | no |
+//! | `complete_task` | ends the task (the runtime spec's completion contract) | no | yes |
+//!
+//! Every path argument is relative to the workspace root; absolute paths, `..` that leaves
+//! the root, and symlinks that point outside it are refused with an error result the model can
+//! read ([`Workspace::resolve`]). Arguments are untrusted input (UPP-1.2 §17.2): each tool
+//! parses them into a typed struct and reports what is wrong.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let workspace = weft_tools::Workspace::new(dir.path())?;
+//! let tools = weft_tools::builtin_tools(&workspace);
+//! assert!(tools.iter().any(|t| t.name == "run_command" && t.side_effects && !t.idempotent));
+//! assert!(workspace.resolve("../etc/passwd").is_err());
+//! # Ok(())
+//! # }
+//! ```
+
+mod command;
+mod complete;
+mod files;
+mod search;
+mod workspace;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use weft_provider::{Tool, ToolError};
+
+pub use command::{CommandLimits, run_command};
+pub use complete::{COMPLETE_TASK, complete_task};
+pub use files::{list_dir, read_file, write_file};
+pub use search::search_code;
+pub use workspace::{SandboxError, Workspace};
+
+/// Every built-in tool, bound to `workspace`.
+pub fn builtin_tools(workspace: &Workspace) -> Vec<Tool> {
+    vec![
+        read_file(workspace),
+        write_file(workspace),
+        list_dir(workspace),
+        search_code(workspace),
+        run_command(workspace, CommandLimits::default()),
+        complete_task(),
+    ]
+}
+
+/// The built-in tool called `name`, if there is one.
+pub fn builtin_tool(workspace: &Workspace, name: &str) -> Option<Tool> {
+    builtin_tools(workspace)
+        .into_iter()
+        .find(|t| t.name == name)
+}
+
+/// Parses a tool's arguments, with an error the model can act on.
+pub(crate) fn parse_args<T: DeserializeOwned>(
+    tool: &str,
+    arguments: Value,
+) -> Result<T, ToolError> {
+    serde_json::from_value(arguments)
+        .map_err(|e| ToolError::new(format!("invalid arguments for {tool}: {e}")))
+}
