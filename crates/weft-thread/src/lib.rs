@@ -11,8 +11,10 @@
 //! | [`ui_stream`] | stream → thread ([`ui_stream::Assembler`]) and thread → stream ([`ui_stream::encode_thread`]) |
 //! | [`pydantic_ai`] | one agent run → [`AgentTurn`]; turns → `ModelMessages` for a viewing agent |
 //! | [`clock`] | injectable time for receipt timestamps |
+//! | [`weft_messages`] | Weft's own (UPP-1.2) messages of a run ⇄ [`UserTurn`] / [`AgentTurn`] |
 //!
-//! The crate does no I/O and uses no async runtime; it has no cargo features.
+//! The crate does no I/O and uses no async runtime; it has no cargo features. Besides serde it
+//! depends only on `sha2` and, for [`weft_messages`], on `weft-provider`'s types.
 //!
 //! # Example: validate, hash, parse
 //!
@@ -61,6 +63,7 @@ mod timestamp;
 pub mod types;
 pub mod ui_stream;
 pub mod validate;
+pub mod weft_messages;
 
 pub use error::ParseError;
 pub use hash::{HashOptions, HashScope, ThreadHash, hash_thread};
