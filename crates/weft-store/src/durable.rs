@@ -1,1 +1,295 @@
-//! Durable tools.
+//! Durable tool execution (runtime spec §5.9): [`DurableTool`] wraps any [`Tool`] so that,
+//! keyed by the stable `ToolContext::tool_call_id` (the idempotency key):
+//!
+//! 1. a call whose result is recorded is **not run again**: the recorded result is returned
+//!    (a `tool_call_replayed` event says so);
+//! 2. otherwise the call is recorded as *pending* before it runs — in `sync` durability the
+//!    record is committed first, so a crash leaves evidence of every call that may have had
+//!    its side effect;
+//! 3. its result is recorded after it runs (committed before the next model call in `sync`),
+//!    followed by a tool-result checkpoint and `tool_call_start` / `tool_call_end` events.
+//!
+//! A pending record without a result after a crash is an *uncertain* call; `run.rs` decides
+//! whether it may run again (idempotent tool, or explicit approval).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use weft_provider::{Tool, ToolCall, ToolContext, ToolError, ToolExecution};
+
+use crate::model::{NewEvent, ToolCallRecord, ToolCallStatus, event_type, now_string};
+use crate::store::{EventLog, Store, ToolLedger};
+
+#[derive(Debug, Default)]
+struct StepCalls {
+    pending: Vec<ToolCall>,
+    completed: Vec<ToolExecution>,
+}
+
+/// What every durable tool of one run shares: the store, the ids, the recorded results.
+pub struct RunContext {
+    store: Store,
+    run_id: String,
+    thread_id: String,
+    agent_id: String,
+    recorded: Mutex<HashMap<String, ToolCallRecord>>,
+    approved_reruns: HashSet<String>,
+    turn: AtomicU64,
+    step: Mutex<StepCalls>,
+}
+
+impl fmt::Debug for RunContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunContext")
+            .field("run_id", &self.run_id)
+            .field("thread_id", &self.thread_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunContext {
+    /// A context for `run_id`; `recorded` holds the results of earlier attempts (by call id)
+    /// and `approved_reruns` the uncertain calls the user allowed to run again.
+    pub fn new(
+        store: Store,
+        run_id: impl Into<String>,
+        thread_id: impl Into<String>,
+        agent_id: impl Into<String>,
+        recorded: impl IntoIterator<Item = ToolCallRecord>,
+        approved_reruns: HashSet<String>,
+    ) -> Self {
+        RunContext {
+            store,
+            run_id: run_id.into(),
+            thread_id: thread_id.into(),
+            agent_id: agent_id.into(),
+            recorded: Mutex::new(
+                recorded
+                    .into_iter()
+                    .filter(|r| r.status == ToolCallStatus::Completed)
+                    .map(|r| (r.tool_call_id.clone(), r))
+                    .collect(),
+            ),
+            approved_reruns,
+            turn: AtomicU64::new(0),
+            step: Mutex::new(StepCalls::default()),
+        }
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The thread id.
+    pub fn thread_id(&self) -> &str {
+        &self.thread_id
+    }
+
+    /// The agent id.
+    pub fn agent_id(&self) -> &str {
+        &self.agent_id
+    }
+
+    /// The store (with the run's durability).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Sets the current turn (step) and starts a new set of step calls.
+    pub fn begin_turn(&self, turn: u64) {
+        self.turn.store(turn, Ordering::SeqCst);
+        if let Ok(mut step) = self.step.lock() {
+            *step = StepCalls::default();
+        }
+    }
+
+    /// The current turn.
+    pub fn turn(&self) -> u64 {
+        self.turn.load(Ordering::SeqCst)
+    }
+
+    /// Whether the user approved re-running `tool_call_id`.
+    pub fn rerun_approved(&self, tool_call_id: &str) -> bool {
+        self.approved_reruns.contains(tool_call_id)
+    }
+
+    fn recorded(&self, id: &str) -> Option<ToolCallRecord> {
+        self.recorded.lock().ok().and_then(|r| r.get(id).cloned())
+    }
+
+    /// Appends an event of this run; failures are logged (events never fail a run).
+    pub async fn event(&self, kind: &str, tool_call_id: Option<&str>, payload: Value) {
+        let event = NewEvent {
+            event_type: kind.to_owned(),
+            run_id: self.run_id.clone(),
+            thread_id: self.thread_id.clone(),
+            agent_id: self.agent_id.clone(),
+            turn: self.turn(),
+            tool_call_id: tool_call_id.map(str::to_owned),
+            payload,
+        };
+        if let Err(error) = self.store.append_event(event).await {
+            tracing::warn!(%error, kind, "event append failed");
+        }
+    }
+
+    fn snapshot(&self, update: impl FnOnce(&mut StepCalls)) -> (Vec<ToolCall>, Vec<ToolExecution>) {
+        match self.step.lock() {
+            Ok(mut step) => {
+                update(&mut step);
+                (step.pending.clone(), step.completed.clone())
+            }
+            Err(_) => (Vec::new(), Vec::new()),
+        }
+    }
+}
+
+/// Wraps tools for durable execution.
+#[derive(Debug, Clone, Copy)]
+pub struct DurableTool;
+
+impl DurableTool {
+    /// `tool`, made durable within `run`. Name, schema, flags and approval are kept.
+    pub fn wrap(tool: Tool, run: Arc<RunContext>) -> Tool {
+        let inner = tool.clone();
+        let mut wrapped = Tool::new(
+            tool.name.clone(),
+            tool.description.clone(),
+            tool.parameters.clone(),
+            move |arguments: Value, context: ToolContext| {
+                let inner = inner.clone();
+                let run = run.clone();
+                async move { durable_call(&inner, &run, arguments, context).await }
+            },
+        )
+        .with_side_effects(tool.side_effects)
+        .with_idempotent(tool.idempotent)
+        .with_sequential(tool.sequential)
+        .with_depends_on(tool.depends_on.clone());
+        if let Some(metadata) = tool.metadata.clone() {
+            wrapped = wrapped.with_metadata(metadata);
+        }
+        if tool.requires_approval() {
+            let gate = tool.clone();
+            wrapped = wrapped.with_approval(move |arguments: &Value| {
+                let gate = gate.clone();
+                let arguments = arguments.clone();
+                async move { gate.approve(&arguments).await }
+            });
+        }
+        wrapped
+    }
+}
+
+fn replay(record: &ToolCallRecord) -> Result<Value, ToolError> {
+    let result = record.result.clone().unwrap_or(Value::Null);
+    if record.is_error {
+        Err(ToolError::new(match result {
+            Value::String(s) => s,
+            other => other.to_string(),
+        }))
+    } else {
+        Ok(result)
+    }
+}
+
+async fn durable_call(
+    tool: &Tool,
+    run: &RunContext,
+    arguments: Value,
+    context: ToolContext,
+) -> Result<Value, ToolError> {
+    let id = context.tool_call_id.clone();
+    if let Some(record) = run.recorded(&id) {
+        run.event(
+            event_type::TOOL_CALL_REPLAYED,
+            Some(&id),
+            json!({"tool": tool.name, "isError": record.is_error}),
+        )
+        .await;
+        return replay(&record);
+    }
+    let call = ToolCall::new(id.clone(), tool.name.clone(), arguments.clone());
+    let (pending, completed) = run.snapshot(|s| s.pending.push(call));
+    let record = ToolCallRecord {
+        run_id: run.run_id.clone(),
+        tool_call_id: id.clone(),
+        thread_id: run.thread_id.clone(),
+        tool_name: tool.name.clone(),
+        arguments: arguments.clone(),
+        status: ToolCallStatus::Pending,
+        result: None,
+        is_error: false,
+        attempts: 1,
+        side_effects: tool.side_effects,
+        idempotent: tool.idempotent,
+        turn: run.turn(),
+        started_at: now_string(),
+        ended_at: None,
+    };
+    // Sync durability: this commit happens before the side effect.
+    if let Err(error) = run.store.tool_call_started(&record).await {
+        if tool.side_effects {
+            return Err(ToolError::transient(format!(
+                "the call could not be recorded before running, so it was not run: {error}"
+            )));
+        }
+        tracing::warn!(%error, "recording a pending tool call failed");
+    }
+    let _ = run
+        .store
+        .save_tool_checkpoint(&run.thread_id, &pending, &completed)
+        .await;
+    run.event(
+        event_type::TOOL_CALL_START,
+        Some(&id),
+        json!({"tool": tool.name, "arguments": arguments}),
+    )
+    .await;
+    let started = Instant::now();
+    let outcome = tool.run(arguments.clone(), context).await;
+    let (result, is_error) = match &outcome {
+        Ok(v) => (v.clone(), false),
+        Err(e) => (Value::String(e.message.clone()), true),
+    };
+    // Sync durability: committed before the next model call.
+    if let Err(error) = run
+        .store
+        .tool_call_finished(&run.run_id, &id, &result, is_error)
+        .await
+    {
+        tracing::warn!(%error, "recording a tool result failed");
+    }
+    let execution = ToolExecution {
+        tool_name: tool.name.clone(),
+        tool_call_id: id.clone(),
+        arguments,
+        result: result.clone(),
+        is_error,
+        duration: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        approved: None,
+    };
+    let (pending, completed) = run.snapshot(|s| {
+        s.pending.retain(|c| c.tool_call_id != id);
+        s.completed.push(execution);
+    });
+    if let Err(error) = run
+        .store
+        .save_tool_checkpoint(&run.thread_id, &pending, &completed)
+        .await
+    {
+        tracing::warn!(%error, "tool-result checkpoint failed");
+    }
+    run.event(
+        event_type::TOOL_CALL_END,
+        Some(&id),
+        json!({"tool": tool.name, "isError": is_error, "result": result}),
+    )
+    .await;
+    outcome
+}
