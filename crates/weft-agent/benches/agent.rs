@@ -21,22 +21,35 @@ fn model() -> weft_provider::ModelReference {
 }
 
 fn noop() -> Tool {
-    Tool::new("noop", "Does nothing.", json!({"type": "object"}), |_a: Value, _c| async {
-        Ok(json!("ok"))
-    })
+    Tool::new(
+        "noop",
+        "Does nothing.",
+        json!({"type": "object"}),
+        |_a: Value, _c| async { Ok(json!("ok")) },
+    )
 }
 
 fn bench_loop(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let agent = agent(AgentOptions::new(model()).tool(noop())).unwrap();
     let state = AgentState::initial();
     let mut group = c.benchmark_group("loop");
     // One generate = 2 steps (tool call + answer), 2 model calls, 1 tool run.
     group.bench_function("agent_generate_2_steps", |b| {
-        b.iter(|| runtime.block_on(agent.generate("go", black_box(&state))).unwrap())
+        b.iter(|| {
+            runtime
+                .block_on(agent.generate("go", black_box(&state)))
+                .unwrap()
+        })
     });
     // The same exchange through the bare provider loop, for the framework overhead.
-    let instance = llm(LlmOptions::new(model()).tool(noop()).tool_strategy(ToolUseStrategy::unbounded())).unwrap();
+    let instance = llm(LlmOptions::new(model())
+        .tool(noop())
+        .tool_strategy(ToolUseStrategy::unbounded()))
+    .unwrap();
     group.bench_function("provider_generate_same_exchange", |b| {
         b.iter(|| runtime.block_on(instance.generate(&[], "go")).unwrap())
     });
@@ -52,7 +65,11 @@ fn bench_state(c: &mut Criterion) {
     let message = Message::user("one more");
     let mut group = c.benchmark_group("state_10k");
     group.bench_function("with_message", |b| {
-        b.iter_batched(|| message.clone(), |m| state.with_message(m), BatchSize::SmallInput)
+        b.iter_batched(
+            || message.clone(),
+            |m| state.with_message(m),
+            BatchSize::SmallInput,
+        )
     });
     group.bench_function("branch_clone", |b| b.iter(|| black_box(&state).clone()));
     group.bench_function("branch_two_children", |b| {

@@ -14,8 +14,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
 fn live_bytes(region: &Region<'_, System>) -> isize {
     let change = region.change();
-    change.bytes_allocated as isize - change.bytes_deallocated as isize
-        + change.bytes_reallocated
+    change.bytes_allocated as isize - change.bytes_deallocated as isize + change.bytes_reallocated
 }
 
 fn main() {
@@ -33,7 +32,9 @@ fn main() {
         .map(|s| {
             let mut state = AgentState::initial();
             for m in 0..MESSAGES {
-                state = state.with_message(Message::user(format!("message {m:02} of conversation {s:05}")));
+                state = state.with_message(Message::user(format!(
+                    "message {m:02} of conversation {s:05}"
+                )));
             }
             state
         })
@@ -47,15 +48,22 @@ fn main() {
     );
     drop(states);
 
-    let base = (0..MESSAGES).fold(AgentState::initial(), |s, m| s.with_message(Message::user(format!("message {m:02}"))));
+    let base = (0..MESSAGES).fold(AgentState::initial(), |s, m| {
+        s.with_message(Message::user(format!("message {m:02}")))
+    });
     let region = Region::new(GLOBAL);
-    let branches: Vec<AgentState> = (0..STATES).map(|i| base.with_metadata("branch", i.into())).collect();
+    let branches: Vec<AgentState> = (0..STATES)
+        .map(|i| base.with_metadata("branch", i.into()))
+        .collect();
     let shared = live_bytes(&region);
     println!(
         "{STATES} branches of one {MESSAGES}-message state: {} bytes live, {} bytes per branch",
         shared,
         shared / STATES as isize
     );
-    println!("size_of::<AgentState>() = {} bytes", std::mem::size_of::<AgentState>());
+    println!(
+        "size_of::<AgentState>() = {} bytes",
+        std::mem::size_of::<AgentState>()
+    );
     drop(branches);
 }

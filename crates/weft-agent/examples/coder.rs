@@ -26,9 +26,15 @@ fn read_tool(files: &Files) -> Tool {
         move |args: Value, _ctx| {
             let files = files.clone();
             async move {
-                let path = args["path"].as_str().ok_or(ToolError::new("path must be a string"))?;
+                let path = args["path"]
+                    .as_str()
+                    .ok_or(ToolError::new("path must be a string"))?;
                 let files = files.lock().map_err(|_| ToolError::new("lock poisoned"))?;
-                files.get(path).cloned().map(Value::String).ok_or_else(|| ToolError::new(format!("no such file: {path}")))
+                files
+                    .get(path)
+                    .cloned()
+                    .map(Value::String)
+                    .ok_or_else(|| ToolError::new(format!("no such file: {path}")))
             }
         },
     )
@@ -120,14 +126,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .execution(react(ReactOptions::default()))
             .tools([read_tool(&files), write_tool(&files), explorer_tool])
             .system("You are an expert software engineer.")
-            .middleware(logging(LoggingOptions { level: LogLevel::Info, ..LoggingOptions::default() }))
+            .middleware(logging(LoggingOptions {
+                level: LogLevel::Info,
+                ..LoggingOptions::default()
+            }))
             .strategy(
                 AgentStrategy::new()
                     .stop_condition(|state| {
-                        state.metadata().get("taskComplete") == Some(&json!(true)) || state.step() > 50
+                        state.metadata().get("taskComplete") == Some(&json!(true))
+                            || state.step() > 50
                     })
                     .on_step_start(|step, _| println!("Step {step}"))
-                    .on_complete(|result| println!("Done: {} tokens", result.turn.usage.total_tokens)),
+                    .on_complete(|result| {
+                        println!("Done: {} tokens", result.turn.usage.total_tokens)
+                    }),
             )
             .tool_strategy(
                 ToolUseStrategy::unbounded()
@@ -139,8 +151,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ),
     )?;
 
-    let s0 = AgentState::initial().with_metadata("startTime", json!(chrono::Utc::now().timestamp_millis()));
-    let result = coder.generate("Find and fix all TypeScript errors", &s0).await?;
+    let s0 = AgentState::initial()
+        .with_metadata("startTime", json!(chrono::Utc::now().timestamp_millis()));
+    let result = coder
+        .generate("Find and fix all TypeScript errors", &s0)
+        .await?;
     println!("> {}", result.turn.text());
 
     // Save state for later, restore, continue.

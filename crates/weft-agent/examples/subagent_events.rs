@@ -22,13 +22,18 @@ fn show(event: &AgentStreamEvent, depth: usize) {
     match event {
         AgentStreamEvent::Uap(uap) => match uap.event_type {
             UapEventType::SubagentEvent => {
-                if let Ok(inner) = serde_json::from_value::<AgentStreamEvent>(uap.data["innerEvent"].clone()) {
+                if let Ok(inner) =
+                    serde_json::from_value::<AgentStreamEvent>(uap.data["innerEvent"].clone())
+                {
                     show(&inner, depth + 1);
                 }
             }
             UapEventType::SubagentStart => println!(
                 "{pad}subagent_start {} ({}) for call {}: {}",
-                uap.data["subagentType"], uap.data["subagentId"], uap.data["parentToolCallId"], uap.data["prompt"]
+                uap.data["subagentType"],
+                uap.data["subagentId"],
+                uap.data["parentToolCallId"],
+                uap.data["prompt"]
             ),
             UapEventType::SubagentEnd => println!(
                 "{pad}subagent_end success={} result={} tools={}",
@@ -39,9 +44,16 @@ fn show(event: &AgentStreamEvent, depth: usize) {
             other => println!("{pad}{} step {}", other.as_str(), uap.step),
         },
         AgentStreamEvent::Upp(upp) => match upp.event_type {
-            StreamEventType::TextDelta => println!("{pad}  text {:?}", upp.delta.text.clone().unwrap_or_default()),
+            StreamEventType::TextDelta => println!(
+                "{pad}  text {:?}",
+                upp.delta.text.clone().unwrap_or_default()
+            ),
             StreamEventType::ToolExecutionStart | StreamEventType::ToolExecutionEnd => {
-                println!("{pad}  {} {}", upp.event_type.as_str(), upp.delta.tool_name.clone().unwrap_or_default())
+                println!(
+                    "{pad}  {} {}",
+                    upp.event_type.as_str(),
+                    upp.delta.tool_name.clone().unwrap_or_default()
+                )
             }
             _ => {}
         },
@@ -70,7 +82,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let parent = agent(
         AgentOptions::new(scripted::model(Script {
             responses: vec![
-                ScriptedResponse::tool_call("call_explore", "explore", json!({"query": "where is main?"})),
+                ScriptedResponse::tool_call(
+                    "call_explore",
+                    "explore",
+                    json!({"query": "where is main?"}),
+                ),
                 ScriptedResponse::text("main lives in src/lib.rs"),
             ],
         }))

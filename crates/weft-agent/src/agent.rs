@@ -21,8 +21,8 @@ use crate::error::AgentError;
 use crate::middleware::MiddlewareContext;
 use crate::options::AgentOptions;
 use crate::state::{AgentState, SESSION_ID_KEY, new_id};
-use crate::stream::{AgentStreamResult, EventSink};
 use crate::strategy::ExecutionContext;
+use crate::stream::{AgentStreamResult, EventSink};
 use crate::subagent::ToolExecutionContext;
 
 /// The result of `generate`: the standard UPP [`Turn`] and the new state (UAP-1.0 §4.4).
@@ -104,7 +104,8 @@ pub(crate) struct AgentInner {
 /// # Examples
 ///
 /// ```
-/// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use weft_agent::{agent, AgentOptions, AgentState};
 /// use weft_provider::adapters::scripted::{self, Script};
 ///
@@ -115,8 +116,8 @@ pub(crate) struct AgentInner {
 /// assert_eq!(r2.turn.text(), "Alice.");
 /// assert_eq!(r2.state.message_count(), 4);   // two inputs, two replies
 /// assert_eq!(s0.message_count(), 0);         // the input state never changes
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// # })
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Clone)]
 pub struct Agent {
@@ -232,9 +233,7 @@ impl Agent {
         if let Some(id) = &self.inner.options.session_id {
             return Some(id.clone());
         }
-        if self.inner.checkpointer.is_none() {
-            return None;
-        }
+        self.inner.checkpointer.as_ref()?;
         state
             .session_id()
             .map(str::to_owned)
@@ -267,7 +266,8 @@ impl Agent {
         input: impl AgentInput,
         state: &AgentState,
     ) -> Result<GenerateResult, AgentError> {
-        self.generate_with(input, state, RunOptions::default()).await
+        self.generate_with(input, state, RunOptions::default())
+            .await
     }
 
     /// [`Agent::generate`] with per-call options.
@@ -352,9 +352,7 @@ impl Agent {
             state,
             metadata: Map::new(),
         };
-        let outcome = self
-            .run_inner(&mut mctx, &options, sink, streaming)
-            .await;
+        let outcome = self.run_inner(&mut mctx, &options, sink, streaming).await;
         let mut result = match outcome {
             Ok(result) => result,
             Err(error) => {

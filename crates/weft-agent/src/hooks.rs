@@ -105,7 +105,10 @@ impl AgentStrategy {
 
     /// Called when a step begins, with the step number and the state at its start.
     #[must_use]
-    pub fn on_step_start(mut self, hook: impl Fn(u64, &AgentState) + Send + Sync + 'static) -> Self {
+    pub fn on_step_start(
+        mut self,
+        hook: impl Fn(u64, &AgentState) + Send + Sync + 'static,
+    ) -> Self {
         self.on_step_start = Some(Arc::new(hook));
         self
     }

@@ -7,7 +7,8 @@
 //! `weft_provider`.
 //!
 //! ```
-//! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use serde_json::json;
 //! use weft_agent::{agent, AgentOptions, AgentState};
 //! use weft_provider::adapters::scripted::{self, Script, ScriptedResponse};
@@ -30,8 +31,8 @@
 //! assert_eq!(result.state.step(), 2);            // tool step + answer step
 //! assert_eq!(result.state.message_count(), 4);   // user, assistant(call), results, answer
 //! assert_eq!(s0.message_count(), 0);             // s0 is untouched
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! # })
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! # Entry points (UAP-1.0 §13.3)
@@ -71,8 +72,8 @@
 //! `LoopOptions::max_iterations`, `ReactOptions::max_steps`, a tool strategy limit, or a
 //! `stop_condition` when you want one.
 
-pub mod checkpoint;
 mod agent;
+pub mod checkpoint;
 mod error;
 mod hooks;
 pub mod middleware;
@@ -103,6 +104,6 @@ pub mod execution {
     pub use crate::strategy::{
         DEFAULT_ACTION_PROMPT, DEFAULT_REASONING_PROMPT, ExecutionContext, ExecutionStrategy,
         LoopOptions, LoopStrategy, PlanOptions, PlanStrategy, ReactOptions, ReactStrategy,
-        default_plan_schema, plan, r#loop, react,
+        default_plan_schema, r#loop, plan, react,
     };
 }

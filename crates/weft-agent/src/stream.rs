@@ -319,7 +319,12 @@ impl AgentStreamResult {
     /// Runs `run` on a new task with a streaming sink and returns its stream. Custom
     /// strategies use this to implement [`crate::ExecutionStrategy::stream`]; `fallback` is
     /// the state reported if the task dies without a result.
-    pub fn spawn<F, Fut>(agent_id: &str, signal: CancellationToken, fallback: AgentState, run: F) -> Self
+    pub fn spawn<F, Fut>(
+        agent_id: &str,
+        signal: CancellationToken,
+        fallback: AgentState,
+        run: F,
+    ) -> Self
     where
         F: FnOnce(EventSink) -> Fut,
         Fut: Future<Output = Result<GenerateResult, AgentError>> + Send + 'static,

@@ -64,6 +64,15 @@ impl ToolExecutionContext {
     }
 }
 
+/// `(success, result, error, tool executions, usage)` of one sub-agent run.
+type Outcome = (
+    bool,
+    Option<String>,
+    Option<String>,
+    Option<Vec<ToolExecutionTrace>>,
+    Option<TokenUsage>,
+);
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -133,18 +142,17 @@ impl SubagentEmitter {
     /// Emits `subagent_end` for `outcome` and records the trace in the parent's state.
     pub fn end(self, outcome: Result<&Turn, &str>) -> SubagentExecutionTrace {
         let end_time = now_ms();
-        let (success, result, error, executions, usage): (
-            bool,
-            Option<String>,
-            Option<String>,
-            Option<Vec<ToolExecutionTrace>>,
-            Option<TokenUsage>,
-        ) = match outcome {
+        let (success, result, error, executions, usage): Outcome = match outcome {
             Ok(turn) => (
                 true,
                 Some(turn.text()),
                 None,
-                Some(turn.tool_executions.iter().map(ToolExecutionTrace::from).collect()),
+                Some(
+                    turn.tool_executions
+                        .iter()
+                        .map(ToolExecutionTrace::from)
+                        .collect(),
+                ),
                 Some(turn.usage.clone()),
             ),
             Err(message) => (false, None, Some(message.to_owned()), None, None),
@@ -337,15 +345,20 @@ impl SubagentTool {
             source,
             prompt,
         } = self;
-        Tool::new(name, description, parameters, move |args: Value, context: ToolContext| {
-            let subagent_type = subagent_type.clone();
-            let source = source.clone();
-            let prompt = prompt(&args);
-            async move {
-                let prompt = prompt?;
-                run_subagent(source, subagent_type, prompt, context).await
-            }
-        })
+        Tool::new(
+            name,
+            description,
+            parameters,
+            move |args: Value, context: ToolContext| {
+                let subagent_type = subagent_type.clone();
+                let source = source.clone();
+                let prompt = prompt(&args);
+                async move {
+                    let prompt = prompt?;
+                    run_subagent(source, subagent_type, prompt, context).await
+                }
+            },
+        )
     }
 }
 
@@ -354,9 +367,7 @@ fn default_prompt(args: &Value) -> Result<String, ToolError> {
         .iter()
         .find_map(|k| args.get(*k).and_then(Value::as_str))
         .map(str::to_owned)
-        .ok_or_else(|| {
-            ToolError::new("expected a string argument `prompt`, `query` or `task`")
-        })
+        .ok_or_else(|| ToolError::new("expected a string argument `prompt`, `query` or `task`"))
 }
 
 async fn run_subagent(
@@ -374,8 +385,9 @@ async fn run_subagent(
     let child = match &source {
         SubagentSource::Agent(agent) => Ok(agent.clone()),
         SubagentSource::Inherit(factory) => match &parent {
-            Some(parent) => factory(&parent.parent_model, &parent.parent_config)
-                .map_err(|e| e.to_string()),
+            Some(parent) => {
+                factory(&parent.parent_model, &parent.parent_config).map_err(|e| e.to_string())
+            }
             None => Err("this sub-agent inherits its model but runs outside an agent".to_owned()),
         },
     };
@@ -399,7 +411,9 @@ async fn run_subagent(
         }
         stream.result().await
     } else {
-        child.generate_with(prompt.as_str(), &initial, options).await
+        child
+            .generate_with(prompt.as_str(), &initial, options)
+            .await
     };
     match result {
         Ok(result) => {
@@ -410,7 +424,9 @@ async fn run_subagent(
         Err(error) => {
             let message = error.to_string();
             emitter.end(Err(&message));
-            Err(ToolError::new(format!("sub-agent {subagent_type} failed: {message}")))
+            Err(ToolError::new(format!(
+                "sub-agent {subagent_type} failed: {message}"
+            )))
         }
     }
 }

@@ -90,13 +90,14 @@ pub struct ThreadTreeJson {
 /// let s1 = tree.history().with_messages([Message::user("First"), Message::assistant("1")]);
 /// tree.set_current_state(s1);
 ///
-/// let alt = tree.branch(tree.current_id(), Some("alternative"))?;
+/// let root = tree.root().id.clone();
+/// let alt = tree.branch(&root, Some("alternative"))?;
 /// tree.checkout(&alt)?;
 /// let s2 = tree.history().with_messages([Message::user("Alt"), Message::assistant("2")]);
 /// tree.set_current_state(s2);
 /// assert_eq!(tree.history().message_count(), 4);   // root's two + the branch's two
 ///
-/// tree.checkout(&tree.root().id.clone())?;
+/// tree.checkout(&root)?;
 /// assert_eq!(tree.history().message_count(), 2);
 ///
 /// let copy = ThreadTree::from_json(tree.to_json())?;
@@ -228,11 +229,8 @@ impl ThreadTree {
         for node in self.path(&self.current_id) {
             let own: Vec<&Message> = node.state.messages().collect();
             let prefix = messages.len();
-            let starts_with_history = own.len() >= prefix
-                && own
-                    .iter()
-                    .zip(&messages)
-                    .all(|(a, b)| a.id() == b.id());
+            let starts_with_history =
+                own.len() >= prefix && own.iter().zip(&messages).all(|(a, b)| a.id() == b.id());
             let skip = if starts_with_history { prefix } else { 0 };
             messages.extend(own.into_iter().skip(skip).cloned());
         }

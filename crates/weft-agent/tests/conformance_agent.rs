@@ -1,5 +1,5 @@
 //! UAP-1.0 §1–§4, §13–§14: `agent()`, the agent interface, `generate` / `ask` / `query`.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::type_complexity)]
 
 mod common;
 
@@ -43,7 +43,11 @@ fn uap_002_no_upp_type_is_reexported() {
                 stack.push(path);
             } else {
                 let text = std::fs::read_to_string(&path).unwrap();
-                assert!(!text.contains("pub use weft_provider"), "{}", path.display());
+                assert!(
+                    !text.contains("pub use weft_provider"),
+                    "{}",
+                    path.display()
+                );
             }
         }
     }
@@ -97,13 +101,9 @@ async fn uap_008_reusing_a_state_branches_cleanly() {
 #[tokio::test]
 async fn uap_009_strategies_are_interchangeable() {
     for name in ["loop", "react", "plan"] {
-        let base = AgentOptions::new(texts(&[
-            r#"{"steps": []}"#,
-            "thinking",
-            "done",
-        ]))
-        .tool(add_tool())
-        .system("sys");
+        let base = AgentOptions::new(texts(&[r#"{"steps": []}"#, "thinking", "done"]))
+            .tool(add_tool())
+            .system("sys");
         let options = match name {
             "loop" => base.execution(execution::r#loop(Default::default())),
             "react" => base.execution(execution::react(Default::default())),
@@ -235,7 +235,11 @@ fn uap_029_tools_accept_only_tool_values() {
     let a = agent(AgentOptions::new(texts(&[])).tool(add_tool())).unwrap();
     assert_eq!(a.tools()[0].name, "add");
     // Invalid tools are rejected by llm()'s checks at agent() time.
-    let bad = agent(AgentOptions::new(texts(&[])).tool(add_tool()).tool(add_tool()));
+    let bad = agent(
+        AgentOptions::new(texts(&[]))
+            .tool(add_tool())
+            .tool(add_tool()),
+    );
     assert!(matches!(bad, Err(AgentError::Upp(_))));
 }
 
@@ -249,7 +253,12 @@ fn uap_030_tool_strategy_is_passed_unchanged() {
 #[test]
 fn uap_031_agent_exposes_its_interface() {
     let model = texts(&[]);
-    let a = agent(AgentOptions::new(model.clone()).tool(add_tool()).system("s")).unwrap();
+    let a = agent(
+        AgentOptions::new(model.clone())
+            .tool(add_tool())
+            .system("s"),
+    )
+    .unwrap();
     assert!(!a.id().is_empty());
     assert_eq!(a.model().model_id, model.model_id);
     assert_eq!(a.tools().len(), 1);
@@ -286,13 +295,26 @@ async fn uap_033_stream_returns_events_result_and_abort() {
 
 #[tokio::test]
 async fn uap_034_ask_keeps_prior_input_and_response() {
-    let a = agent(AgentOptions::new(texts(&["Hi Alice", "Your name is Alice"]))).unwrap();
-    let s1 = a.ask("My name is Alice", &AgentState::initial()).await.unwrap().state;
+    let a = agent(AgentOptions::new(texts(&[
+        "Hi Alice",
+        "Your name is Alice",
+    ])))
+    .unwrap();
+    let s1 = a
+        .ask("My name is Alice", &AgentState::initial())
+        .await
+        .unwrap()
+        .state;
     let r2 = a.ask("What is my name?", &s1).await.unwrap();
     let texts: Vec<String> = r2.state.messages().map(Message::text).collect();
     assert_eq!(
         texts,
-        ["My name is Alice", "Hi Alice", "What is my name?", "Your name is Alice"]
+        [
+            "My name is Alice",
+            "Hi Alice",
+            "What is my name?",
+            "Your name is Alice"
+        ]
     );
 }
 
@@ -302,7 +324,6 @@ async fn uap_035_ask_never_duplicates_messages() {
         call("c1", "add", json!({"a": 1, "b": 2})),
         text("3"),
     ])))
-    .map(|a| a)
     .unwrap();
     let a = agent(AgentOptions::new(a.model().clone()).tool(add_tool())).unwrap();
     let r = a.ask("1+2", &AgentState::initial()).await.unwrap();
@@ -347,7 +368,10 @@ async fn uap_140_level_1_core_agent() {
     let asked = a.ask("2", &g.state).await.unwrap();
     let q = a.query("3").await.unwrap();
     let streamed = a.stream("4", &asked.state).result().await.unwrap();
-    assert_eq!((g.turn.text(), asked.turn.text(), q.text()), ("a".into(), "b".into(), "c".into()));
+    assert_eq!(
+        (g.turn.text(), asked.turn.text(), q.text()),
+        ("a".into(), "b".into(), "c".into())
+    );
     assert_eq!(streamed.state.message_count(), 6);
     assert_eq!(s0.message_count(), 0);
 }

@@ -1,13 +1,15 @@
 //! UAP-135: failed checkpoint saves are logged through `tracing`. Alone in its binary so no
 //! other test races the tracing callsite cache.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::type_complexity)]
 
 mod common;
 
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use weft_agent::checkpoint::{Checkpoint, CheckpointError, CheckpointMetadata, CheckpointMode, CheckpointStore};
+use weft_agent::checkpoint::{
+    Checkpoint, CheckpointError, CheckpointMetadata, CheckpointMode, CheckpointStore,
+};
 use weft_agent::{AgentOptions, AgentState, agent};
 
 use common::*;
@@ -60,7 +62,11 @@ async fn uap_135_failed_saves_are_logged() {
         fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
         fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
         fn event(&self, event: &tracing::Event<'_>) {
-            self.0.lock().unwrap().push(format!("{} {}", event.metadata().level(), event.metadata().target()));
+            self.0.lock().unwrap().push(format!(
+                "{} {}",
+                event.metadata().level(),
+                event.metadata().target()
+            ));
         }
         fn enter(&self, _: &tracing::span::Id) {}
         fn exit(&self, _: &tracing::span::Id) {}
@@ -68,9 +74,18 @@ async fn uap_135_failed_saves_are_logged() {
     let _ = Buffer::default();
     let events = Arc::new(Mutex::new(Vec::new()));
     tracing::subscriber::set_global_default(Collect(events.clone())).unwrap();
-    let a = agent(AgentOptions::new(texts(&["x"])).checkpoints(Broken).checkpoint_mode(CheckpointMode::Sync)).unwrap();
+    let a = agent(
+        AgentOptions::new(texts(&["x"]))
+            .checkpoints(Broken)
+            .checkpoint_mode(CheckpointMode::Sync),
+    )
+    .unwrap();
     a.generate("go", &AgentState::initial()).await.unwrap();
     let events = events.lock().unwrap().clone();
-    assert!(events.iter().any(|e| e.starts_with("WARN") && e.contains("weft_agent")), "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e.starts_with("WARN") && e.contains("weft_agent")),
+        "{events:?}"
+    );
 }
-

@@ -1,5 +1,5 @@
 //! UAP-1.0 §3.4, §12.4, §15.3: checkpoints.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::type_complexity)]
 
 mod common;
 
@@ -16,7 +16,10 @@ use weft_agent::{AgentOptions, AgentState, SubagentTool, agent};
 use common::*;
 
 fn tool_model() -> weft_provider::ModelReference {
-    script(vec![call("c1", "add", json!({"a": 1, "b": 2})), text("three")])
+    script(vec![
+        call("c1", "add", json!({"a": 1, "b": 2})),
+        text("three"),
+    ])
 }
 
 /// An in-memory store recording every save.
@@ -28,13 +31,26 @@ struct Memory {
 #[async_trait]
 impl CheckpointStore for Memory {
     async fn save(&self, session_id: &str, checkpoint: Checkpoint) -> Result<(), CheckpointError> {
-        self.saves.lock().unwrap().push((session_id.to_owned(), checkpoint));
+        self.saves
+            .lock()
+            .unwrap()
+            .push((session_id.to_owned(), checkpoint));
         Ok(())
     }
     async fn load(&self, session_id: &str) -> Result<Option<Checkpoint>, CheckpointError> {
-        Ok(self.saves.lock().unwrap().iter().rev().find(|(s, _)| s == session_id).map(|(_, c)| c.clone()))
+        Ok(self
+            .saves
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|(s, _)| s == session_id)
+            .map(|(_, c)| c.clone()))
     }
-    async fn load_metadata(&self, session_id: &str) -> Result<Option<CheckpointMetadata>, CheckpointError> {
+    async fn load_metadata(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<CheckpointMetadata>, CheckpointError> {
         Ok(self.load(session_id).await?.map(|c| c.metadata))
     }
     async fn delete(&self, session_id: &str) -> Result<(), CheckpointError> {
@@ -42,7 +58,13 @@ impl CheckpointStore for Memory {
         Ok(())
     }
     async fn list(&self) -> Result<Vec<String>, CheckpointError> {
-        let mut ids: Vec<String> = self.saves.lock().unwrap().iter().map(|(s, _)| s.clone()).collect();
+        let mut ids: Vec<String> = self
+            .saves
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(s, _)| s.clone())
+            .collect();
         ids.dedup();
         Ok(ids)
     }
@@ -84,7 +106,12 @@ async fn uap_022_session_id_is_generated_with_checkpoints() {
 async fn uap_023_generated_session_ids_are_uuid_v4_and_given_ones_kept() {
     let a = agent(AgentOptions::new(texts(&["x"])).checkpoints(Memory::default())).unwrap();
     assert!(is_uuid_v4(a.session_id().unwrap()));
-    let b = agent(AgentOptions::new(texts(&["x"])).checkpoints(Memory::default()).session_id("my-session")).unwrap();
+    let b = agent(
+        AgentOptions::new(texts(&["x"]))
+            .checkpoints(Memory::default())
+            .session_id("my-session"),
+    )
+    .unwrap();
     assert_eq!(b.session_id(), Some("my-session"));
 }
 
@@ -93,19 +120,30 @@ async fn uap_024_state_metadata_holds_the_session_id() {
     let a = agent(AgentOptions::new(texts(&["x"])).checkpoints(Memory::default())).unwrap();
     let r = a.generate("go", &AgentState::initial()).await.unwrap();
     assert_eq!(r.state.session_id(), a.session_id());
-    assert_eq!(r.state.metadata()["sessionId"], json!(a.session_id().unwrap()));
+    assert_eq!(
+        r.state.metadata()["sessionId"],
+        json!(a.session_id().unwrap())
+    );
 }
 
 #[tokio::test]
 async fn uap_126_store_interface() {
     let dir = tempfile::tempdir().unwrap();
     let store = file_checkpoints(dir.path());
-    let a = agent(AgentOptions::new(texts(&["x"])).checkpoints(store.clone()).session_id("s1")).unwrap();
+    let a = agent(
+        AgentOptions::new(texts(&["x"]))
+            .checkpoints(store.clone())
+            .session_id("s1"),
+    )
+    .unwrap();
     a.generate("go", &AgentState::initial()).await.unwrap();
     a.flush_checkpoints().await;
     assert_eq!(store.list().await.unwrap(), ["s1"]);
     assert!(store.load("s1").await.unwrap().is_some());
-    assert_eq!(store.load_metadata("s1").await.unwrap().unwrap().session_id, "s1");
+    assert_eq!(
+        store.load_metadata("s1").await.unwrap().unwrap().session_id,
+        "s1"
+    );
     assert!(store.load("s2").await.unwrap().is_none());
     assert!(store.load_metadata("s2").await.unwrap().is_none());
     store.delete("s1").await.unwrap();
@@ -117,7 +155,12 @@ async fn uap_126_store_interface() {
 async fn uap_127_checkpoint_metadata_fields() {
     let dir = tempfile::tempdir().unwrap();
     let store = file_checkpoints(dir.path());
-    let a = agent(AgentOptions::new(tool_model()).tool(add_tool()).checkpoints(store.clone())).unwrap();
+    let a = agent(
+        AgentOptions::new(tool_model())
+            .tool(add_tool())
+            .checkpoints(store.clone()),
+    )
+    .unwrap();
     a.generate("go", &AgentState::initial()).await.unwrap();
     a.flush_checkpoints().await;
     let session = a.session_id().unwrap();
@@ -134,7 +177,12 @@ async fn uap_127_checkpoint_metadata_fields() {
 #[tokio::test]
 async fn uap_128_file_layout() {
     let dir = tempfile::tempdir().unwrap();
-    let a = agent(AgentOptions::new(texts(&["x"])).checkpoints(file_checkpoints(dir.path())).session_id("sess")).unwrap();
+    let a = agent(
+        AgentOptions::new(texts(&["x"]))
+            .checkpoints(file_checkpoints(dir.path()))
+            .session_id("sess"),
+    )
+    .unwrap();
     a.generate("go", &AgentState::initial()).await.unwrap();
     a.flush_checkpoints().await;
     let session_dir = dir.path().join("sess");
@@ -144,20 +192,33 @@ async fn uap_128_file_layout() {
         .collect();
     names.sort();
     assert_eq!(names, ["checkpoint.json", "metadata.json"]);
-    let checkpoint: Checkpoint = serde_json::from_slice(&std::fs::read(session_dir.join("checkpoint.json")).unwrap()).unwrap();
+    let checkpoint: Checkpoint =
+        serde_json::from_slice(&std::fs::read(session_dir.join("checkpoint.json")).unwrap())
+            .unwrap();
     assert_eq!(checkpoint.state.version, "1.0");
 }
 
 #[test]
 fn uap_129_dir_defaults_to_dot_checkpoints() {
-    assert_eq!(FileCheckpointOptions::default().dir, std::path::PathBuf::from(".checkpoints"));
-    assert_eq!(FileCheckpoints::default().dir(), std::path::Path::new(".checkpoints"));
+    assert_eq!(
+        FileCheckpointOptions::default().dir,
+        std::path::PathBuf::from(".checkpoints")
+    );
+    assert_eq!(
+        FileCheckpoints::default().dir(),
+        std::path::Path::new(".checkpoints")
+    );
 }
 
 #[tokio::test]
 async fn uap_130_saved_after_each_step_end() {
     let memory = Arc::new(Memory::default());
-    let a = agent(AgentOptions::new(tool_model()).tool(add_tool()).checkpoints_arc(memory.clone())).unwrap();
+    let a = agent(
+        AgentOptions::new(tool_model())
+            .tool(add_tool())
+            .checkpoints_arc(memory.clone()),
+    )
+    .unwrap();
     let r = a.generate("go", &AgentState::initial()).await.unwrap();
     a.flush_checkpoints().await;
     let saves = memory.saves.lock().unwrap();
@@ -171,14 +232,28 @@ async fn uap_130_saved_after_each_step_end() {
 
 #[tokio::test]
 async fn uap_131_saves_never_block_execution() {
-    let a = agent(AgentOptions::new(tool_model()).tool(add_tool()).checkpoints(Broken)).unwrap();
+    let a = agent(
+        AgentOptions::new(tool_model())
+            .tool(add_tool())
+            .checkpoints(Broken),
+    )
+    .unwrap();
     let started = std::time::Instant::now();
     a.generate("go", &AgentState::initial()).await.unwrap();
     // Two saves of 200 ms each would take 400 ms if awaited.
-    assert!(started.elapsed() < std::time::Duration::from_millis(150), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
     a.flush_checkpoints().await;
     // Sync mode, by contrast, waits.
-    let a = agent(AgentOptions::new(texts(&["x"])).checkpoints(Broken).checkpoint_mode(CheckpointMode::Sync)).unwrap();
+    let a = agent(
+        AgentOptions::new(texts(&["x"]))
+            .checkpoints(Broken)
+            .checkpoint_mode(CheckpointMode::Sync),
+    )
+    .unwrap();
     let started = std::time::Instant::now();
     a.generate("go", &AgentState::initial()).await.unwrap();
     assert!(started.elapsed() >= std::time::Duration::from_millis(200));
@@ -193,27 +268,48 @@ async fn uap_132_session_id_survives_checkpoint_and_restore() {
     a.generate("go", &AgentState::initial()).await.unwrap();
     a.flush_checkpoints().await;
     // A new process: a new agent (with its own generated id) resumes the saved state.
-    let restored = AgentState::from_json(store.load(&session).await.unwrap().unwrap().state).unwrap();
+    let restored =
+        AgentState::from_json(store.load(&session).await.unwrap().unwrap().state).unwrap();
     assert_eq!(restored.session_id(), Some(session.as_str()));
     let b = agent(AgentOptions::new(texts(&["two"])).checkpoints(store.clone())).unwrap();
     assert_ne!(b.session_id(), Some(session.as_str()));
     let r = b.generate("again", &restored).await.unwrap();
     b.flush_checkpoints().await;
     assert_eq!(r.state.session_id(), Some(session.as_str()));
-    assert_eq!(store.list().await.unwrap(), [session.clone()]);
-    assert_eq!(store.load_metadata(&session).await.unwrap().unwrap().step, 2);
+    assert_eq!(store.list().await.unwrap(), vec![session.clone()]);
+    assert_eq!(
+        store.load_metadata(&session).await.unwrap().unwrap().step,
+        2
+    );
 }
 
 #[tokio::test]
 async fn uap_133_restored_state_is_indistinguishable() {
     let dir = tempfile::tempdir().unwrap();
     let store = file_checkpoints(dir.path());
-    let a = agent(AgentOptions::new(tool_model()).tool(add_tool()).checkpoints(store.clone()).session_id("s")).unwrap();
-    let live = a.generate("go", &AgentState::initial()).await.unwrap().state;
+    let a = agent(
+        AgentOptions::new(tool_model())
+            .tool(add_tool())
+            .checkpoints(store.clone())
+            .session_id("s"),
+    )
+    .unwrap();
+    let live = a
+        .generate("go", &AgentState::initial())
+        .await
+        .unwrap()
+        .state;
     a.flush_checkpoints().await;
     let restored = AgentState::from_json(store.load("s").await.unwrap().unwrap().state).unwrap();
     assert_eq!(restored, live);
-    let next = || agent(AgentOptions::new(texts(&["continued"])).checkpoints(Memory::default()).session_id("s")).unwrap();
+    let next = || {
+        agent(
+            AgentOptions::new(texts(&["continued"]))
+                .checkpoints(Memory::default())
+                .session_id("s"),
+        )
+        .unwrap()
+    };
     let from_live = next().generate("Continue", &live).await.unwrap();
     let from_restored = next().generate("Continue", &restored).await.unwrap();
     assert_eq!(content(&from_live.state), content(&from_restored.state));
@@ -222,7 +318,12 @@ async fn uap_133_restored_state_is_indistinguishable() {
 
 #[tokio::test]
 async fn uap_134_failed_saves_never_throw() {
-    let a = agent(AgentOptions::new(tool_model()).tool(add_tool()).checkpoints(Broken)).unwrap();
+    let a = agent(
+        AgentOptions::new(tool_model())
+            .tool(add_tool())
+            .checkpoints(Broken),
+    )
+    .unwrap();
     assert!(a.generate("go", &AgentState::initial()).await.is_ok());
     a.flush_checkpoints().await;
 }
@@ -230,7 +331,12 @@ async fn uap_134_failed_saves_never_throw() {
 #[tokio::test]
 async fn uap_136_any_store_implementation_is_accepted() {
     let memory = Arc::new(Memory::default());
-    let a = agent(AgentOptions::new(texts(&["x"])).checkpoints_arc(memory.clone()).session_id("custom")).unwrap();
+    let a = agent(
+        AgentOptions::new(texts(&["x"]))
+            .checkpoints_arc(memory.clone())
+            .session_id("custom"),
+    )
+    .unwrap();
     a.generate("go", &AgentState::initial()).await.unwrap();
     a.flush_checkpoints().await;
     assert_eq!(memory.list().await.unwrap(), ["custom"]);
@@ -240,7 +346,9 @@ async fn uap_136_any_store_implementation_is_accepted() {
 async fn uap_137_file_reference_store_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let store = file_checkpoints(dir.path());
-    let state = AgentState::initial().with_message(weft_provider::Message::user("hi")).with_step(4);
+    let state = AgentState::initial()
+        .with_message(weft_provider::Message::user("hi"))
+        .with_step(4);
     let checkpoint = Checkpoint {
         metadata: CheckpointMetadata {
             session_id: "s".into(),
@@ -256,11 +364,17 @@ async fn uap_137_file_reference_store_round_trips() {
     };
     store.save("s", checkpoint.clone()).await.unwrap();
     assert_eq!(store.load("s").await.unwrap().unwrap(), checkpoint);
-    assert!(matches!(store.save("../evil", checkpoint.clone()).await, Err(CheckpointError::InvalidSessionId(_))));
+    assert!(matches!(
+        store.save("../evil", checkpoint.clone()).await,
+        Err(CheckpointError::InvalidSessionId(_))
+    ));
     assert!(store.load("a/b").await.is_err());
     // A corrupt file is a clear error, not a panic.
     std::fs::write(store.checkpoint_path("s"), b"{not json").unwrap();
-    assert!(matches!(store.load("s").await, Err(CheckpointError::Corrupt { .. })));
+    assert!(matches!(
+        store.load("s").await,
+        Err(CheckpointError::Corrupt { .. })
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -309,8 +423,14 @@ async fn uap_139_compression_codec() {
     use weft_agent::checkpoint::GzipCodec;
     let dir = tempfile::tempdir().unwrap();
     let store = file_checkpoints(dir.path()).with_codec(GzipCodec::default());
-    let a = agent(AgentOptions::new(texts(&["x"])).checkpoints(store.clone()).session_id("z")).unwrap();
-    let state = AgentState::initial().with_messages((0..200).map(|i| weft_provider::Message::user(format!("same text {i}"))));
+    let a = agent(
+        AgentOptions::new(texts(&["x"]))
+            .checkpoints(store.clone())
+            .session_id("z"),
+    )
+    .unwrap();
+    let state = AgentState::initial()
+        .with_messages((0..200).map(|i| weft_provider::Message::user(format!("same text {i}"))));
     let r = a.generate("go", &state).await.unwrap();
     a.flush_checkpoints().await;
     let path = store.checkpoint_path("z");
@@ -344,25 +464,42 @@ async fn uap_145_codecs_allow_encryption_at_rest() {
     }
     let dir = tempfile::tempdir().unwrap();
     let store = file_checkpoints(dir.path()).with_codec(Xor);
-    let a = agent(AgentOptions::new(texts(&["secret"])).checkpoints(store.clone()).session_id("e")).unwrap();
+    let a = agent(
+        AgentOptions::new(texts(&["secret"]))
+            .checkpoints(store.clone())
+            .session_id("e"),
+    )
+    .unwrap();
     let r = a.generate("go", &AgentState::initial()).await.unwrap();
     a.flush_checkpoints().await;
     let raw = std::fs::read(store.checkpoint_path("e")).unwrap();
     assert!(!String::from_utf8_lossy(&raw).contains("secret"));
-    assert_eq!(AgentState::from_json(store.load("e").await.unwrap().unwrap().state).unwrap(), r.state);
+    assert_eq!(
+        AgentState::from_json(store.load("e").await.unwrap().unwrap().state).unwrap(),
+        r.state
+    );
 }
 
 #[tokio::test]
 async fn traces_are_in_checkpoints() {
     // UAP-095/096 through a checkpoint.
     let explorer = agent(AgentOptions::new(texts(&["found"]))).unwrap();
-    let tool = SubagentTool::new("explore", "d", json!({"type": "object", "properties": {"query": {"type": "string"}}}), explorer).build();
+    let tool = SubagentTool::new(
+        "explore",
+        "d",
+        json!({"type": "object", "properties": {"query": {"type": "string"}}}),
+        explorer,
+    )
+    .build();
     let memory = Arc::new(Memory::default());
     let a = agent(
-        AgentOptions::new(script(vec![call("p", "explore", json!({"query": "x"})), text("done")]))
-            .tool(tool)
-            .checkpoints_arc(memory.clone())
-            .session_id("t"),
+        AgentOptions::new(script(vec![
+            call("p", "explore", json!({"query": "x"})),
+            text("done"),
+        ]))
+        .tool(tool)
+        .checkpoints_arc(memory.clone())
+        .session_id("t"),
     )
     .unwrap();
     a.generate("go", &AgentState::initial()).await.unwrap();

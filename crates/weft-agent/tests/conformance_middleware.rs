@@ -1,5 +1,5 @@
 //! UAP-1.0 §9 and §6.2: middleware, `logging()`, context-window middleware.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::type_complexity)]
 
 mod common;
 
@@ -56,7 +56,14 @@ async fn uap_097_middleware_has_name_and_optional_hooks() {
     let m = Defaults;
     assert_eq!(m.name(), "defaults");
     let a = agent(AgentOptions::new(texts(&["ok"])).middleware(Defaults)).unwrap();
-    assert_eq!(a.generate("go", &AgentState::initial()).await.unwrap().turn.text(), "ok");
+    assert_eq!(
+        a.generate("go", &AgentState::initial())
+            .await
+            .unwrap()
+            .turn
+            .text(),
+        "ok"
+    );
 }
 
 #[derive(Debug)]
@@ -165,7 +172,14 @@ impl Middleware for Recover {
 #[tokio::test]
 async fn uap_101_on_error_may_recover_or_let_the_error_propagate() {
     let a = agent(AgentOptions::new(texts(&[])).middleware(Recover(true))).unwrap();
-    assert_eq!(a.generate("go", &AgentState::initial()).await.unwrap().turn.text(), "fallback");
+    assert_eq!(
+        a.generate("go", &AgentState::initial())
+            .await
+            .unwrap()
+            .turn
+            .text(),
+        "fallback"
+    );
     let a = agent(AgentOptions::new(texts(&[])).middleware(Recover(false))).unwrap();
     assert!(a.generate("go", &AgentState::initial()).await.is_err());
 }
@@ -184,8 +198,12 @@ async fn uap_102_before_in_order_after_in_reverse() {
     assert_eq!(
         entries(&l),
         [
-            "before first", "before second", "before third",
-            "after third", "after second", "after first"
+            "before first",
+            "before second",
+            "before third",
+            "after third",
+            "after second",
+            "after first"
         ]
     );
 }
@@ -196,7 +214,9 @@ fn capture() -> (Log, weft_agent::middleware::Logger) {
     (
         lines,
         Arc::new(move |level: LogLevel, line: &str| {
-            sink.lock().unwrap().push(format!("{}|{line}", level.as_str()))
+            sink.lock()
+                .unwrap()
+                .push(format!("{}|{line}", level.as_str()))
         }),
     )
 }
@@ -204,10 +224,12 @@ fn capture() -> (Log, weft_agent::middleware::Logger) {
 #[tokio::test]
 async fn uap_103_logging_middleware_logs_runs() {
     let (lines, logger) = capture();
-    let a = agent(AgentOptions::new(texts(&["ok"])).middleware(logging(LoggingOptions {
-        logger: Some(logger),
-        ..LoggingOptions::default()
-    })))
+    let a = agent(
+        AgentOptions::new(texts(&["ok"])).middleware(logging(LoggingOptions {
+            logger: Some(logger),
+            ..LoggingOptions::default()
+        })),
+    )
     .unwrap();
     a.generate("go", &AgentState::initial()).await.unwrap();
     let lines = entries(&lines);
@@ -219,10 +241,15 @@ async fn uap_103_logging_middleware_logs_runs() {
 #[test]
 fn uap_104_logging_level_defaults_to_info() {
     assert_eq!(LoggingOptions::default().level, LogLevel::Info);
-    let names: Vec<&str> = [LogLevel::Debug, LogLevel::Info, LogLevel::Warn, LogLevel::Error]
-        .iter()
-        .map(|l| l.as_str())
-        .collect();
+    let names: Vec<&str> = [
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Warn,
+        LogLevel::Error,
+    ]
+    .iter()
+    .map(|l| l.as_str())
+    .collect();
     assert_eq!(names, ["debug", "info", "warn", "error"]);
 }
 
@@ -234,11 +261,13 @@ async fn uap_105_logging_defaults_to_stdout_and_accepts_a_logger() {
     a.generate("go", &AgentState::initial()).await.unwrap();
     // A level above info filters the run lines out.
     let (lines, logger) = capture();
-    let a = agent(AgentOptions::new(texts(&["ok"])).middleware(logging(LoggingOptions {
-        level: LogLevel::Warn,
-        logger: Some(logger),
-        ..LoggingOptions::default()
-    })))
+    let a = agent(
+        AgentOptions::new(texts(&["ok"])).middleware(logging(LoggingOptions {
+            level: LogLevel::Warn,
+            logger: Some(logger),
+            ..LoggingOptions::default()
+        })),
+    )
     .unwrap();
     a.generate("go", &AgentState::initial()).await.unwrap();
     assert!(entries(&lines).is_empty());
@@ -248,21 +277,29 @@ async fn uap_105_logging_defaults_to_stdout_and_accepts_a_logger() {
 async fn uap_106_include_messages_defaults_to_false() {
     assert!(!LoggingOptions::default().include_messages);
     let (lines, logger) = capture();
-    let a = agent(AgentOptions::new(texts(&["secret reply"])).middleware(logging(LoggingOptions {
-        logger: Some(logger.clone()),
-        ..LoggingOptions::default()
-    })))
+    let a = agent(
+        AgentOptions::new(texts(&["secret reply"])).middleware(logging(LoggingOptions {
+            logger: Some(logger.clone()),
+            ..LoggingOptions::default()
+        })),
+    )
     .unwrap();
-    a.generate("secret input", &AgentState::initial()).await.unwrap();
+    a.generate("secret input", &AgentState::initial())
+        .await
+        .unwrap();
     assert!(entries(&lines).iter().all(|l| !l.contains("secret")));
     let (lines, logger) = capture();
-    let a = agent(AgentOptions::new(texts(&["secret reply"])).middleware(logging(LoggingOptions {
-        logger: Some(logger),
-        include_messages: true,
-        ..LoggingOptions::default()
-    })))
+    let a = agent(
+        AgentOptions::new(texts(&["secret reply"])).middleware(logging(LoggingOptions {
+            logger: Some(logger),
+            include_messages: true,
+            ..LoggingOptions::default()
+        })),
+    )
     .unwrap();
-    a.generate("secret input", &AgentState::initial()).await.unwrap();
+    a.generate("secret input", &AgentState::initial())
+        .await
+        .unwrap();
     let all = entries(&lines).join("\n");
     assert!(all.contains("secret input") && all.contains("secret reply"));
 }
@@ -271,10 +308,12 @@ async fn uap_106_include_messages_defaults_to_false() {
 async fn uap_107_include_timing_defaults_to_true() {
     assert!(LoggingOptions::default().include_timing);
     let (lines, logger) = capture();
-    let a = agent(AgentOptions::new(texts(&["ok"])).middleware(logging(LoggingOptions {
-        logger: Some(logger),
-        ..LoggingOptions::default()
-    })))
+    let a = agent(
+        AgentOptions::new(texts(&["ok"])).middleware(logging(LoggingOptions {
+            logger: Some(logger),
+            ..LoggingOptions::default()
+        })),
+    )
     .unwrap();
     a.generate("go", &AgentState::initial()).await.unwrap();
     assert!(entries(&lines)[1].contains(" ms"));
@@ -283,7 +322,8 @@ async fn uap_107_include_timing_defaults_to_true() {
 #[tokio::test]
 async fn uap_108_custom_middleware_is_supported() {
     let l = log();
-    let a = agent(AgentOptions::new(texts(&["ok"])).middleware(Named("custom", l.clone()))).unwrap();
+    let a =
+        agent(AgentOptions::new(texts(&["ok"])).middleware(Named("custom", l.clone()))).unwrap();
     a.generate("go", &AgentState::initial()).await.unwrap();
     assert_eq!(entries(&l), ["before custom", "after custom"]);
 }
@@ -294,7 +334,10 @@ async fn uap_143_level_4_middleware() {
     let (lines, logger) = capture();
     let a = agent(
         AgentOptions::new(texts(&["ok"]))
-            .middleware(logging(LoggingOptions { logger: Some(logger), ..LoggingOptions::default() }))
+            .middleware(logging(LoggingOptions {
+                logger: Some(logger),
+                ..LoggingOptions::default()
+            }))
             .middleware(Named("custom", l.clone())),
     )
     .unwrap();
@@ -345,19 +388,23 @@ fn request_recorder() -> (weft_provider::ModelReference, Arc<Mutex<Vec<Message>>
 #[tokio::test]
 async fn context_window_prune_tool_outputs() {
     let (model, seen) = request_recorder();
-    let a = agent(AgentOptions::new(model).middleware(prune_tool_outputs(PruneOptions {
-        context_limit: 4000,
-        output_reserve: 0,
-        protect_recent: 1500,
-        ..PruneOptions::default()
-    })))
+    let a = agent(
+        AgentOptions::new(model).middleware(prune_tool_outputs(PruneOptions {
+            context_limit: 4000,
+            output_reserve: 0,
+            protect_recent: 1500,
+            ..PruneOptions::default()
+        })),
+    )
     .unwrap();
     let r = a.generate("go", &long_history(10)).await.unwrap();
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 41);
     let cleared = seen
         .iter()
-        .filter(|m| m.text().is_empty() && serde_json::to_string(m).unwrap().contains("Output cleared"))
+        .filter(|m| {
+            m.text().is_empty() && serde_json::to_string(m).unwrap().contains("Output cleared")
+        })
         .count();
     assert!(cleared >= 8, "{cleared}");
     assert_eq!(r.state.message_count(), 42);
@@ -380,12 +427,20 @@ async fn context_window_summarize_with_an_llm() {
     let summarizer = llm(LlmOptions::new(texts(&["the user asked ten questions"]))).unwrap();
     let a = agent(AgentOptions::new(model).middleware(summarize(
         summarizer,
-        SummarizeOptions { threshold_tokens: 1000, keep_recent: 6, ..SummarizeOptions::default() },
+        SummarizeOptions {
+            threshold_tokens: 1000,
+            keep_recent: 6,
+            ..SummarizeOptions::default()
+        },
     )))
     .unwrap();
     a.generate("go", &long_history(10)).await.unwrap();
     let seen = seen.lock().unwrap().clone();
-    assert!(seen[0].text().starts_with("[Previous conversation summary]\nthe user asked"));
+    assert!(
+        seen[0]
+            .text()
+            .starts_with("[Previous conversation summary]\nthe user asked")
+    );
     assert!(seen[1].is_user());
     assert_eq!(seen.len(), 1 + 8 + 1);
 }

@@ -1,5 +1,5 @@
 //! UAP-1.0 §6, §12.1–§12.3, §15.3: the immutable `AgentState` and its JSON form.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::type_complexity)]
 
 mod common;
 
@@ -41,7 +41,10 @@ fn trace(id: &str) -> SubagentExecutionTrace {
 
 fn rich_state() -> AgentState {
     let mut metadata = serde_json::Map::new();
-    metadata.insert("anthropic".into(), json!({"cache_control": {"type": "ephemeral"}}));
+    metadata.insert(
+        "anthropic".into(),
+        json!({"cache_control": {"type": "ephemeral"}}),
+    );
     let user = UserMessage::with_options(
         vec![
             ContentBlock::text("look"),
@@ -65,15 +68,19 @@ fn rich_state() -> AgentState {
     AgentState::initial()
         .with_message(Message::User(user))
         .with_message(Message::Assistant(assistant))
-        .with_message(Message::ToolResult(ToolResultMessage::new(vec![ToolResult {
-            tool_call_id: "c1".into(),
-            result: json!(1),
-            is_error: false,
-        }])))
+        .with_message(Message::ToolResult(ToolResultMessage::new(vec![
+            ToolResult {
+                tool_call_id: "c1".into(),
+                result: json!(1),
+                is_error: false,
+            },
+        ])))
         .with_step(3)
         .with_metadata("taskComplete", json!(false))
         .with_reasoning("think")
-        .with_plan(vec![PlanStep::new("s1", "do").with_status(PlanStepStatus::Completed)])
+        .with_plan(vec![
+            PlanStep::new("s1", "do").with_status(PlanStepStatus::Completed),
+        ])
         .with_subagent_trace(trace("sub-1"))
 }
 
@@ -99,8 +106,13 @@ fn uap_005_every_operation_returns_a_new_instance() {
 fn uap_006_operations_never_mutate_the_original() {
     let s = rich_state();
     let before = s.to_json();
-    let _ = s.with_message(Message::user("x")).with_context([]).with_step(9);
-    let _ = s.with_metadata("taskComplete", json!(true)).with_reasoning("more");
+    let _ = s
+        .with_message(Message::user("x"))
+        .with_context([])
+        .with_step(9);
+    let _ = s
+        .with_metadata("taskComplete", json!(true))
+        .with_reasoning("more");
     let _ = s.with_plan(vec![]).with_subagent_trace(trace("t2"));
     assert_eq!(s.to_json(), before);
 }
@@ -181,7 +193,14 @@ fn uap_065_each_with_changes_only_its_field() {
     let check = |d: &AgentState, changed: &str| {
         let a = serde_json::to_value(s.to_json()).unwrap();
         let b = serde_json::to_value(d.to_json()).unwrap();
-        for field in ["messages", "step", "metadata", "reasoning", "plan", "subagentTraces"] {
+        for field in [
+            "messages",
+            "step",
+            "metadata",
+            "reasoning",
+            "plan",
+            "subagentTraces",
+        ] {
             if field == changed {
                 assert_ne!(a[field], b[field], "{field} should change");
             } else {
@@ -200,7 +219,16 @@ fn uap_065_each_with_changes_only_its_field() {
 #[test]
 fn uap_066_to_json_serializes_the_whole_state() {
     let json = serde_json::to_value(rich_state().to_json()).unwrap();
-    for field in ["version", "id", "messages", "step", "metadata", "reasoning", "plan", "subagentTraces"] {
+    for field in [
+        "version",
+        "id",
+        "messages",
+        "step",
+        "metadata",
+        "reasoning",
+        "plan",
+        "subagentTraces",
+    ] {
         assert!(json.get(field).is_some(), "missing {field}");
     }
 }

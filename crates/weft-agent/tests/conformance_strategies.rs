@@ -1,5 +1,5 @@
 //! UAP-1.0 §2.4, §5: loop, react, plan, custom strategies, unbounded defaults.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::type_complexity)]
 
 mod common;
 
@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde_json::json;
 use weft_agent::execution::{
     DEFAULT_ACTION_PROMPT, DEFAULT_REASONING_PROMPT, LoopOptions, PlanOptions, ReactOptions,
-    default_plan_schema, plan, r#loop, react,
+    default_plan_schema, r#loop, plan, react,
 };
 use weft_agent::{
     AgentError, AgentOptions, AgentState, AgentStrategy, ExecutionContext, ExecutionResult,
@@ -56,7 +56,10 @@ async fn uap_010_no_limits_by_default() {
 #[test]
 fn uap_011_loop_max_iterations_defaults_to_unbounded() {
     assert_eq!(LoopOptions::default().max_iterations, None);
-    assert_eq!(r#loop(LoopOptions::default()).options().max_iterations, None);
+    assert_eq!(
+        r#loop(LoopOptions::default()).options().max_iterations,
+        None
+    );
 }
 
 #[test]
@@ -84,7 +87,9 @@ async fn uap_015_limits_apply_when_configured() {
     let a = agent(
         AgentOptions::new(endless())
             .tool(add_tool())
-            .execution(r#loop(LoopOptions { max_iterations: Some(3) })),
+            .execution(r#loop(LoopOptions {
+                max_iterations: Some(3),
+            })),
     )
     .unwrap();
     let r = a.generate("go", &AgentState::initial()).await.unwrap();
@@ -114,8 +119,23 @@ async fn uap_038_strategy_has_name_execute_and_stream() {
     let s: Arc<dyn ExecutionStrategy> = Arc::new(r#loop(LoopOptions::default()));
     assert_eq!(s.name(), "loop");
     let a = agent(AgentOptions::new(texts(&["x", "y"])).execution_arc(s)).unwrap();
-    assert_eq!(a.generate("go", &AgentState::initial()).await.unwrap().turn.text(), "x");
-    assert_eq!(a.stream("go", &AgentState::initial()).result().await.unwrap().turn.text(), "y");
+    assert_eq!(
+        a.generate("go", &AgentState::initial())
+            .await
+            .unwrap()
+            .turn
+            .text(),
+        "x"
+    );
+    assert_eq!(
+        a.stream("go", &AgentState::initial())
+            .result()
+            .await
+            .unwrap()
+            .turn
+            .text(),
+        "y"
+    );
 }
 
 #[derive(Debug)]
@@ -134,7 +154,10 @@ impl ExecutionStrategy for Inspect {
             ctx.tools().len(),
             ctx.signal.is_cancelled(),
         ));
-        let turn = ctx.llm.generate(&ctx.state.messages_vec(), ctx.input.clone()).await?;
+        let turn = ctx
+            .llm
+            .generate(&ctx.state.messages_vec(), ctx.input.clone())
+            .await?;
         let state = ctx.state.with_messages(turn.messages.iter().cloned());
         let _ = &ctx.strategy;
         Ok(GenerateResult { turn, state })
@@ -178,7 +201,9 @@ async fn uap_041_loop_stops_without_tool_calls_or_at_max_iterations() {
     let a = agent(
         AgentOptions::new(endless())
             .tool(add_tool())
-            .execution(r#loop(LoopOptions { max_iterations: Some(5) })),
+            .execution(r#loop(LoopOptions {
+                max_iterations: Some(5),
+            })),
     )
     .unwrap();
     let r = a.generate("go", &AgentState::initial()).await.unwrap();
@@ -213,8 +238,12 @@ fn react_model(action_calls: usize) -> (weft_provider::ModelReference, Log) {
 #[tokio::test]
 async fn uap_042_react_runs_reason_act_observe() {
     let (model, prompts) = react_model(1);
-    let a = agent(AgentOptions::new(model).tool(add_tool()).execution(react(ReactOptions::default())))
-        .unwrap();
+    let a = agent(
+        AgentOptions::new(model)
+            .tool(add_tool())
+            .execution(react(ReactOptions::default())),
+    )
+    .unwrap();
     let r = a.generate("task", &AgentState::initial()).await.unwrap();
     assert_eq!(
         entries(&prompts),
@@ -253,16 +282,27 @@ async fn uap_043_react_step_hooks_and_with_step() {
     )
     .unwrap();
     a.generate("task", &AgentState::initial()).await.unwrap();
-    assert_eq!(entries(&l), ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"]);
+    assert_eq!(
+        entries(&l),
+        ["start 1", "end 1", "start 2", "end 2", "start 3", "end 3"]
+    );
 }
 
 fn react_hooks(l: &Log) -> AgentStrategy {
     let (a, b, c) = (l.clone(), l.clone(), l.clone());
     AgentStrategy::new()
-        .on_reason(move |step, reasoning| a.lock().unwrap().push(format!("reason {step} {reasoning}")))
-        .on_act(move |step, calls| b.lock().unwrap().push(format!("act {step} {}", calls.len())))
+        .on_reason(move |step, reasoning| {
+            a.lock().unwrap().push(format!("reason {step} {reasoning}"))
+        })
+        .on_act(move |step, calls| {
+            b.lock()
+                .unwrap()
+                .push(format!("act {step} {}", calls.len()))
+        })
         .on_observe(move |step, results| {
-            c.lock().unwrap().push(format!("observe {step} {}", results[0].result))
+            c.lock()
+                .unwrap()
+                .push(format!("observe {step} {}", results[0].result))
         })
 }
 
@@ -270,8 +310,12 @@ fn react_hooks(l: &Log) -> AgentStrategy {
 async fn uap_044_react_calls_on_reason() {
     let (model, _) = react_model(0);
     let l = log();
-    let a = agent(AgentOptions::new(model).execution(react(ReactOptions::default())).strategy(react_hooks(&l)))
-        .unwrap();
+    let a = agent(
+        AgentOptions::new(model)
+            .execution(react(ReactOptions::default()))
+            .strategy(react_hooks(&l)),
+    )
+    .unwrap();
     a.generate("task", &AgentState::initial()).await.unwrap();
     assert_eq!(entries(&l), ["reason 1 reason 2"]);
 }
@@ -281,7 +325,10 @@ async fn uap_045_react_calls_on_act_with_tool_calls() {
     let (model, _) = react_model(1);
     let l = log();
     let a = agent(
-        AgentOptions::new(model).tool(add_tool()).execution(react(ReactOptions::default())).strategy(react_hooks(&l)),
+        AgentOptions::new(model)
+            .tool(add_tool())
+            .execution(react(ReactOptions::default()))
+            .strategy(react_hooks(&l)),
     )
     .unwrap();
     a.generate("task", &AgentState::initial()).await.unwrap();
@@ -293,7 +340,10 @@ async fn uap_046_react_calls_on_observe_after_tools() {
     let (model, _) = react_model(1);
     let l = log();
     let a = agent(
-        AgentOptions::new(model).tool(add_tool()).execution(react(ReactOptions::default())).strategy(react_hooks(&l)),
+        AgentOptions::new(model)
+            .tool(add_tool())
+            .execution(react(ReactOptions::default()))
+            .strategy(react_hooks(&l)),
     )
     .unwrap();
     a.generate("task", &AgentState::initial()).await.unwrap();
@@ -306,8 +356,12 @@ async fn uap_046_react_calls_on_observe_after_tools() {
 #[tokio::test]
 async fn uap_047_react_tracks_reasoning_in_state() {
     let (model, _) = react_model(2);
-    let a = agent(AgentOptions::new(model).tool(add_tool()).execution(react(ReactOptions::default())))
-        .unwrap();
+    let a = agent(
+        AgentOptions::new(model)
+            .tool(add_tool())
+            .execution(react(ReactOptions::default())),
+    )
+    .unwrap();
     let r = a.generate("task", &AgentState::initial()).await.unwrap();
     assert_eq!(r.state.reasoning().count(), 3);
     assert!(r.state.reasoning().all(|x| x.starts_with("reason")));
@@ -336,8 +390,12 @@ async fn uap_048_react_checks_stop_condition_after_each_step() {
 #[tokio::test]
 async fn uap_049_react_stops_without_tool_calls() {
     let (model, prompts) = react_model(0);
-    let a = agent(AgentOptions::new(model).tool(add_tool()).execution(react(ReactOptions::default())))
-        .unwrap();
+    let a = agent(
+        AgentOptions::new(model)
+            .tool(add_tool())
+            .execution(react(ReactOptions::default())),
+    )
+    .unwrap();
     let r = a.generate("task", &AgentState::initial()).await.unwrap();
     assert_eq!(r.state.step(), 1);
     assert_eq!(entries(&prompts).len(), 2);
@@ -349,22 +407,35 @@ async fn uap_050_react_stops_at_max_steps_only_when_finite() {
     let a = agent(
         AgentOptions::new(model)
             .tool(add_tool())
-            .execution(react(ReactOptions { max_steps: Some(4), ..ReactOptions::default() })),
+            .execution(react(ReactOptions {
+                max_steps: Some(4),
+                ..ReactOptions::default()
+            })),
     )
     .unwrap();
     let r = a.generate("task", &AgentState::initial()).await.unwrap();
     assert_eq!(r.state.step(), 4);
     let (model, _) = react_model(15);
-    let a = agent(AgentOptions::new(model).tool(add_tool()).execution(react(ReactOptions::default())))
-        .unwrap();
+    let a = agent(
+        AgentOptions::new(model)
+            .tool(add_tool())
+            .execution(react(ReactOptions::default())),
+    )
+    .unwrap();
     let r = a.generate("task", &AgentState::initial()).await.unwrap();
     assert_eq!(r.state.step(), 16);
 }
 
 #[tokio::test]
 async fn uap_051_react_has_a_configurable_reasoning_prompt() {
-    assert_eq!(ReactOptions::default().reasoning_prompt, "Think about what to do next.");
-    assert_eq!(ReactOptions::default().action_prompt, "Based on your reasoning, take action.");
+    assert_eq!(
+        ReactOptions::default().reasoning_prompt,
+        "Think about what to do next."
+    );
+    assert_eq!(
+        ReactOptions::default().action_prompt,
+        "Based on your reasoning, take action."
+    );
     let (model, prompts) = react_model(0);
     let a = agent(AgentOptions::new(model).execution(react(ReactOptions {
         reasoning_prompt: "THINK HARD".into(),
@@ -401,20 +472,33 @@ fn uap_054_plan_has_a_default_schema_and_plan_step_fields() {
         PlanStepStatus::Failed,
     ]
     .iter()
-    .map(|s| serde_json::to_value(s).unwrap().as_str().unwrap().to_owned())
+    .map(|s| {
+        serde_json::to_value(s)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_owned()
+    })
     .collect();
     assert_eq!(statuses, ["pending", "in_progress", "completed", "failed"]);
 }
 
 /// A plan model: the planning call returns `plan`, a replanning call `replan`; step calls
 /// call the step's tool once (when named) then say "step ok".
-fn plan_model(plan: serde_json::Value, replan: serde_json::Value) -> (weft_provider::ModelReference, Log) {
+fn plan_model(
+    plan: serde_json::Value,
+    replan: serde_json::Value,
+) -> (weft_provider::ModelReference, Log) {
     let order = log();
     let record = order.clone();
     let model = scripted::function_model(move |req: &LlmRequest| {
         if req.structure.is_some() {
             let prompt = last_prompt(req);
-            let body = if prompt.contains("failed") { &replan } else { &plan };
+            let body = if prompt.contains("failed") {
+                &replan
+            } else {
+                &plan
+            };
             return Ok(text(&body.to_string()));
         }
         match req.messages.last() {
@@ -423,7 +507,11 @@ fn plan_model(plan: serde_json::Value, replan: serde_json::Value) -> (weft_provi
                 record.lock().unwrap().push(prompt.clone());
                 if let Some(tool) = prompt.split("(use the tool ").nth(1) {
                     let tool = tool.trim_end_matches(')');
-                    return Ok(call(&format!("t{}", req.messages.len()), tool, json!({"a": 1, "b": 2})));
+                    return Ok(call(
+                        &format!("t{}", req.messages.len()),
+                        tool,
+                        json!({"a": 1, "b": 2}),
+                    ));
                 }
                 Ok(text("step ok"))
             }
@@ -468,7 +556,11 @@ async fn uap_056_plan_executes_in_topological_order() {
         .collect();
     assert_eq!(
         executed,
-        ["Execute plan step a: first", "Execute plan step b: second", "Execute plan step c: third"]
+        [
+            "Execute plan step a: first",
+            "Execute plan step b: second",
+            "Execute plan step c: third"
+        ]
     );
 }
 
@@ -478,8 +570,12 @@ async fn uap_057_plan_is_kept_in_state() {
         json!({"steps": [{"id": "a", "description": "x", "tool": "add"}]}),
         json!({}),
     );
-    let a = agent(AgentOptions::new(model).tool(add_tool()).execution(plan(PlanOptions::default())))
-        .unwrap();
+    let a = agent(
+        AgentOptions::new(model)
+            .tool(add_tool())
+            .execution(plan(PlanOptions::default())),
+    )
+    .unwrap();
     let r = a.generate("task", &AgentState::initial()).await.unwrap();
     let p = r.state.plan().unwrap();
     assert_eq!(p.len(), 1);
@@ -498,15 +594,24 @@ async fn uap_058_plan_updates_status_during_execution() {
     let fmt = |state: &AgentState| {
         state
             .plan()
-            .map(|p| p.iter().map(|s| format!("{}={:?}", s.id, s.status)).collect::<Vec<_>>().join(","))
+            .map(|p| {
+                p.iter()
+                    .map(|s| format!("{}={:?}", s.id, s.status))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
             .unwrap_or_default()
     };
     let a = agent(
-        AgentOptions::new(model).execution(plan(PlanOptions::default())).strategy(
-            AgentStrategy::new()
-                .on_step_start(move |_, s| s1.lock().unwrap().push(format!("start {}", fmt(s))))
-                .on_step_end(move |_, r| s2.lock().unwrap().push(format!("end {}", fmt(&r.state)))),
-        ),
+        AgentOptions::new(model)
+            .execution(plan(PlanOptions::default()))
+            .strategy(
+                AgentStrategy::new()
+                    .on_step_start(move |_, s| s1.lock().unwrap().push(format!("start {}", fmt(s))))
+                    .on_step_end(move |_, r| {
+                        s2.lock().unwrap().push(format!("end {}", fmt(&r.state)))
+                    }),
+            ),
     )
     .unwrap();
     let r = a.generate("task", &AgentState::initial()).await.unwrap();
@@ -521,7 +626,13 @@ async fn uap_058_plan_updates_status_during_execution() {
             "end a=Completed,b=Completed",
         ]
     );
-    assert!(r.state.plan().unwrap().iter().all(|s| s.status == PlanStepStatus::Completed));
+    assert!(
+        r.state
+            .plan()
+            .unwrap()
+            .iter()
+            .all(|s| s.status == PlanStepStatus::Completed)
+    );
 }
 
 #[tokio::test]
@@ -550,7 +661,10 @@ async fn uap_059_plan_replans_when_a_step_fails() {
     let a = agent(
         AgentOptions::new(model)
             .tool(failing_tool("broken"))
-            .execution(plan(PlanOptions { allow_replan: false, ..PlanOptions::default() })),
+            .execution(plan(PlanOptions {
+                allow_replan: false,
+                ..PlanOptions::default()
+            })),
     )
     .unwrap();
     match a.generate("task", &AgentState::initial()).await {
@@ -574,18 +688,25 @@ impl ExecutionStrategy for Twice {
         let step = ctx.state.step() + 1;
         let state = ctx.state.with_step(step);
         ctx.strategy.step_start(step, &state);
-        let first = ctx.llm.generate(&state.messages_vec(), ctx.input.clone()).await?;
+        let first = ctx
+            .llm
+            .generate(&state.messages_vec(), ctx.input.clone())
+            .await?;
         let state = state.with_messages(first.messages.iter().cloned());
         let second = ctx.llm.generate(&state.messages_vec(), "again").await?;
         let state = state.with_messages(second.messages.iter().cloned());
         let state = ctx.finish_step(step, &second, state).await;
-        Ok(GenerateResult { turn: second, state })
+        Ok(GenerateResult {
+            turn: second,
+            state,
+        })
     }
 }
 
 #[tokio::test]
 async fn uap_060_custom_strategies_are_accepted() {
-    let a = agent(AgentOptions::new(texts(&["one", "two", "three", "four"])).execution(Twice)).unwrap();
+    let a =
+        agent(AgentOptions::new(texts(&["one", "two", "three", "four"])).execution(Twice)).unwrap();
     let r = a.generate("go", &AgentState::initial()).await.unwrap();
     assert_eq!(r.turn.text(), "two");
     assert_eq!(r.state.message_count(), 4);
@@ -597,10 +718,17 @@ async fn uap_060_custom_strategies_are_accepted() {
 #[tokio::test]
 async fn uap_141_level_2_advanced_execution() {
     let (model, _) = react_model(1);
-    let a = agent(AgentOptions::new(model).tool(add_tool()).execution(react(ReactOptions::default())))
-        .unwrap();
+    let a = agent(
+        AgentOptions::new(model)
+            .tool(add_tool())
+            .execution(react(ReactOptions::default())),
+    )
+    .unwrap();
     assert!(a.generate("x", &AgentState::initial()).await.is_ok());
-    let (model, _) = plan_model(json!({"steps": [{"id": "a", "description": "x"}]}), json!({}));
+    let (model, _) = plan_model(
+        json!({"steps": [{"id": "a", "description": "x"}]}),
+        json!({}),
+    );
     let a = agent(AgentOptions::new(model).execution(plan(PlanOptions::default()))).unwrap();
     assert!(a.generate("x", &AgentState::initial()).await.is_ok());
     let a = agent(AgentOptions::new(texts(&["1", "2"])).execution(Twice)).unwrap();
@@ -615,5 +743,8 @@ async fn plan_rejects_a_cyclic_plan() {
     );
     let a = agent(AgentOptions::new(model).execution(plan(PlanOptions::default()))).unwrap();
     let e = a.generate("x", &AgentState::initial()).await.unwrap_err();
-    assert!(matches!(e, AgentError::InvalidPlan(ref m) if m.contains("cycle")), "{e}");
+    assert!(
+        matches!(e, AgentError::InvalidPlan(ref m) if m.contains("cycle")),
+        "{e}"
+    );
 }

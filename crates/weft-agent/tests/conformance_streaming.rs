@@ -1,5 +1,5 @@
 //! UAP-1.0 §11: streaming events, result equivalence with `generate`, abort.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::type_complexity)]
 
 mod common;
 
@@ -40,8 +40,14 @@ async fn uap_114_events_have_uap_or_upp_source() {
         assert!(e.data.is_object());
     }
     let upp: Vec<_> = events.iter().filter_map(AgentStreamEvent::upp).collect();
-    assert!(upp.iter().any(|e| e.event_type == StreamEventType::TextDelta));
-    assert!(upp.iter().any(|e| e.event_type == StreamEventType::ToolExecutionEnd));
+    assert!(
+        upp.iter()
+            .any(|e| e.event_type == StreamEventType::TextDelta)
+    );
+    assert!(
+        upp.iter()
+            .any(|e| e.event_type == StreamEventType::ToolExecutionEnd)
+    );
     let json = serde_json::to_value(&events[0]).unwrap();
     assert_eq!(json["source"], "uap");
     assert!(events.iter().any(|e| e.source() == EventSource::Upp));
@@ -52,7 +58,16 @@ fn uap_115_every_uap_event_type() {
     let names: Vec<&str> = UapEventType::ALL.iter().map(|t| t.as_str()).collect();
     assert_eq!(
         names,
-        ["step_start", "step_end", "reasoning", "action", "observation", "subagent_start", "subagent_event", "subagent_end"]
+        [
+            "step_start",
+            "step_end",
+            "reasoning",
+            "action",
+            "observation",
+            "subagent_start",
+            "subagent_event",
+            "subagent_end"
+        ]
     );
     for t in UapEventType::ALL {
         assert_eq!(serde_json::to_value(t).unwrap(), json!(t.as_str()));
@@ -67,7 +82,12 @@ async fn uap_116_step_start_and_step_end_bracket_each_step() {
     let steps: Vec<(UapEventType, u64)> = events
         .iter()
         .filter_map(AgentStreamEvent::uap)
-        .filter(|e| matches!(e.event_type, UapEventType::StepStart | UapEventType::StepEnd))
+        .filter(|e| {
+            matches!(
+                e.event_type,
+                UapEventType::StepStart | UapEventType::StepEnd
+            )
+        })
         .map(|e| (e.event_type, e.step))
         .collect();
     assert_eq!(
@@ -80,7 +100,10 @@ async fn uap_116_step_start_and_step_end_bracket_each_step() {
         ]
     );
     // UPP events of a step fall between its start and end.
-    let first_upp = events.iter().position(|e| e.source() == EventSource::Upp).unwrap();
+    let first_upp = events
+        .iter()
+        .position(|e| e.source() == EventSource::Upp)
+        .unwrap();
     assert!(first_upp > 0);
 }
 
@@ -92,10 +115,18 @@ async fn uap_117_react_streams_reasoning_action_observation() {
         text("done thinking"),
         text("three"),
     ]);
-    let a = agent(AgentOptions::new(model).tool(add_tool()).execution(react(ReactOptions::default())))
-        .unwrap();
+    let a = agent(
+        AgentOptions::new(model)
+            .tool(add_tool())
+            .execution(react(ReactOptions::default())),
+    )
+    .unwrap();
     let mut stream = a.stream("go", &AgentState::initial());
-    let types: Vec<UapEventType> = collect(&mut stream).await.iter().filter_map(AgentStreamEvent::uap_type).collect();
+    let types: Vec<UapEventType> = collect(&mut stream)
+        .await
+        .iter()
+        .filter_map(AgentStreamEvent::uap_type)
+        .collect();
     assert_eq!(
         types,
         [
@@ -122,7 +153,9 @@ fn react_script() -> Vec<ScriptedResponse> {
 
 fn plan_script() -> Vec<ScriptedResponse> {
     vec![
-        text(r#"{"steps": [{"id": "a", "description": "add", "tool": "add"}, {"id": "b", "description": "report", "dependsOn": ["a"]}]}"#),
+        text(
+            r#"{"steps": [{"id": "a", "description": "add", "tool": "add"}, {"id": "b", "description": "report", "dependsOn": ["a"]}]}"#,
+        ),
         call("c1", "add", json!({"a": 1, "b": 2})),
         text("added"),
         text("reported"),
@@ -132,38 +165,80 @@ fn plan_script() -> Vec<ScriptedResponse> {
 #[tokio::test]
 async fn uap_118_stream_result_state_is_complete() {
     let a = agent(
-        AgentOptions::new(script(plan_script())).tool(add_tool()).execution(plan(PlanOptions::default())),
+        AgentOptions::new(script(plan_script()))
+            .tool(add_tool())
+            .execution(plan(PlanOptions::default())),
     )
     .unwrap();
-    let r = a.stream("go", &AgentState::initial()).result().await.unwrap();
+    let r = a
+        .stream("go", &AgentState::initial())
+        .result()
+        .await
+        .unwrap();
     assert_eq!(r.state.step(), 3);
     assert!(r.state.messages().any(|m| m.is_tool_result()));
-    assert!(r.state.plan().unwrap().iter().all(|s| s.status == weft_agent::PlanStepStatus::Completed));
-    let a = agent(AgentOptions::new(script(react_script())).tool(add_tool()).execution(react(ReactOptions::default())))
+    assert!(
+        r.state
+            .plan()
+            .unwrap()
+            .iter()
+            .all(|s| s.status == weft_agent::PlanStepStatus::Completed)
+    );
+    let a = agent(
+        AgentOptions::new(script(react_script()))
+            .tool(add_tool())
+            .execution(react(ReactOptions::default())),
+    )
+    .unwrap();
+    let r = a
+        .stream("go", &AgentState::initial())
+        .result()
+        .await
         .unwrap();
-    let r = a.stream("go", &AgentState::initial()).result().await.unwrap();
-    assert_eq!(r.state.reasoning().collect::<Vec<_>>(), ["think 1", "think 2"]);
+    assert_eq!(
+        r.state.reasoning().collect::<Vec<_>>(),
+        ["think 1", "think 2"]
+    );
 }
 
 #[tokio::test]
 async fn uap_119_stream_and_generate_give_equivalent_results() {
     type Build = fn() -> AgentOptions;
     let builds: [(&str, Build); 3] = [
-        ("loop", || AgentOptions::new(script(tool_script())).tool(add_tool())),
+        ("loop", || {
+            AgentOptions::new(script(tool_script())).tool(add_tool())
+        }),
         ("react", || {
-            AgentOptions::new(script(react_script())).tool(add_tool()).execution(react(ReactOptions::default()))
+            AgentOptions::new(script(react_script()))
+                .tool(add_tool())
+                .execution(react(ReactOptions::default()))
         }),
         ("plan", || {
-            AgentOptions::new(script(plan_script())).tool(add_tool()).execution(plan(PlanOptions::default()))
+            AgentOptions::new(script(plan_script()))
+                .tool(add_tool())
+                .execution(plan(PlanOptions::default()))
         }),
     ];
     for (name, build) in builds {
         let s0 = AgentState::initial().with_metadata("k", json!(1));
         let generated = agent(build()).unwrap().generate("go", &s0).await.unwrap();
-        let streamed = agent(build()).unwrap().stream("go", &s0).result().await.unwrap();
-        assert_eq!(content(&generated.state), content(&streamed.state), "{name}");
+        let streamed = agent(build())
+            .unwrap()
+            .stream("go", &s0)
+            .result()
+            .await
+            .unwrap();
+        assert_eq!(
+            content(&generated.state),
+            content(&streamed.state),
+            "{name}"
+        );
         assert_eq!(generated.state.step(), streamed.state.step(), "{name}");
-        assert_eq!(generated.state.metadata(), streamed.state.metadata(), "{name}");
+        assert_eq!(
+            generated.state.metadata(),
+            streamed.state.metadata(),
+            "{name}"
+        );
         assert_eq!(generated.state.plan(), streamed.state.plan(), "{name}");
         assert_eq!(
             generated.state.reasoning().collect::<Vec<_>>(),
@@ -172,25 +247,41 @@ async fn uap_119_stream_and_generate_give_equivalent_results() {
         );
         assert_eq!(generated.turn.text(), streamed.turn.text(), "{name}");
         assert_eq!(generated.turn.cycles, streamed.turn.cycles, "{name}");
-        assert_eq!(generated.turn.tool_executions.len(), streamed.turn.tool_executions.len(), "{name}");
+        assert_eq!(
+            generated.turn.tool_executions.len(),
+            streamed.turn.tool_executions.len(),
+            "{name}"
+        );
     }
 }
 
 #[tokio::test]
 async fn abort_stops_cleanly_with_the_last_step_state() {
-    let slow = Tool::new("slow", "Sleeps.", object_schema(), |_a: serde_json::Value, ctx: weft_provider::ToolContext| async move {
-        tokio::select! {
-            () = ctx.signal.cancelled() => Err(weft_provider::ToolError::new("cancelled")),
-            () = tokio::time::sleep(std::time::Duration::from_secs(30)) => Ok(json!("late")),
-        }
-    });
-    let model = script(vec![call("c1", "add", json!({"a": 1, "b": 1})), call("c2", "slow", json!({})), text("never")]);
+    let slow = Tool::new(
+        "slow",
+        "Sleeps.",
+        object_schema(),
+        |_a: serde_json::Value, ctx: weft_provider::ToolContext| async move {
+            tokio::select! {
+                () = ctx.signal.cancelled() => Err(weft_provider::ToolError::new("cancelled")),
+                () = tokio::time::sleep(std::time::Duration::from_secs(30)) => Ok(json!("late")),
+            }
+        },
+    );
+    let model = script(vec![
+        call("c1", "add", json!({"a": 1, "b": 1})),
+        call("c2", "slow", json!({})),
+        text("never"),
+    ]);
     let a = agent(AgentOptions::new(model).tool(add_tool()).tool(slow)).unwrap();
     let s0 = AgentState::initial();
     let mut stream = a.stream("go", &s0);
     // Abort once step 2 has started.
     while let Some(event) = stream.next().await {
-        if event.uap().is_some_and(|e| e.event_type == UapEventType::StepStart && e.step == 2) {
+        if event
+            .uap()
+            .is_some_and(|e| e.event_type == UapEventType::StepStart && e.step == 2)
+        {
             stream.abort();
         }
     }
@@ -198,7 +289,9 @@ async fn abort_stops_cleanly_with_the_last_step_state() {
         .await
         .unwrap()
         .unwrap_err();
-    let AgentError::Cancelled { state } = error else { panic!("{error:?}") };
+    let AgentError::Cancelled { state } = error else {
+        panic!("{error:?}")
+    };
     // The state is the end of step 1: input, the add call and its result; nothing of step 2.
     assert_eq!(state.step(), 1);
     assert_eq!(state.message_count(), 3);
@@ -208,7 +301,11 @@ async fn abort_stops_cleanly_with_the_last_step_state() {
 
 #[tokio::test]
 async fn generate_with_signal_cancels_too() {
-    let model = script(vec![ScriptedResponse { text: Some("x".into()), delay_ms: Some(5_000), ..Default::default() }]);
+    let model = script(vec![ScriptedResponse {
+        text: Some("x".into()),
+        delay_ms: Some(5_000),
+        ..Default::default()
+    }]);
     let a = agent(AgentOptions::new(model)).unwrap();
     let options = weft_agent::RunOptions::default();
     let signal = options.signal.clone();
@@ -216,6 +313,9 @@ async fn generate_with_signal_cancels_too() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         signal.cancel();
     });
-    let error = a.generate_with("go", &AgentState::initial(), options).await.unwrap_err();
+    let error = a
+        .generate_with("go", &AgentState::initial(), options)
+        .await
+        .unwrap_err();
     assert!(error.is_cancelled());
 }

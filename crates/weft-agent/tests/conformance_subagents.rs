@@ -1,5 +1,5 @@
 //! UAP-1.0 §3.4, §8: sub-agents as explicit tools, context injection, events, traces.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::type_complexity)]
 
 mod common;
 
@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use weft_agent::{
-    AgentOptions, AgentState, AgentStrategy, AgentStreamEvent, SubagentTool,
-    ToolExecutionContext, UapEventType, agent,
+    AgentOptions, AgentState, AgentStrategy, AgentStreamEvent, SubagentTool, ToolExecutionContext,
+    UapEventType, agent,
 };
 use weft_provider::adapters::scripted::{self, ScriptedResponse};
 use weft_provider::{LlmRequest, Tool, ToolContext};
@@ -23,9 +23,12 @@ fn explore_schema() -> Value {
 /// A child agent that calls `add` once and answers "found it".
 fn explorer() -> weft_agent::Agent {
     agent(
-        AgentOptions::new(script(vec![call("e1", "add", json!({"a": 2, "b": 2})), text("found it")]))
-            .tool(add_tool())
-            .system("You explore."),
+        AgentOptions::new(script(vec![
+            call("e1", "add", json!({"a": 2, "b": 2})),
+            text("found it"),
+        ]))
+        .tool(add_tool())
+        .system("You explore."),
     )
     .unwrap()
 }
@@ -42,10 +45,15 @@ fn parent_with(tool: Tool) -> weft_agent::Agent {
 }
 
 fn explore_tool() -> Tool {
-    SubagentTool::new("explore", "Explore the codebase", explore_schema(), explorer())
-        .subagent_type("explorer")
-        .prompt_from("query")
-        .build()
+    SubagentTool::new(
+        "explore",
+        "Explore the codebase",
+        explore_schema(),
+        explorer(),
+    )
+    .subagent_type("explorer")
+    .prompt_from("query")
+    .build()
 }
 
 #[test]
@@ -60,16 +68,29 @@ fn uap_016_no_schema_generation() {
 async fn uap_025_execution_context_records_lineage() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
-    let probe = Tool::new("probe", "Records its context.", object_schema(), move |_a: Value, ctx: ToolContext| {
-        let record = record.clone();
-        async move {
-            let exec = ToolExecutionContext::from_tool(&ctx).unwrap();
-            record.lock().unwrap().push((exec.agent_id.clone(), exec.depth(), exec.parent.as_ref().map(|p| p.agent_id.clone())));
-            Ok(json!("ok"))
-        }
-    });
+    let probe = Tool::new(
+        "probe",
+        "Records its context.",
+        object_schema(),
+        move |_a: Value, ctx: ToolContext| {
+            let record = record.clone();
+            async move {
+                let exec = ToolExecutionContext::from_tool(&ctx).unwrap();
+                record.lock().unwrap().push((
+                    exec.agent_id.clone(),
+                    exec.depth(),
+                    exec.parent.as_ref().map(|p| p.agent_id.clone()),
+                ));
+                Ok(json!("ok"))
+            }
+        },
+    );
     let child = agent(
-        AgentOptions::new(script(vec![call("p1", "probe", json!({})), text("child done")])).tool(probe),
+        AgentOptions::new(script(vec![
+            call("p1", "probe", json!({})),
+            text("child done"),
+        ]))
+        .tool(probe),
     )
     .unwrap();
     let child_id = child.id().to_owned();
@@ -110,8 +131,17 @@ async fn uap_073_model_less_sub_agent_inherits_at_execution_time() {
             Ok(text("parent done"))
         }
     });
-    let helper = SubagentTool::inheriting("helper", "Helps", json!({"type": "object", "properties": {"task": {"type": "string"}}}),
-        |model, config| agent(AgentOptions::new(model.clone()).config(config.clone()).system("helper")),
+    let helper = SubagentTool::inheriting(
+        "helper",
+        "Helps",
+        json!({"type": "object", "properties": {"task": {"type": "string"}}}),
+        |model, config| {
+            agent(
+                AgentOptions::new(model.clone())
+                    .config(config.clone())
+                    .system("helper"),
+            )
+        },
     )
     .build();
     let parent = agent(AgentOptions::new(model).tool(helper)).unwrap();
@@ -123,19 +153,24 @@ async fn uap_073_model_less_sub_agent_inherits_at_execution_time() {
 async fn uap_074_context_is_injected_into_tools() {
     let seen = Arc::new(Mutex::new(None));
     let record = seen.clone();
-    let probe = Tool::new("probe", "Records its context.", object_schema(), move |_a: Value, ctx: ToolContext| {
-        let record = record.clone();
-        async move {
-            let exec = ToolExecutionContext::from_tool(&ctx).unwrap();
-            *record.lock().unwrap() = Some((
-                exec.parent_model.model_id.clone(),
-                exec.agent_id.clone(),
-                exec.state_id.clone(),
-                ctx.tool_call_id.clone(),
-            ));
-            Ok(json!("ok"))
-        }
-    });
+    let probe = Tool::new(
+        "probe",
+        "Records its context.",
+        object_schema(),
+        move |_a: Value, ctx: ToolContext| {
+            let record = record.clone();
+            async move {
+                let exec = ToolExecutionContext::from_tool(&ctx).unwrap();
+                *record.lock().unwrap() = Some((
+                    exec.parent_model.model_id.clone(),
+                    exec.agent_id.clone(),
+                    exec.state_id.clone(),
+                    ctx.tool_call_id.clone(),
+                ));
+                Ok(json!("ok"))
+            }
+        },
+    );
     let model = script(vec![call("p1", "probe", json!({})), text("done")]);
     let model_id = model.model_id.clone();
     let a = agent(AgentOptions::new(model).tool(probe)).unwrap();
@@ -165,7 +200,9 @@ fn subagent_events(events: &[AgentStreamEvent]) -> Vec<&weft_agent::UapEvent> {
         .filter(|e| {
             matches!(
                 e.event_type,
-                UapEventType::SubagentStart | UapEventType::SubagentEvent | UapEventType::SubagentEnd
+                UapEventType::SubagentStart
+                    | UapEventType::SubagentEvent
+                    | UapEventType::SubagentEnd
             )
         })
         .collect()
@@ -203,7 +240,11 @@ async fn uap_082_every_sub_agent_event_has_subagent_id() {
 #[tokio::test]
 async fn uap_083_every_sub_agent_event_has_parent_tool_call_id() {
     let (events, _) = streamed_events().await;
-    assert!(subagent_events(&events).iter().all(|e| e.data["parentToolCallId"] == "parent_call"));
+    assert!(
+        subagent_events(&events)
+            .iter()
+            .all(|e| e.data["parentToolCallId"] == "parent_call")
+    );
 }
 
 #[tokio::test]
@@ -251,21 +292,38 @@ async fn uap_086_inner_tool_executions_and_text_deltas_are_forwarded() {
         .map(|e| &e.data["innerEvent"])
         .collect();
     assert!(inner.iter().any(|e| e["upp"]["type"] == "text_delta"));
-    assert!(inner.iter().any(|e| e["upp"]["type"] == "tool_execution_end"));
+    assert!(
+        inner
+            .iter()
+            .any(|e| e["upp"]["type"] == "tool_execution_end")
+    );
     assert!(inner.iter().any(|e| e["uap"]["type"] == "step_start"));
 }
 
 #[tokio::test]
 async fn uap_087_tools_emit_through_the_injected_event_callback() {
     // A hand-written sub-agent tool uses SubagentEmitter on the injected sink.
-    let tool = Tool::new("explore", "d", explore_schema(), |args: Value, ctx: ToolContext| async move {
-        let exec = ToolExecutionContext::from_tool(&ctx).unwrap();
-        let emitter = weft_agent::SubagentEmitter::start(&exec.events, "manual", &ctx.tool_call_id, args["query"].as_str().unwrap_or(""));
-        let turn = explorer().query("find").await.map_err(|e| weft_provider::ToolError::new(e.to_string()))?;
-        let text = turn.text();
-        emitter.end(Ok(&turn));
-        Ok(json!(text))
-    });
+    let tool = Tool::new(
+        "explore",
+        "d",
+        explore_schema(),
+        |args: Value, ctx: ToolContext| async move {
+            let exec = ToolExecutionContext::from_tool(&ctx).unwrap();
+            let emitter = weft_agent::SubagentEmitter::start(
+                &exec.events,
+                "manual",
+                &ctx.tool_call_id,
+                args["query"].as_str().unwrap_or(""),
+            );
+            let turn = explorer()
+                .query("find")
+                .await
+                .map_err(|e| weft_provider::ToolError::new(e.to_string()))?;
+            let text = turn.text();
+            emitter.end(Ok(&turn));
+            Ok(json!(text))
+        },
+    );
     let parent = parent_with(tool);
     let mut stream = parent.stream("go", &AgentState::initial());
     let mut events = Vec::new();
@@ -276,7 +334,10 @@ async fn uap_087_tools_emit_through_the_injected_event_callback() {
     let sub = subagent_events(&events);
     assert_eq!(sub.len(), 2);
     assert_eq!(sub[0].data["subagentType"], "manual");
-    assert_eq!(r.state.subagent_traces().next().unwrap().subagent_type, "manual");
+    assert_eq!(
+        r.state.subagent_traces().next().unwrap().subagent_type,
+        "manual"
+    );
 }
 
 #[test]
@@ -299,7 +360,10 @@ async fn uap_090_traces_are_stored_in_state() {
 
 #[tokio::test]
 async fn uap_091_trace_has_required_and_optional_fields() {
-    let r = parent_with(explore_tool()).generate("go", &AgentState::initial()).await.unwrap();
+    let r = parent_with(explore_tool())
+        .generate("go", &AgentState::initial())
+        .await
+        .unwrap();
     let t = r.state.subagent_traces().next().unwrap();
     assert!(is_uuid_v4(&t.subagent_id));
     assert_eq!(t.parent_tool_call_id, "parent_call");
@@ -310,14 +374,25 @@ async fn uap_091_trace_has_required_and_optional_fields() {
     assert!(t.error.is_none());
     assert!(t.usage.is_some());
     let json = serde_json::to_value(t).unwrap();
-    for f in ["subagentId", "subagentType", "parentToolCallId", "prompt", "startTime", "endTime", "success"] {
+    for f in [
+        "subagentId",
+        "subagentType",
+        "parentToolCallId",
+        "prompt",
+        "startTime",
+        "endTime",
+        "success",
+    ] {
         assert!(json.get(f).is_some(), "{f}");
     }
 }
 
 #[tokio::test]
 async fn uap_092_tool_execution_trace_fields() {
-    let r = parent_with(explore_tool()).generate("go", &AgentState::initial()).await.unwrap();
+    let r = parent_with(explore_tool())
+        .generate("go", &AgentState::initial())
+        .await
+        .unwrap();
     let t = r.state.subagent_traces().next().unwrap();
     let e = &t.tool_executions.as_ref().unwrap()[0];
     assert_eq!(e.tool_name, "add");
@@ -331,7 +406,10 @@ async fn uap_092_tool_execution_trace_fields() {
 #[tokio::test]
 async fn uap_093_a_trace_is_collected_whenever_subagent_end_is_emitted() {
     let (events, result) = streamed_events().await;
-    let ends = subagent_events(&events).iter().filter(|e| e.event_type == UapEventType::SubagentEnd).count();
+    let ends = subagent_events(&events)
+        .iter()
+        .filter(|e| e.event_type == UapEventType::SubagentEnd)
+        .count();
     assert_eq!(ends, result.state.subagent_traces().count());
 }
 
@@ -347,32 +425,47 @@ async fn uap_094_trace_includes_all_tool_executions() {
     )
     .unwrap();
     let tool = SubagentTool::new("explore", "d", explore_schema(), child).build();
-    let r = parent_with(tool).generate("go", &AgentState::initial()).await.unwrap();
+    let r = parent_with(tool)
+        .generate("go", &AgentState::initial())
+        .await
+        .unwrap();
     let t = r.state.subagent_traces().next().unwrap();
     assert_eq!(t.tool_executions.as_ref().unwrap().len(), 2);
 }
 
 #[tokio::test]
 async fn uap_095_traces_are_serialized() {
-    let r = parent_with(explore_tool()).generate("go", &AgentState::initial()).await.unwrap();
+    let r = parent_with(explore_tool())
+        .generate("go", &AgentState::initial())
+        .await
+        .unwrap();
     let json = serde_json::to_value(r.state.to_json()).unwrap();
     assert_eq!(json["subagentTraces"][0]["subagentType"], "explorer");
 }
 
 #[tokio::test]
 async fn uap_096_traces_are_restored() {
-    let r = parent_with(explore_tool()).generate("go", &AgentState::initial()).await.unwrap();
+    let r = parent_with(explore_tool())
+        .generate("go", &AgentState::initial())
+        .await
+        .unwrap();
     let restored = AgentState::from_json_str(&r.state.to_json_string().unwrap()).unwrap();
-    assert_eq!(restored.subagent_traces().collect::<Vec<_>>(), r.state.subagent_traces().collect::<Vec<_>>());
+    assert_eq!(
+        restored.subagent_traces().collect::<Vec<_>>(),
+        r.state.subagent_traces().collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]
 async fn uap_144_parent_stop_condition_does_not_reach_sub_agents() {
     // The parent stops after one step; the child still runs its two steps.
     let parent = agent(
-        AgentOptions::new(script(vec![call("parent_call", "explore", json!({"query": "main"})), text("never")]))
-            .tool(explore_tool())
-            .strategy(AgentStrategy::new().stop_condition(|s| s.step() >= 1)),
+        AgentOptions::new(script(vec![
+            call("parent_call", "explore", json!({"query": "main"})),
+            text("never"),
+        ]))
+        .tool(explore_tool())
+        .strategy(AgentStrategy::new().stop_condition(|s| s.step() >= 1)),
     )
     .unwrap();
     let r = parent.generate("go", &AgentState::initial()).await.unwrap();

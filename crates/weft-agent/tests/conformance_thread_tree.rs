@@ -1,5 +1,5 @@
 //! UAP-1.0 §7, §12.2: thread trees (level 3).
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::type_complexity)]
 
 mod common;
 
@@ -21,7 +21,10 @@ fn uap_068_tree_interface() {
     assert_eq!(tree.current().id, b);
     assert_eq!(tree.history().message_count(), 0);
     assert!(!tree.to_json().nodes.is_empty());
-    assert!(matches!(tree.checkout("nope"), Err(ThreadTreeError::UnknownNode(_))));
+    assert!(matches!(
+        tree.checkout("nope"),
+        Err(ThreadTreeError::UnknownNode(_))
+    ));
     assert!(tree.branch("nope", None).is_err());
 }
 
@@ -48,14 +51,21 @@ async fn uap_070_history_runs_from_root_to_current() {
     let root = tree.root().id.clone();
     let alt = tree.branch(&root, Some("alternative")).unwrap();
     tree.checkout(&alt).unwrap();
-    let s2 = a.generate("Alternative path", &tree.history()).await.unwrap().state;
+    let s2 = a
+        .generate("Alternative path", &tree.history())
+        .await
+        .unwrap()
+        .state;
     tree.set_current_state(s2);
     let deeper = tree.branch(&alt, None).unwrap();
     tree.checkout(&deeper).unwrap();
     let s3 = a.generate("Deeper", &tree.history()).await.unwrap().state;
     tree.set_current_state(s3);
     let texts: Vec<String> = tree.history().messages().map(Message::text).collect();
-    assert_eq!(texts, ["First", "r1", "Alternative path", "a1", "Deeper", "b1"]);
+    assert_eq!(
+        texts,
+        ["First", "r1", "Alternative path", "a1", "Deeper", "b1"]
+    );
     tree.checkout(&root).unwrap();
     assert_eq!(tree.history().message_count(), 2);
     // A node holding only its own messages works too.
@@ -80,7 +90,10 @@ fn uap_071_tree_json_round_trip_preserves_ids() {
     let back: weft_agent::ThreadTreeJson = serde_json::from_value(json).unwrap();
     let restored = ThreadTree::from_json(back).unwrap();
     assert_eq!(restored, tree);
-    assert_eq!(restored.history().message(0).unwrap().id(), tree.history().message(0).unwrap().id());
+    assert_eq!(
+        restored.history().message(0).unwrap().id(),
+        tree.history().message(0).unwrap().id()
+    );
 }
 
 #[test]
@@ -110,7 +123,8 @@ async fn uap_142_level_3_thread_trees() {
     let mut tree = ThreadTree::new();
     let s = a.generate("1", &tree.history()).await.unwrap().state;
     tree.set_current_state(s);
-    let b = tree.branch(&tree.current_id().to_owned(), Some("b")).unwrap();
+    let current = tree.current_id().to_owned();
+    let b = tree.branch(&current, Some("b")).unwrap();
     tree.checkout(&b).unwrap();
     let s = a.generate("2", &tree.history()).await.unwrap().state;
     tree.set_current_state(s);

@@ -25,7 +25,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 
 use super::codec::{CheckpointCodec, IdentityCodec};
-use super::{Checkpoint, CheckpointError, CheckpointMetadata, CheckpointStore, validate_session_id};
+use super::{
+    Checkpoint, CheckpointError, CheckpointMetadata, CheckpointStore, validate_session_id,
+};
 
 const CHECKPOINT_FILE: &str = "checkpoint.json";
 const METADATA_FILE: &str = "metadata.json";
@@ -50,7 +52,8 @@ impl Default for FileCheckpointOptions {
 /// # Examples
 ///
 /// ```
-/// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use weft_agent::checkpoint::{file_checkpoints, CheckpointStore};
 ///
 /// let dir = std::env::temp_dir().join(format!("weft-doc-{}", std::process::id()));
@@ -58,8 +61,8 @@ impl Default for FileCheckpointOptions {
 /// assert!(store.load("no-such-session").await?.is_none());
 /// assert!(store.list().await?.is_empty());
 /// # let _ = std::fs::remove_dir_all(&dir);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// # })
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug, Clone)]
 pub struct FileCheckpoints {

@@ -19,9 +19,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use weft_provider::{TokenUsage, ToolCall, ToolExecution};
 
-pub use codec::{CheckpointCodec, IdentityCodec};
 #[cfg(feature = "compression")]
 pub use codec::GzipCodec;
+pub use codec::{CheckpointCodec, IdentityCodec};
 pub use file::{FileCheckpointOptions, FileCheckpoints, file_checkpoints};
 
 use crate::state::AgentStateJson;

@@ -62,7 +62,10 @@ impl Checkpointer {
         let state = state.clone();
         let job = async move {
             let mut written = written.lock().await;
-            if written.get(&session_id).is_some_and(|&done| done >= sequence) {
+            if written
+                .get(&session_id)
+                .is_some_and(|&done| done >= sequence)
+            {
                 return;
             }
             let checkpoint = Checkpoint {

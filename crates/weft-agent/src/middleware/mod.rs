@@ -13,8 +13,8 @@ use serde_json::{Map, Value};
 use weft_provider::Message;
 
 pub use context_window::{
-    PruneOptions, PruneToolOutputs, SlidingWindow, Summarize, SummarizeOptions,
-    estimate_tokens, prune_tool_outputs, sliding_window, summarize,
+    PruneOptions, PruneToolOutputs, SlidingWindow, Summarize, SummarizeOptions, estimate_tokens,
+    prune_tool_outputs, sliding_window, summarize,
 };
 pub use logging::{LogLevel, Logger, Logging, LoggingOptions, logging};
 

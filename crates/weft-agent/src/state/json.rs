@@ -139,12 +139,7 @@ impl AgentState {
         {
             return Err(StateError::Invalid(format!("message {i} has an empty id")));
         }
-        if let Some(step) = json
-            .plan
-            .iter()
-            .flatten()
-            .find(|s| s.id.trim().is_empty())
-        {
+        if let Some(step) = json.plan.iter().flatten().find(|s| s.id.trim().is_empty()) {
             return Err(StateError::Invalid(format!(
                 "a plan step has an empty id ({:?})",
                 step.description

@@ -21,10 +21,10 @@ use serde_json::{Map, Value};
 use weft_provider::Message;
 
 pub use json::{AgentStateJson, FromJsonOptions, STATE_VERSION};
-pub use plan::{PlanStep, PlanStepStatus};
 pub(crate) use plan::topological_order;
-pub use trace::{SubagentExecutionTrace, ToolExecutionTrace};
+pub use plan::{PlanStep, PlanStepStatus};
 pub(crate) use trace::value_text;
+pub use trace::{SubagentExecutionTrace, ToolExecutionTrace};
 
 /// The metadata key under which the session id is kept (UAP-1.0 §3.4).
 pub const SESSION_ID_KEY: &str = "sessionId";

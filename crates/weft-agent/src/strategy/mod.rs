@@ -22,8 +22,8 @@ use weft_provider::{
     Extensions, LlmInstance, LlmOptions, Message, TokenUsage, Tool, ToolExecution, Turn, llm,
 };
 
-pub use plan::{PlanOptions, PlanStrategy, default_plan_schema, plan};
 pub use r#loop::{LoopOptions, LoopStrategy, r#loop};
+pub use plan::{PlanOptions, PlanStrategy, default_plan_schema, plan};
 pub use react::{
     DEFAULT_ACTION_PROMPT, DEFAULT_REASONING_PROMPT, ReactOptions, ReactStrategy, react,
 };
@@ -207,8 +207,13 @@ impl ExecutionContext {
             turn: turn.clone(),
             state,
         };
-        self.end_step_effects(step, &result, turn.tool_executions.clone(), Some(turn.usage.clone()))
-            .await;
+        self.end_step_effects(
+            step,
+            &result,
+            turn.tool_executions.clone(),
+            Some(turn.usage.clone()),
+        )
+        .await;
         result.state
     }
 
@@ -220,6 +225,10 @@ impl ExecutionContext {
         usage: Option<TokenUsage>,
     ) {
         self.strategy.step_end(step, result);
+        if !self.events.is_streaming() {
+            self.save_checkpoint(&result.state, completed, usage).await;
+            return;
+        }
         self.events.emit_uap(
             UapEventType::StepEnd,
             step,
@@ -240,9 +249,7 @@ impl ExecutionContext {
         completed: Vec<ToolExecution>,
         usage: Option<TokenUsage>,
     ) {
-        if let (Some(session), Some(checkpointer)) =
-            (&self.session_id, self.agent.checkpointer())
-        {
+        if let (Some(session), Some(checkpointer)) = (&self.session_id, self.agent.checkpointer()) {
             checkpointer
                 .save(
                     session,

@@ -123,7 +123,9 @@ impl PlanStrategy {
         prompt: String,
     ) -> Result<Vec<PlanStep>, AgentError> {
         let step = run.begin_step();
-        let turn = run.call(planner, vec![InferenceInput::Text(prompt)]).await?;
+        let turn = run
+            .call(planner, vec![InferenceInput::Text(prompt)])
+            .await?;
         let data = turn.data.clone().unwrap_or(Value::Null);
         let plan = parse_plan(&data, self.options.max_plan_steps)?;
         run.state = run.state.with_plan(plan.clone());
@@ -170,7 +172,10 @@ impl PlanStrategy {
                 .last()
                 .map(|e| value_text(&e.result))
                 .unwrap_or_default();
-            return Ok(Err(format!("tool {} failed: {last}", relevant[0].tool_name)));
+            return Ok(Err(format!(
+                "tool {} failed: {last}",
+                relevant[0].tool_name
+            )));
         }
         Ok(Ok(()))
     }
@@ -198,9 +203,7 @@ fn parse_plan(data: &Value, max_steps: Option<usize>) -> Result<Vec<PlanStep>, A
         let description = item
             .get("description")
             .and_then(Value::as_str)
-            .ok_or_else(|| {
-                AgentError::InvalidPlan(format!("plan step {id:?} has no description"))
-            })?
+            .ok_or_else(|| AgentError::InvalidPlan(format!("plan step {id:?} has no description")))?
             .to_owned();
         let tool = item.get("tool").and_then(Value::as_str).map(str::to_owned);
         let depends_on = item

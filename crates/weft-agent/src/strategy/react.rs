@@ -106,8 +106,11 @@ impl ExecutionStrategy for ReactStrategy {
             }
             run.state = run.state.with_reasoning(reasoning.clone());
             ctx.strategy.reason(step, &reasoning);
-            ctx.events
-                .emit_uap(UapEventType::Reasoning, step, json!({ "reasoning": reasoning }));
+            ctx.events.emit_uap(
+                UapEventType::Reasoning,
+                step,
+                json!({ "reasoning": reasoning }),
+            );
             // Act and observe
             let action_turn = run
                 .call(

@@ -8,9 +8,7 @@
 
 use futures_util::StreamExt as _;
 use serde_json::json;
-use weft_provider::{
-    ErrorCode, InferenceInput, LlmInstance, Message, ToolResult, Turn, UppError,
-};
+use weft_provider::{ErrorCode, InferenceInput, LlmInstance, Message, ToolResult, Turn, UppError};
 
 use super::ExecutionContext;
 use crate::agent::GenerateResult;
@@ -45,6 +43,23 @@ pub(crate) fn merge_turn(acc: Option<Turn>, next: Turn) -> Turn {
             turn.cycles += next.cycles;
             turn.data = next.data;
             turn
+        }
+    }
+}
+
+trait TurnExt {
+    fn clone_without_messages(&self) -> Turn;
+}
+
+impl TurnExt for Turn {
+    fn clone_without_messages(&self) -> Turn {
+        Turn {
+            messages: Vec::new(),
+            response: self.response.clone(),
+            tool_executions: self.tool_executions.clone(),
+            usage: self.usage.clone(),
+            cycles: self.cycles,
+            data: self.data.clone(),
         }
     }
 }
@@ -96,11 +111,13 @@ impl<'a> Run<'a> {
         self.state = self.state.with_step(step);
         self.ctx.events.set_step(step);
         self.ctx.strategy.step_start(step, &self.state);
-        self.ctx.events.emit_uap(
-            UapEventType::StepStart,
-            step,
-            json!({ "stateId": self.state.id() }),
-        );
+        if self.ctx.events.is_streaming() {
+            self.ctx.events.emit_uap(
+                UapEventType::StepStart,
+                step,
+                json!({ "stateId": self.state.id() }),
+            );
+        }
         step
     }
 
@@ -136,7 +153,8 @@ impl<'a> Run<'a> {
                 Err(error) => Err(error),
             }
         } else {
-            llm.generate_step(history, inputs, self.rounds, signal).await
+            llm.generate_step(history, inputs, self.rounds, signal)
+                .await
         };
         let turn = result.map_err(|e| self.map_error(e))?;
         self.pending_input = None;
@@ -144,7 +162,13 @@ impl<'a> Run<'a> {
             self.rounds += 1;
         }
         self.step_messages.extend(turn.messages.iter().cloned());
-        self.step_turn = Some(merge_turn(self.step_turn.take(), turn.clone()));
+        let step_turn = match self.step_turn.take() {
+            // The first call of a step: keep the turn without its messages (they are in
+            // `step_messages`) and hand the caller the full one.
+            None => turn.clone_without_messages(),
+            Some(acc) => merge_turn(Some(acc), turn.clone_without_messages()),
+        };
+        self.step_turn = Some(step_turn);
         Ok(turn)
     }
 
@@ -155,12 +179,18 @@ impl<'a> Run<'a> {
         }
         let calls = &turn.response.tool_calls;
         self.ctx.strategy.act(step, calls);
-        self.ctx
-            .events
-            .emit_uap(UapEventType::Action, step, json!({ "toolCalls": calls }));
+        let streaming = self.ctx.events.is_streaming();
+        if streaming {
+            self.ctx
+                .events
+                .emit_uap(UapEventType::Action, step, json!({ "toolCalls": calls }));
+        }
         if tools_ran(turn) {
             let results = last_results(turn);
             self.ctx.strategy.observe(step, results);
+            if !streaming {
+                return;
+            }
             self.ctx.events.emit_uap(
                 UapEventType::Observation,
                 step,
@@ -173,18 +203,26 @@ impl<'a> Run<'a> {
     /// `step_end`, checkpoints.
     pub(crate) async fn end_step(&mut self, step: u64) {
         let traces = self.ctx.events.take_traces();
-        let messages = std::mem::take(&mut self.step_messages);
-        self.state = self.state.with_step_result(step, messages, traces);
+        let messages_of_step = std::mem::take(&mut self.step_messages);
+        self.state = self
+            .state
+            .with_step_result(step, messages_of_step.iter().cloned(), traces);
         self.committed = self.state.clone();
-        let Some(turn) = self.step_turn.take() else {
+        let Some(mut turn) = self.step_turn.take() else {
             return;
         };
-        let completed = turn.tool_executions.clone();
+        turn.messages = messages_of_step;
+        let checkpointing = self.ctx.session_id.is_some();
+        let completed = if checkpointing {
+            turn.tool_executions.clone()
+        } else {
+            Vec::new()
+        };
         let result = GenerateResult {
             turn,
             state: self.state.clone(),
         };
-        let usage = {
+        let usage = checkpointing.then(|| {
             let mut usage = self
                 .total
                 .as_ref()
@@ -192,9 +230,9 @@ impl<'a> Run<'a> {
                 .unwrap_or_default();
             usage.merge(&result.turn.usage);
             usage
-        };
+        });
         self.ctx
-            .end_step_effects(step, &result, completed, Some(usage))
+            .end_step_effects(step, &result, completed, usage)
             .await;
         self.total = Some(merge_turn(self.total.take(), result.turn));
     }

@@ -51,15 +51,20 @@ pub fn add_tool() -> Tool {
         "Adds two integers.",
         json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}),
         |args: Value, _ctx| async move {
-            Ok(json!(args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)))
+            Ok(json!(
+                args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)
+            ))
         },
     )
 }
 
 pub fn failing_tool(name: &str) -> Tool {
-    Tool::new(name, "Always fails.", object_schema(), |_a: Value, _c| async {
-        Err::<Value, _>(ToolError::new("boom"))
-    })
+    Tool::new(
+        name,
+        "Always fails.",
+        object_schema(),
+        |_a: Value, _c| async { Err::<Value, _>(ToolError::new("boom")) },
+    )
 }
 
 pub type Log = Arc<Mutex<Vec<String>>>;
@@ -76,16 +81,21 @@ pub fn entries(log: &Log) -> Vec<String> {
 pub fn timed_tool(name: &str, ms: u64, log: &Log) -> Tool {
     let log = log.clone();
     let tool_name = name.to_owned();
-    Tool::new(name, "Logs its run.", object_schema(), move |_a: Value, _c| {
-        let log = log.clone();
-        let name = tool_name.clone();
-        async move {
-            log.lock().unwrap().push(format!("start:{name}"));
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-            log.lock().unwrap().push(format!("end:{name}"));
-            Ok(json!(name))
-        }
-    })
+    Tool::new(
+        name,
+        "Logs its run.",
+        object_schema(),
+        move |_a: Value, _c| {
+            let log = log.clone();
+            let name = tool_name.clone();
+            async move {
+                log.lock().unwrap().push(format!("start:{name}"));
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                log.lock().unwrap().push(format!("end:{name}"));
+                Ok(json!(name))
+            }
+        },
+    )
 }
 
 /// A summary of a history that ignores ids and timestamps: (type, text, tool calls, results).
