@@ -27,4 +27,14 @@ pub(crate) enum Command {
     /// Validate, hash, canonicalize and convert ThreadProtocol threads.
     #[command(subcommand)]
     Thread(commands::thread::ThreadCommand),
+    /// Runs recorded in the store: `list`, `show RUN`.
+    #[command(subcommand)]
+    Runs(commands::runs::RunsCommand),
+    /// Print a run's event log (`--follow` to keep watching).
+    Events(commands::events::EventsArgs),
+    /// Checkpoints of a thread: `list THREAD`.
+    #[command(subcommand)]
+    Checkpoints(commands::checkpoints::CheckpointsCommand),
+    /// Continue an interrupted run from its latest checkpoint.
+    Resume(commands::resume::ResumeArgs),
 }

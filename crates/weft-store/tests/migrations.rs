@@ -44,8 +44,14 @@ fn sample_checkpoint() -> Checkpoint {
 async fn generate_v1_fixture() {
     let path = fixture();
     let _ = std::fs::remove_file(&path);
-    let store = Store::open_sqlite_at_version(&path, 1).await.unwrap().with_durability(weft_store::Durability::Sync);
-    store.save_checkpoint("fixture-thread", &sample_checkpoint()).await.unwrap();
+    let store = Store::open_sqlite_at_version(&path, 1)
+        .await
+        .unwrap()
+        .with_durability(weft_store::Durability::Sync);
+    store
+        .save_checkpoint("fixture-thread", &sample_checkpoint())
+        .await
+        .unwrap();
     store
         .append_event(NewEvent {
             event_type: "turn_start".into(),
@@ -71,15 +77,30 @@ async fn the_v1_fixture_keeps_opening_and_is_upgraded() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("old.db");
     std::fs::copy(fixture(), &copy).unwrap();
-    let store = Store::open(&format!("sqlite:{}", copy.display())).await.unwrap();
+    let store = Store::open(&format!("sqlite:{}", copy.display()))
+        .await
+        .unwrap();
     assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
-    let cp = store.latest_checkpoint("fixture-thread").await.unwrap().unwrap();
+    let cp = store
+        .latest_checkpoint("fixture-thread")
+        .await
+        .unwrap()
+        .unwrap();
     let state = AgentState::from_json(cp.checkpoint.state).unwrap();
     assert_eq!(state.message_count(), 1);
-    assert_eq!(state.messages().next().map(Message::text).as_deref(), Some("fixture input"));
+    assert_eq!(
+        state.messages().next().map(Message::text).as_deref(),
+        Some("fixture input")
+    );
     assert_eq!(cp.sop_phase, Some(json!("plan")));
     assert_eq!(cp.summary.id, "fixture-checkpoint");
-    let events = store.events(&EventQuery { run_id: Some("fixture-run".into()), ..Default::default() }).await.unwrap();
+    let events = store
+        .events(&EventQuery {
+            run_id: Some("fixture-run".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     assert_eq!(events.len(), 1);
     // Version-2 columns work on the upgraded file.
     assert!(store.runs(None).await.unwrap().is_empty());
@@ -106,28 +127,57 @@ async fn reopening_is_idempotent_and_the_default_path_is_created() {
 async fn a_newer_sqlite_database_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("new.db");
-    drop(Store::open(&format!("sqlite:{}", path.display())).await.unwrap());
+    drop(
+        Store::open(&format!("sqlite:{}", path.display()))
+            .await
+            .unwrap(),
+    );
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute("INSERT INTO weft_schema_migrations VALUES (99, 'future', 'x')", []).unwrap();
+    conn.execute(
+        "INSERT INTO weft_schema_migrations VALUES (99, 'future', 'x')",
+        [],
+    )
+    .unwrap();
     drop(conn);
-    let error = Store::open(&format!("sqlite:{}", path.display())).await.unwrap_err();
-    assert_eq!(error, StoreError::SchemaTooNew { found: 99, supported: SCHEMA_VERSION });
+    let error = Store::open(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        StoreError::SchemaTooNew {
+            found: 99,
+            supported: SCHEMA_VERSION
+        }
+    );
     assert!(error.to_string().contains("newer"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_postgres_schema_is_refused() {
-    let Some(url) = common::postgres_url() else { return };
+    let Some(url) = common::postgres_url() else {
+        return;
+    };
     let schema = common::fresh_schema();
-    let store = Store::open_postgres(PgOptions::new(url.clone()).schema(schema.clone())).await.unwrap();
-    drop(store);
-    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    client
-        .batch_execute(&format!("INSERT INTO {schema}.weft_schema_migrations VALUES (99, 'future', 'x')"))
+    let store = Store::open_postgres(PgOptions::new(url.clone()).schema(schema.clone()))
         .await
         .unwrap();
-    let error = Store::open_postgres(PgOptions::new(url.clone()).schema(schema.clone())).await.unwrap_err();
-    assert!(matches!(error, StoreError::SchemaTooNew { found: 99, .. }), "{error}");
+    drop(store);
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!(
+            "INSERT INTO {schema}.weft_schema_migrations VALUES (99, 'future', 'x')"
+        ))
+        .await
+        .unwrap();
+    let error = Store::open_postgres(PgOptions::new(url.clone()).schema(schema.clone()))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, StoreError::SchemaTooNew { found: 99, .. }),
+        "{error}"
+    );
     weft_store::drop_schema(&url, &schema).await.unwrap();
 }

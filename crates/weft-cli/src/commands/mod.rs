@@ -1,6 +1,10 @@
 //! One module per subcommand; each is a few dozen lines calling the library crates.
 
+pub(crate) mod checkpoints;
+pub(crate) mod events;
 pub(crate) mod llm;
+pub(crate) mod resume;
+pub(crate) mod runs;
 pub(crate) mod thread;
 
 use std::process::ExitCode;
@@ -12,5 +16,9 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Thread(command) => thread::run(command),
         Command::Llm(args) => llm::run(args),
+        Command::Runs(command) => runs::run(command),
+        Command::Events(args) => events::run(args),
+        Command::Checkpoints(command) => checkpoints::run(command),
+        Command::Resume(args) => resume::run(args),
     }
 }

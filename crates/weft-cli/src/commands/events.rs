@@ -1,0 +1,94 @@
+//! `weft events RUN [--follow] [--json]`: a run's event log, in log order.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use weft_store::run::effective_status;
+use weft_store::{EventLog, EventQuery, EventRecord, RunStatus, Runs};
+
+use super::runs::{StoreArgs, open_store, runtime};
+
+/// `weft events` flags.
+#[derive(Debug, Args)]
+pub(crate) struct EventsArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Keep printing new events until the run ends.
+    #[arg(long)]
+    follow: bool,
+    /// Only these event types (repeatable).
+    #[arg(long = "type", value_name = "TYPE")]
+    types: Vec<String>,
+    /// The run id.
+    run: String,
+}
+
+/// Prints one event; `Ok(false)` when stdout is closed (`weft events RUN | head`).
+fn print(event: &EventRecord, json: bool) -> anyhow::Result<bool> {
+    use std::io::Write as _;
+    let line = if json {
+        serde_json::to_string(event)?
+    } else {
+        format!(
+            "{}  turn {:>3}  {:<18} {}{}",
+            event.timestamp,
+            event.turn,
+            event.event_type,
+            event
+                .tool_call_id
+                .as_deref()
+                .map(|c| format!("[{c}] "))
+                .unwrap_or_default(),
+            event.payload
+        )
+    };
+    match writeln!(std::io::stdout().lock(), "{line}") {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Runs `weft events`.
+pub(crate) fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async move {
+        let store = open_store(&args.store).await?;
+        if store.run(&args.run).await?.is_none() {
+            eprintln!("weft: run {} not found in {}", args.run, store.location());
+            return Ok(ExitCode::from(1));
+        }
+        let mut after = None;
+        loop {
+            let events = store
+                .events(&EventQuery {
+                    run_id: Some(args.run.clone()),
+                    types: args.types.clone(),
+                    after_seq: after,
+                    ..EventQuery::default()
+                })
+                .await?;
+            for event in &events {
+                if !print(event, args.store.json)? {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                after = Some(event.seq);
+            }
+            if !args.follow {
+                break;
+            }
+            let running = store
+                .run(&args.run)
+                .await?
+                .is_some_and(|r| effective_status(&r) == RunStatus::Running);
+            if !running && events.is_empty() {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                _ = tokio::signal::ctrl_c() => return Ok(ExitCode::from(130)),
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
