@@ -6,7 +6,6 @@
 use std::fmt;
 
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::canonical::{CanonicalOptions, canonicalize};
 
@@ -64,14 +63,24 @@ pub fn hash_thread(thread: &Value, options: HashOptions) -> ThreadHash {
 }
 
 /// SHA-256 of bytes as a [`ThreadHash`].
+///
+/// Computed with `ring`'s assembly SHA-256 (SHA-NI, AVX2 or SSSE3, chosen at run time), about
+/// twice as fast as a portable implementation on CPUs without SHA instructions.
 pub fn hash_bytes(bytes: &[u8]) -> ThreadHash {
-    ThreadHash(Sha256::digest(bytes).into())
+    ThreadHash(sha256(bytes))
+}
+
+fn sha256(bytes: &[u8]) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
 }
 
 /// A deterministic UUID (version 8, RFC 9562) derived from bytes: the first 16 bytes of their
 /// SHA-256 with the version and variant bits set. Used for thread IDs built from content.
 pub fn content_uuid(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
+    let digest = sha256(bytes);
     let mut id = [0u8; 16];
     id.copy_from_slice(&digest[..16]);
     id[6] = (id[6] & 0x0f) | 0x80;

@@ -14,7 +14,7 @@
 //! | [`weft_messages`] | Weft's own (UPP-1.2) messages of a run ⇄ [`UserTurn`] / [`AgentTurn`] |
 //!
 //! The crate does no I/O and uses no async runtime; it has no cargo features. Besides serde it
-//! depends only on `sha2` and, for [`weft_messages`], on `weft-provider`'s types.
+//! depends only on `ring` (SHA-256) and, for [`weft_messages`], on `weft-provider`'s types.
 //!
 //! # Example: validate, hash, parse
 //!

@@ -3,7 +3,6 @@
 //! what the chunks alone would reconstruct, and sends a `patch` for the difference.
 
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::types::JsonMap;
 
@@ -83,7 +82,7 @@ pub(crate) fn tool_return_part(
 
 /// A short content identifier: the first 6 hex digits of SHA-256 of the base64 text.
 pub(crate) fn content_identifier(data: &str) -> String {
-    Sha256::digest(data.as_bytes())[..3]
+    crate::hash::hash_bytes(data.as_bytes()).0[..3]
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
