@@ -68,7 +68,7 @@ def main():
             status = "pass" if all(s == "pass" for s in statuses) else next(s for s in statuses if s != "pass")
         else:
             tests, status = "—", f"not started ({OWNER[prefix]})"
-        key = status.split(" ")[0].split(":")[0]
+        key = status.split(" ")[0].split(":")[0].rstrip(".,;")
         counts[key] = counts.get(key, 0) + 1
         out.append(f"| {rid} | {level} | {text} | {tests} | {status} |")
     summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))

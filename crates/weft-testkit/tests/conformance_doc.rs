@@ -43,17 +43,17 @@ fn function_names() -> HashSet<String> {
     names
 }
 
-/// Test-like names in a cell: snake_case with at least two underscores, outside backticks
-/// and parentheses (which hold explanations and API names).
+/// Test-like names in a cell: snake_case with at least two underscores (a `file::` or
+/// `module::` prefix is dropped), outside parentheses, which hold explanations.
 fn named_tests(cell: &str) -> Vec<String> {
     let mut plain = String::new();
-    let (mut in_tick, mut depth) = (false, 0u32);
+    let mut depth = 0u32;
     for c in cell.chars() {
         match c {
-            '`' => in_tick = !in_tick,
-            '(' if !in_tick => depth += 1,
-            ')' if !in_tick => depth = depth.saturating_sub(1),
-            _ if !in_tick && depth == 0 => plain.push(c),
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            '`' => plain.push(' '),
+            _ if depth == 0 => plain.push(c),
             _ => {}
         }
     }
@@ -94,8 +94,8 @@ fn every_test_named_in_conformance_md_exists() {
 #[test]
 fn names_are_extracted_outside_explanations() {
     assert_eq!(
-        named_tests("foo_bar_baz, `api_name_here` (see other_test_name), file::a_b_c"),
-        ["foo_bar_baz", "a_b_c"]
+        named_tests("foo_bar_baz, `mod_x::api_name_here` (see other_test_name), file::a_b_c, `Type::method`"),
+        ["foo_bar_baz", "api_name_here", "a_b_c"]
     );
 }
 
