@@ -1,0 +1,229 @@
+//! Generation options read from a request's `params`.
+//!
+//! | param | type | default | meaning |
+//! |---|---|---|---|
+//! | `max_tokens` (also `max_output_tokens`, `max_completion_tokens`, `maxOutputTokens`) | integer ≥ 1 | 512 | output token limit |
+//! | `temperature` | number ≥ 0 | 0 (greedy) | softmax temperature |
+//! | `top_k` (also `topK`) | integer ≥ 0 | none | keep the k most likely tokens |
+//! | `top_p` (also `topP`) | number in (0, 1] | 1 | nucleus sampling |
+//! | `seed` | integer ≥ 0 | random | seed of the sampler (reproducible sampling) |
+//! | `stop` (also `stop_sequences`, `stopSequences`) | string or array of strings | none | stop sequences (not included in the output) |
+//! | `parallel_tool_calls` | boolean | true | allow more than one tool call per reply |
+//!
+//! Other params are ignored (they belong to other providers). Values of the wrong type are an
+//! `INVALID_REQUEST` error rather than being silently dropped.
+
+use serde_json::{Map, Value};
+use weft_provider::{ErrorCode, UppError};
+
+use crate::NAME;
+use crate::sampling::SamplingParams;
+
+/// The default output token limit.
+pub const DEFAULT_MAX_TOKENS: usize = 512;
+
+/// Options of one generation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationOptions {
+    /// Output token limit.
+    pub max_tokens: usize,
+    /// Stop sequences.
+    pub stop: Vec<String>,
+    /// Sampling parameters.
+    pub sampling: SamplingParams,
+    /// Whether a reply may hold several tool calls.
+    pub parallel_tool_calls: bool,
+}
+
+impl Default for GenerationOptions {
+    fn default() -> Self {
+        GenerationOptions {
+            max_tokens: DEFAULT_MAX_TOKENS,
+            stop: Vec::new(),
+            sampling: SamplingParams::default(),
+            parallel_tool_calls: true,
+        }
+    }
+}
+
+fn invalid(message: String) -> UppError {
+    UppError::llm(ErrorCode::InvalidRequest, NAME, message)
+}
+
+fn first<'a>(params: &'a Map<String, Value>, names: &[&'static str]) -> Option<(&'static str, &'a Value)> {
+    names
+        .iter()
+        .find_map(|name| params.get(*name).filter(|v| !v.is_null()).map(|v| (*name, v)))
+}
+
+fn uint(name: &str, value: &Value) -> Result<u64, UppError> {
+    value
+        .as_u64()
+        .ok_or_else(|| invalid(format!("param {name} must be a non-negative integer, got {value}")))
+}
+
+fn number(name: &str, value: &Value) -> Result<f64, UppError> {
+    value
+        .as_f64()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| invalid(format!("param {name} must be a number, got {value}")))
+}
+
+impl GenerationOptions {
+    /// Reads the options from `params` (`None`: the defaults).
+    ///
+    /// # Errors
+    /// `INVALID_REQUEST` when a known param has the wrong type or range.
+    pub fn from_params(params: Option<&Map<String, Value>>) -> Result<Self, UppError> {
+        let mut options = GenerationOptions::default();
+        let Some(params) = params else {
+            return Ok(options);
+        };
+        if let Some((name, value)) = first(
+            params,
+            &["max_tokens", "max_output_tokens", "max_completion_tokens", "maxOutputTokens"],
+        ) {
+            let max = uint(name, value)?;
+            if max == 0 {
+                return Err(invalid(format!("param {name} must be at least 1")));
+            }
+            options.max_tokens = usize::try_from(max).unwrap_or(usize::MAX);
+        }
+        if let Some((name, value)) = first(params, &["temperature"]) {
+            let t = number(name, value)?;
+            if t < 0.0 {
+                return Err(invalid(format!("param {name} must be >= 0, got {t}")));
+            }
+            options.sampling.temperature = t as f32;
+        }
+        if let Some((name, value)) = first(params, &["top_k", "topK"]) {
+            let k = uint(name, value)?;
+            options.sampling.top_k = (k > 0).then(|| usize::try_from(k).unwrap_or(usize::MAX));
+        }
+        if let Some((name, value)) = first(params, &["top_p", "topP"]) {
+            let p = number(name, value)?;
+            if !(p > 0.0 && p <= 1.0) {
+                return Err(invalid(format!("param {name} must be in (0, 1], got {p}")));
+            }
+            options.sampling.top_p = p as f32;
+        }
+        if let Some((name, value)) = first(params, &["seed"]) {
+            options.sampling.seed = Some(uint(name, value)?);
+        }
+        if let Some((name, value)) = first(params, &["stop", "stop_sequences", "stopSequences"]) {
+            options.stop = match value {
+                Value::String(s) => vec![s.clone()],
+                Value::Array(items) => items
+                    .iter()
+                    .map(|item| {
+                        item.as_str().map(str::to_owned).ok_or_else(|| {
+                            invalid(format!("param {name} must hold strings, got {item}"))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?,
+                other => {
+                    return Err(invalid(format!(
+                        "param {name} must be a string or an array of strings, got {other}"
+                    )));
+                }
+            };
+            options.stop.retain(|s| !s.is_empty());
+        }
+        if let Some((name, value)) = first(params, &["parallel_tool_calls"]) {
+            options.parallel_tool_calls = value
+                .as_bool()
+                .ok_or_else(|| invalid(format!("param {name} must be a boolean, got {value}")))?;
+        }
+        Ok(options)
+    }
+}
+
+/// Finds stop sequences in generated text and says how much of it is safe to stream.
+#[derive(Debug, Clone)]
+pub struct StopMatcher {
+    stops: Vec<String>,
+}
+
+impl StopMatcher {
+    /// A matcher for `stops` (empty strings ignored).
+    pub fn new(stops: &[String]) -> Self {
+        StopMatcher {
+            stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(),
+        }
+    }
+
+    /// The byte offset where the earliest stop sequence starts in `text`, if one occurs.
+    pub fn find(&self, text: &str) -> Option<usize> {
+        self.stops.iter().filter_map(|s| text.find(s.as_str())).min()
+    }
+
+    /// How many leading bytes of `text` can be shown without risk: the text minus the longest
+    /// tail that is a prefix of a stop sequence (always on a character boundary).
+    pub fn safe_len(&self, text: &str) -> usize {
+        let mut held = 0;
+        for stop in &self.stops {
+            // Proper prefixes only: a whole stop sequence is found by `find`.
+            for (len, _) in stop.char_indices().skip(1) {
+                if len > held && text.ends_with(&stop[..len]) {
+                    held = len;
+                }
+            }
+        }
+        let mut safe = text.len() - held;
+        while !text.is_char_boundary(safe) {
+            safe -= 1;
+        }
+        safe
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn parse(value: Value) -> Result<GenerationOptions, UppError> {
+        GenerationOptions::from_params(value.as_object())
+    }
+
+    #[test]
+    fn params_are_read_with_their_aliases() {
+        let options = parse(json!({"max_output_tokens": 7, "temperature": 0.7, "topK": 40,
+            "top_p": 0.9, "seed": 3, "stop": "END", "parallel_tool_calls": false, "other": 1}))
+        .unwrap();
+        assert_eq!(options.max_tokens, 7);
+        assert_eq!(options.sampling.top_k, Some(40));
+        assert_eq!(options.sampling.seed, Some(3));
+        assert!((options.sampling.top_p - 0.9).abs() < 1e-6);
+        assert_eq!(options.stop, vec!["END"]);
+        assert!(!options.parallel_tool_calls);
+        assert_eq!(GenerationOptions::from_params(None).unwrap(), GenerationOptions::default());
+    }
+
+    #[test]
+    fn wrong_types_are_invalid_requests() {
+        for bad in [
+            json!({"max_tokens": "ten"}),
+            json!({"max_tokens": 0}),
+            json!({"temperature": -1}),
+            json!({"top_p": 1.5}),
+            json!({"stop": [1]}),
+            json!({"seed": -2}),
+        ] {
+            let error = parse(bad.clone()).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidRequest, "{bad}");
+        }
+    }
+
+    #[test]
+    fn stop_sequences_are_found_and_held_back_while_partial() {
+        let stops = StopMatcher::new(&["\nUser:".to_owned(), "END".to_owned()]);
+        assert_eq!(stops.find("hello END there"), Some(6));
+        assert_eq!(stops.find("hello"), None);
+        assert_eq!(stops.safe_len("hello\nUs"), 5);
+        assert_eq!(stops.safe_len("hello EN"), 6);
+        assert_eq!(stops.safe_len("hello"), 5);
+        assert_eq!(StopMatcher::new(&[]).safe_len("abc"), 3);
+    }
+}
