@@ -252,12 +252,12 @@ fn commit_batch(conn: &mut Connection, batch: &mut Vec<Job>) {
                 results.push(Ok(()));
                 continue;
             };
-            tx.execute_batch("SAVEPOINT job")?;
+            tx.prepare_cached("SAVEPOINT job")?.execute([])?;
             let result = job.stmts.iter().try_for_each(|s| run_stmt(&tx, s));
             if result.is_err() {
-                tx.execute_batch("ROLLBACK TO job")?;
+                tx.prepare_cached("ROLLBACK TO job")?.execute([])?;
             }
-            tx.execute_batch("RELEASE job")?;
+            tx.prepare_cached("RELEASE job")?.execute([])?;
             results.push(result);
         }
         tx.commit()?;

@@ -538,11 +538,14 @@ impl Store {
         thread_id: &str,
         cache: &mut ThreadCache,
     ) -> Result<(), StoreError> {
-        if cache.loaded && !cache.failed.load(Ordering::SeqCst) {
+        let failed = cache.failed.load(Ordering::SeqCst);
+        if cache.loaded && !failed {
             return Ok(());
         }
-        // A failed queued write may still be ahead of us: let it land (or fail) first.
-        self.flush().await?;
+        if failed || cache.next_step > 0 {
+            // Writes of this thread may still be queued: let them land (or fail) first.
+            self.flush().await?;
+        }
         let max_step = self
             .query(stmt!(
                 "SELECT COALESCE(MAX(step), 0) FROM checkpoints WHERE thread_id = $1",
