@@ -34,6 +34,13 @@ pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
+/// A fresh UUIDv4 for a state, formatted straight into its shared string (one allocation;
+/// every `with_*` makes one).
+fn new_state_id() -> Arc<str> {
+    let mut buffer = uuid::Uuid::encode_buffer();
+    Arc::from(&*uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buffer))
+}
+
 /// An immutable snapshot of agent execution state (UAP-1.0 §6).
 ///
 /// # Examples
@@ -98,7 +105,7 @@ impl AgentState {
     /// The empty state: no messages, step 0, empty metadata and reasoning, no plan.
     pub fn initial() -> Self {
         AgentState {
-            id: new_id().into(),
+            id: new_state_id(),
             messages: imbl::Vector::new(),
             step: 0,
             metadata: Arc::new(Map::new()),
@@ -111,7 +118,7 @@ impl AgentState {
     /// A copy with a new id: the starting point of every `with_*`.
     fn derive(&self) -> Self {
         AgentState {
-            id: new_id().into(),
+            id: new_state_id(),
             ..self.clone()
         }
     }
