@@ -1,0 +1,342 @@
+//! The definitions of a Standard Agents project, spelled as the spec spells them
+//! (`sideA`, `stopOnResponse`, `maxSessionTurns`, …): [`AgentDefinition`] (agents §1),
+//! [`SideConfig`] (§3), [`SessionToolBinding`] (§4), plus Weft's [`PromptDefinition`],
+//! [`ToolDefinition`] and [`ProjectConfig`] (`weft.toml`).
+//!
+//! Every struct rejects unknown keys, so a misspelt key is a load error, not a silent default.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The conversation mode of an agent (agents §2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentType {
+    /// Side A is the AI, side B the human (the default, SA-002).
+    #[default]
+    AiHuman,
+    /// Both sides are AI (SA-007).
+    DualAi,
+}
+
+impl AgentType {
+    /// The spec's spelling: `ai_human` or `dual_ai`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentType::AiHuman => "ai_human",
+            AgentType::DualAi => "dual_ai",
+        }
+    }
+}
+
+/// An agent (agents §1): a conversation type, its sides and how it may be called.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentDefinition {
+    /// Unique agent identifier (required).
+    pub name: String,
+    /// Conversation mode; `ai_human` when absent.
+    #[serde(default, rename = "type")]
+    pub agent_type: AgentType,
+    /// Side A (required).
+    pub side_a: SideConfig,
+    /// Side B, required for `dual_ai`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side_b: Option<SideConfig>,
+    /// Session turn safety cap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_session_turns: Option<u64>,
+    /// Human-readable label (legacy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Agent summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Display icon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
+    /// Expose a callable entrypoint (handoff for `ai_human`, subagent for `dual_ai`).
+    #[serde(default)]
+    pub expose_as_tool: bool,
+    /// The description of the callable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_description: Option<String>,
+    /// Agent-level default variable values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Fallback hook IDs (accepted; Weft has no hook registry yet).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<String>,
+    /// Packaging metadata: package name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package_name: Option<String>,
+    /// Packaging metadata: version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Packaging metadata: author.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
+    /// Packaging metadata: license.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<String>,
+}
+
+impl AgentDefinition {
+    /// The side configurations that exist: `[("sideA", A)]` or `[("sideA", A), ("sideB", B)]`.
+    pub fn sides(&self) -> Vec<(Side, &SideConfig)> {
+        let mut sides = vec![(Side::A, &self.side_a)];
+        if let Some(b) = &self.side_b {
+            sides.push((Side::B, b));
+        }
+        sides
+    }
+}
+
+/// One side of a conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Side {
+    /// Side A (the AI of an `ai_human` agent; the first speaker of a `dual_ai` one).
+    #[serde(rename = "sideA")]
+    A,
+    /// Side B (the human of an `ai_human` agent; the second AI of a `dual_ai` one).
+    #[serde(rename = "sideB")]
+    B,
+}
+
+impl Side {
+    /// The key spelling: `sideA` / `sideB`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Side::A => "sideA",
+            Side::B => "sideB",
+        }
+    }
+
+    /// The other side.
+    pub fn other(self) -> Side {
+        match self {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// A side's configuration (agents §3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SideConfig {
+    /// Prompt name for this side (required).
+    pub prompt: String,
+    /// UI/log label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// Stop the side's turn on a text response without tool calls (default true).
+    #[serde(default = "default_true")]
+    pub stop_on_response: bool,
+    /// Stop the side's turn when this tool is called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_tool: Option<String>,
+    /// The property extracted from the stop tool's outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_tool_response_property: Option<String>,
+    /// Per-side-turn step safety limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u64>,
+    /// Ends the session successfully.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_stop: Option<SessionToolBinding>,
+    /// Ends the session with failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_fail: Option<SessionToolBinding>,
+    /// Publishes status updates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_status: Option<SessionToolBinding>,
+}
+
+impl SideConfig {
+    /// A side running `prompt` with every other field at its default.
+    pub fn new(prompt: impl Into<String>) -> Self {
+        SideConfig {
+            prompt: prompt.into(),
+            label: None,
+            stop_on_response: true,
+            stop_tool: None,
+            stop_tool_response_property: None,
+            max_steps: None,
+            session_stop: None,
+            session_fail: None,
+            session_status: None,
+        }
+    }
+
+    /// The session bindings that are set, with their keys.
+    pub fn bindings(&self) -> Vec<(&'static str, &SessionToolBinding)> {
+        [
+            ("sessionStop", &self.session_stop),
+            ("sessionFail", &self.session_fail),
+            ("sessionStatus", &self.session_status),
+        ]
+        .into_iter()
+        .filter_map(|(key, b)| b.as_ref().map(|b| (key, b)))
+        .collect()
+    }
+}
+
+/// A session lifecycle binding (agents §4): a tool name, or the object form with the
+/// argument mapping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SessionToolBinding {
+    /// The string form: the tool's name.
+    Name(String),
+    /// The object form.
+    Mapped(MappedBinding),
+}
+
+/// The object form of a [`SessionToolBinding`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MappedBinding {
+    /// The tool that controls the lifecycle action.
+    pub name: String,
+    /// The argument that becomes the lifecycle message text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_property: Option<String>,
+    /// The argument holding attachment path(s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments_property: Option<String>,
+}
+
+impl SessionToolBinding {
+    /// The bound tool's name.
+    pub fn name(&self) -> &str {
+        match self {
+            SessionToolBinding::Name(name) => name,
+            SessionToolBinding::Mapped(m) => &m.name,
+        }
+    }
+
+    /// The `messageProperty`, if any.
+    pub fn message_property(&self) -> Option<&str> {
+        match self {
+            SessionToolBinding::Name(_) => None,
+            SessionToolBinding::Mapped(m) => m.message_property.as_deref(),
+        }
+    }
+
+    /// The `attachmentsProperty`, if any.
+    pub fn attachments_property(&self) -> Option<&str> {
+        match self {
+            SessionToolBinding::Name(_) => None,
+            SessionToolBinding::Mapped(m) => m.attachments_property.as_deref(),
+        }
+    }
+
+    /// The lifecycle payload of a call with `arguments` (SA-018): the message is the
+    /// `messageProperty` argument (the whole arguments as JSON text without one, or when
+    /// it is missing), the attachments the `attachmentsProperty` argument (a string or an
+    /// array of strings).
+    pub fn payload(&self, arguments: &Value) -> LifecyclePayload {
+        let message = match self.message_property() {
+            Some(property) => match arguments.get(property) {
+                Some(Value::String(text)) => text.clone(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            },
+            None => match arguments {
+                Value::Object(map) if map.is_empty() => String::new(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            },
+        };
+        let attachments = match self.attachments_property().and_then(|p| arguments.get(p)) {
+            Some(Value::String(path)) => vec![path.clone()],
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect(),
+            _ => Vec::new(),
+        };
+        LifecyclePayload {
+            message,
+            attachments,
+        }
+    }
+}
+
+/// What a lifecycle binding call carries: the canonical stop/fail/status payload (SA-019).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LifecyclePayload {
+    /// The message text.
+    pub message: String,
+    /// Attachment paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<String>,
+}
+
+/// A prompt: the model, the system text, the tools and the model parameters of one side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PromptDefinition {
+    /// The prompt's name (what `SideConfig.prompt` refers to).
+    pub name: String,
+    /// The model, `PROVIDER:MODEL`; the project's `model` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The system text; `${NAME}` is replaced by the variable `NAME` (prompt env, then
+    /// agent env, then project env, then the process environment).
+    #[serde(default)]
+    pub system: String,
+    /// Tools by name: built-in tools, project tools, or agents with `exposeAsTool`.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Model parameters, passed to the provider unchanged (`temperature`, …).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub params: BTreeMap<String, Value>,
+    /// Prompt-level default variable values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// A summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// A project tool: a declared signature whose call returns its arguments. Such tools are
+/// what lifecycle bindings, stop tools and status tools are made of: the call *is* the
+/// signal, its arguments the payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolDefinition {
+    /// The tool's name.
+    pub name: String,
+    /// What the model is told the tool does.
+    #[serde(default)]
+    pub description: String,
+    /// The JSON Schema of the arguments (an object schema; `{"type":"object"}` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+}
+
+/// `weft.toml` (or `weft.json`): the project's own settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProjectConfig {
+    /// The project's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The agent `weft run` runs without `--agent`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_agent: Option<String>,
+    /// The model of prompts that name none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Project-level default variable values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}

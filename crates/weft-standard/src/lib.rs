@@ -1,0 +1,53 @@
+//! Standard Agents for Weft: declarative agent projects and the sessions that run them.
+//!
+//! * [`Project::load`] reads a project folder (`weft.toml`, `agents/`, `prompts/`, `tools/`,
+//!   in TOML or JSON with the spec's keys) and validates it: every problem comes back with
+//!   its file, key path and a sentence, and nothing runs on an invalid project.
+//! * [`run_session`] runs an agent: `ai_human` or `dual_ai`, with the stop evaluation order
+//!   of agents §5, sequential tool calls, `sessionStatus` events, and handoff to `ai_human`
+//!   agents exposed as tools. With [`Durable`] it checkpoints into weft-store and routes
+//!   tools through its durable wrapper.
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("weft.toml"), "name = \"demo\"\nmodel = \"scripted:script.json\"\n")?;
+//! std::fs::create_dir(dir.path().join("agents"))?;
+//! std::fs::create_dir(dir.path().join("prompts"))?;
+//! std::fs::write(dir.path().join("agents/helper.toml"), "name = \"helper\"\n[sideA]\nprompt = \"helper\"\n")?;
+//! std::fs::write(dir.path().join("prompts/helper.toml"), "name = \"helper\"\nsystem = \"You help.\"\n")?;
+//! let project = weft_standard::Project::load(dir.path())?;
+//! assert_eq!(project.default_agent().map(|a| a.name.as_str()), Some("helper"));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Code map
+//!
+//! | module | what |
+//! |---|---|
+//! | `definition` | `AgentDefinition`, `SideConfig`, `SessionToolBinding`, prompts, tools, `weft.toml` |
+//! | `project` | loading a folder, validation, variable substitution |
+//! | `tools` | built-in, project and handoff tools of a prompt |
+//! | `side` | one side's turn and the §5 stop evaluation |
+//! | `session` | `ai_human` / `dual_ai` sessions, handoff, events |
+//! | `error` | `ProjectError`, `Problem`, `SessionError` |
+
+pub mod definition;
+mod error;
+pub mod project;
+mod session;
+mod side;
+pub mod tools;
+
+pub use definition::{
+    AgentDefinition, AgentType, LifecyclePayload, MappedBinding, ProjectConfig, PromptDefinition,
+    SessionToolBinding, Side, SideConfig, ToolDefinition,
+};
+pub use error::{Problem, ProjectError, SessionError};
+pub use project::{BUILTIN_TOOLS, Project};
+pub use session::{
+    Durable, MAX_HANDOFFS, SessionEvent, SessionOptions, SessionOutcome, SessionStatus, StopReason,
+    run_session,
+};
+pub use side::DEFAULT_MAX_STEPS;

@@ -1,0 +1,588 @@
+//! Loading and validating a Weft project folder:
+//!
+//! ```text
+//! PROJECT/
+//!   weft.toml            # or weft.json: name, defaultAgent, model, env
+//!   agents/NAME.toml     # or NAME.json: one AgentDefinition per file
+//!   prompts/NAME.toml    # one PromptDefinition per file
+//!   tools/NAME.toml      # one ToolDefinition per file (optional folder)
+//! ```
+//!
+//! TOML and JSON files use the same keys. Every problem is collected (not only the first)
+//! and reported with its file, key path and a sentence; [`Project::load`] returns a project
+//! only when there are none.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::definition::{
+    AgentDefinition, AgentType, ProjectConfig, PromptDefinition, Side, ToolDefinition,
+};
+use crate::error::{Problem, ProjectError};
+
+/// The built-in tools (from `weft-tools`) a prompt may name.
+pub const BUILTIN_TOOLS: [&str; 6] = [
+    "read_file",
+    "write_file",
+    "list_dir",
+    "search_code",
+    "run_command",
+    "complete_task",
+];
+
+/// A definition and the file it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Loaded<T> {
+    /// The file, relative to the project folder.
+    pub file: PathBuf,
+    /// The definition.
+    pub value: T,
+}
+
+/// A loaded, valid project.
+#[derive(Debug, Clone)]
+pub struct Project {
+    dir: PathBuf,
+    config: ProjectConfig,
+    agents: BTreeMap<String, Loaded<AgentDefinition>>,
+    prompts: BTreeMap<String, Loaded<PromptDefinition>>,
+    tools: BTreeMap<String, Loaded<ToolDefinition>>,
+}
+
+/// What a name in a prompt's `tools` list refers to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ToolKind<'a> {
+    /// A built-in tool of `weft-tools`.
+    Builtin,
+    /// A project tool.
+    Project(&'a ToolDefinition),
+    /// An agent with `exposeAsTool`.
+    Agent(&'a AgentDefinition),
+}
+
+impl Project {
+    /// Loads and validates the project in `dir`.
+    ///
+    /// # Errors
+    /// [`ProjectError::Io`] when the folder cannot be read; [`ProjectError::Invalid`] with
+    /// every problem found otherwise.
+    pub fn load(dir: impl AsRef<Path>) -> Result<Project, ProjectError> {
+        let dir = dir.as_ref().to_path_buf();
+        let io = |source| ProjectError::Io {
+            path: dir.clone(),
+            source,
+        };
+        if !std::fs::metadata(&dir).map_err(io)?.is_dir() {
+            return Err(io(std::io::Error::other("not a folder")));
+        }
+        let mut problems = Vec::new();
+        let mut loader = Loader {
+            dir: &dir,
+            problems: &mut problems,
+        };
+        let config = loader.config();
+        let agents = loader.folder::<AgentDefinition>("agents", |a| &a.name);
+        let prompts = loader.folder::<PromptDefinition>("prompts", |p| &p.name);
+        let tools = loader.folder::<ToolDefinition>("tools", |t| &t.name);
+        let project = Project {
+            dir: dir.clone(),
+            config: config.unwrap_or_default(),
+            agents,
+            prompts,
+            tools,
+        };
+        project.validate(&mut problems);
+        if problems.is_empty() {
+            Ok(project)
+        } else {
+            Err(ProjectError::Invalid(problems))
+        }
+    }
+
+    /// The project folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `weft.toml`.
+    pub fn config(&self) -> &ProjectConfig {
+        &self.config
+    }
+
+    /// The agents, by name.
+    pub fn agents(&self) -> impl Iterator<Item = &AgentDefinition> {
+        self.agents.values().map(|l| &l.value)
+    }
+
+    /// The agent `name`.
+    pub fn agent(&self, name: &str) -> Option<&AgentDefinition> {
+        self.agents.get(name).map(|l| &l.value)
+    }
+
+    /// The prompt `name`.
+    pub fn prompt(&self, name: &str) -> Option<&PromptDefinition> {
+        self.prompts.get(name).map(|l| &l.value)
+    }
+
+    /// The project tool `name`.
+    pub fn tool(&self, name: &str) -> Option<&ToolDefinition> {
+        self.tools.get(name).map(|l| &l.value)
+    }
+
+    /// The agent `weft run` picks without `--agent`: `defaultAgent`, else the only agent.
+    pub fn default_agent(&self) -> Option<&AgentDefinition> {
+        match &self.config.default_agent {
+            Some(name) => self.agent(name),
+            None if self.agents.len() == 1 => self.agents.values().next().map(|l| &l.value),
+            None => None,
+        }
+    }
+
+    /// What the tool name `name` of a prompt refers to.
+    pub fn tool_kind(&self, name: &str) -> Option<ToolKind<'_>> {
+        if let Some(tool) = self.tool(name) {
+            Some(ToolKind::Project(tool))
+        } else if let Some(agent) = self.agent(name) {
+            Some(ToolKind::Agent(agent))
+        } else if BUILTIN_TOOLS.contains(&name) {
+            Some(ToolKind::Builtin)
+        } else {
+            None
+        }
+    }
+
+    /// The model of `prompt`: its own, else the project's.
+    pub fn model_of<'a>(&'a self, prompt: &'a PromptDefinition) -> Option<&'a str> {
+        prompt.model.as_deref().or(self.config.model.as_deref())
+    }
+
+    /// The variables visible to `prompt` run by `agent`, low to high precedence: process
+    /// environment, project env, agent env, prompt env.
+    pub fn variable(
+        &self,
+        agent: &AgentDefinition,
+        prompt: &PromptDefinition,
+        name: &str,
+    ) -> Option<String> {
+        prompt
+            .env
+            .get(name)
+            .or_else(|| agent.env.get(name))
+            .or_else(|| self.config.env.get(name))
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+    }
+
+    /// The system text of `prompt` for `agent`, with `${NAME}` replaced (unknown names
+    /// are left as written; [`Project::load`] reports them).
+    pub fn system_text(&self, agent: &AgentDefinition, prompt: &PromptDefinition) -> String {
+        substitute(&prompt.system, |name| self.variable(agent, prompt, name))
+    }
+
+    fn validate(&self, problems: &mut Vec<Problem>) {
+        let config_file = PathBuf::from("weft.toml");
+        if self.agents.is_empty() && problems.is_empty() {
+            problems.push(Problem::new(
+                "agents",
+                "",
+                "the project defines no agent; add agents/NAME.toml",
+            ));
+        }
+        if let Some(name) = &self.config.default_agent
+            && !self.agents.contains_key(name)
+        {
+            problems.push(Problem::new(
+                &config_file,
+                "defaultAgent",
+                format!("there is no agent {name:?}"),
+            ));
+        }
+        if let Some(model) = &self.config.model {
+            check_model(model, &config_file, "model", problems);
+        }
+        for tool in self.tools.values() {
+            if BUILTIN_TOOLS.contains(&tool.value.name.as_str())
+                || self.agents.contains_key(&tool.value.name)
+            {
+                problems.push(Problem::new(
+                    &tool.file,
+                    "name",
+                    format!(
+                        "the tool name {:?} is already taken by a built-in tool or an agent",
+                        tool.value.name
+                    ),
+                ));
+            }
+            if let Some(parameters) = &tool.value.parameters
+                && parameters.get("type").and_then(Value::as_str) != Some("object")
+            {
+                problems.push(Problem::new(
+                    &tool.file,
+                    "parameters",
+                    "the parameters must be a JSON Schema with \"type\" = \"object\"",
+                ));
+            }
+        }
+        for prompt in self.prompts.values() {
+            self.validate_prompt(prompt, problems);
+        }
+        for agent in self.agents.values() {
+            self.validate_agent(agent, problems);
+        }
+    }
+
+    fn validate_prompt(&self, prompt: &Loaded<PromptDefinition>, problems: &mut Vec<Problem>) {
+        let file = &prompt.file;
+        match self.model_of(&prompt.value) {
+            Some(model) => check_model(model, file, "model", problems),
+            None => problems.push(Problem::new(
+                file,
+                "model",
+                "the prompt names no model and weft.toml sets no default `model`",
+            )),
+        }
+        let mut seen = BTreeSet::new();
+        for (i, name) in prompt.value.tools.iter().enumerate() {
+            let key = format!("tools[{i}]");
+            if !seen.insert(name) {
+                problems.push(Problem::new(
+                    file,
+                    &key,
+                    format!("the tool {name:?} is listed twice"),
+                ));
+            }
+            match self.tool_kind(name) {
+                None => problems.push(Problem::new(file, &key, format!(
+                    "unknown tool {name:?}: not a built-in tool ({}), not in tools/, and not an agent", BUILTIN_TOOLS.join(", ")))),
+                Some(ToolKind::Agent(agent)) if !agent.expose_as_tool => problems.push(Problem::new(file, &key, format!(
+                    "the agent {name:?} is not callable: set `exposeAsTool = true` in its definition"))),
+                Some(ToolKind::Agent(agent)) if agent.agent_type == AgentType::DualAi => problems.push(Problem::new(file, &key, format!(
+                    "the agent {name:?} is dual_ai: calling it would start a subagent, which this version of Weft does not run yet"))),
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn validate_agent(&self, agent: &Loaded<AgentDefinition>, problems: &mut Vec<Problem>) {
+        let file = &agent.file;
+        let def = &agent.value;
+        if def.name.trim().is_empty() {
+            problems.push(Problem::new(file, "name", "the name is empty"));
+        }
+        if def.agent_type == AgentType::DualAi && def.side_b.is_none() {
+            problems.push(Problem::new(
+                file,
+                "sideB",
+                "a dual_ai agent needs a sideB (both sides are AI)",
+            ));
+        }
+        if def.max_session_turns == Some(0) {
+            problems.push(Problem::new(file, "maxSessionTurns", "must be at least 1"));
+        }
+        if def.expose_as_tool && def.tool_description.is_none() && def.description.is_none() {
+            problems.push(Problem::new(file, "toolDescription", "an agent exposed as a tool needs a toolDescription (or a description) for the calling model"));
+        }
+        for (side, config) in def.sides() {
+            let at = |key: &str| format!("{}.{key}", side.key());
+            if config.max_steps == Some(0) {
+                problems.push(Problem::new(file, at("maxSteps"), "must be at least 1"));
+            }
+            let Some(prompt) = self.prompt(&config.prompt) else {
+                problems.push(Problem::new(
+                    file,
+                    at("prompt"),
+                    format!(
+                        "unknown prompt {:?}: no prompts/{}.toml or .json defines it",
+                        config.prompt, config.prompt
+                    ),
+                ));
+                continue;
+            };
+            for name in
+                undefined_variables(&prompt.system, |n| self.variable(def, prompt, n).is_some())
+            {
+                let prompt_file = self
+                    .prompts
+                    .get(&config.prompt)
+                    .map_or_else(|| file.clone(), |l| l.file.clone());
+                problems.push(Problem::new(prompt_file, "system", format!(
+                    "the variable ${{{name}}} has no value for agent {:?}: set it in the prompt's, the agent's or weft.toml's env, or in the environment", def.name)));
+            }
+            if let Some(stop) = &config.stop_tool
+                && !prompt.tools.contains(stop)
+            {
+                problems.push(Problem::new(file, at("stopTool"), format!(
+                    "the stop tool {stop:?} is not in the tools of prompt {:?}, so the model can never call it", prompt.name)));
+            }
+            if config.stop_tool_response_property.is_some() && config.stop_tool.is_none() {
+                problems.push(Problem::new(
+                    file,
+                    at("stopToolResponseProperty"),
+                    "is set but the side has no stopTool",
+                ));
+            }
+            let mut bound = BTreeMap::new();
+            for (key, binding) in config.bindings() {
+                let name = binding.name();
+                if let Some(other) = bound.insert(name, key) {
+                    problems.push(Problem::new(
+                        file,
+                        at(key),
+                        format!("the tool {name:?} is already bound to {other}"),
+                    ));
+                }
+                if !prompt.tools.iter().any(|t| t == name) {
+                    problems.push(Problem::new(file, at(key), format!(
+                        "the {key} tool {name:?} is not in the tools of prompt {:?}, so the model can never call it", prompt.name)));
+                    continue;
+                }
+                if let Some(tool) = self.tool(name) {
+                    let properties = tool
+                        .parameters
+                        .as_ref()
+                        .and_then(|p| p.get("properties"))
+                        .and_then(Value::as_object);
+                    for (pkey, property) in [
+                        ("messageProperty", binding.message_property()),
+                        ("attachmentsProperty", binding.attachments_property()),
+                    ] {
+                        if let (Some(property), Some(properties)) = (property, properties)
+                            && !properties.contains_key(property)
+                        {
+                            problems.push(Problem::new(
+                                file,
+                                format!("{}.{pkey}", at(key)),
+                                format!("the tool {name:?} has no argument {property:?}"),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn check_model(model: &str, file: &Path, key: &str, problems: &mut Vec<Problem>) {
+    if !model
+        .split_once(':')
+        .is_some_and(|(p, m)| !p.is_empty() && !m.is_empty())
+    {
+        problems.push(Problem::new(
+            file,
+            key,
+            format!("the model {model:?} is not PROVIDER:MODEL (e.g. openai:gpt-4o-mini)"),
+        ));
+    }
+}
+
+/// Replaces `${NAME}` in `text` with `lookup(NAME)`; unknown names stay as written.
+pub fn substitute(text: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find('}') {
+            Some(end) => {
+                let name = &after[..end];
+                match lookup(name) {
+                    Some(value) => out.push_str(&value),
+                    None => out.push_str(&rest[start..start + 3 + end]),
+                }
+                rest = &after[end + 1..];
+            }
+            None => {
+                out.push_str(&rest[start..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn undefined_variables(text: &str, defined: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut missing = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else { break };
+        let name = &after[..end];
+        if !defined(name) && !missing.iter().any(|m| m == name) {
+            missing.push(name.to_owned());
+        }
+        rest = &after[end + 1..];
+    }
+    missing
+}
+
+struct Loader<'a> {
+    dir: &'a Path,
+    problems: &'a mut Vec<Problem>,
+}
+
+impl Loader<'_> {
+    fn config(&mut self) -> Option<ProjectConfig> {
+        let toml = self.dir.join("weft.toml");
+        let json = self.dir.join("weft.json");
+        let path = match (toml.is_file(), json.is_file()) {
+            (true, true) => {
+                self.problems.push(Problem::new(
+                    "weft.json",
+                    "",
+                    "both weft.toml and weft.json exist; keep one",
+                ));
+                return None;
+            }
+            (true, false) => toml,
+            (false, true) => json,
+            (false, false) => {
+                self.problems.push(Problem::new("weft.toml", "", "this is not a Weft project: there is no weft.toml (or weft.json); `weft init` makes one"));
+                return None;
+            }
+        };
+        self.parse(&path)
+    }
+
+    fn folder<T: DeserializeOwned>(
+        &mut self,
+        folder: &str,
+        name: impl Fn(&T) -> &String,
+    ) -> BTreeMap<String, Loaded<T>> {
+        let mut out: BTreeMap<String, Loaded<T>> = BTreeMap::new();
+        let Ok(entries) = std::fs::read_dir(self.dir.join(folder)) else {
+            return out;
+        };
+        let mut paths: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+        paths.sort();
+        for path in paths {
+            let ext = path
+                .extension()
+                .and_then(|e| e.to_str())
+                .unwrap_or_default();
+            if !matches!(ext, "toml" | "json") {
+                continue;
+            }
+            let Some(value) = self.parse::<T>(&path) else {
+                continue;
+            };
+            let file = self.relative(&path);
+            let key = name(&value).clone();
+            if let Some(first) = out.get(&key) {
+                self.problems.push(Problem::new(
+                    &file,
+                    "name",
+                    format!(
+                        "the name {key:?} is already used by {}",
+                        first.file.display()
+                    ),
+                ));
+                continue;
+            }
+            out.insert(key, Loaded { file, value });
+        }
+        out
+    }
+
+    fn relative(&self, path: &Path) -> PathBuf {
+        path.strip_prefix(self.dir).unwrap_or(path).to_path_buf()
+    }
+
+    fn parse<T: DeserializeOwned>(&mut self, path: &Path) -> Option<T> {
+        let file = self.relative(path);
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) => {
+                self.problems.push(Problem::new(
+                    &file,
+                    "",
+                    format!("cannot read the file: {e}"),
+                ));
+                return None;
+            }
+        };
+        let is_toml = path.extension().is_some_and(|e| e == "toml");
+        let value: Value = if is_toml {
+            match toml::from_str::<Value>(&text) {
+                Ok(v) => v,
+                Err(e) => {
+                    let message = e.message().trim_end().to_owned();
+                    let line = e
+                        .span()
+                        .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+                    let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
+                    self.problems.push(Problem::new(
+                        &file,
+                        "",
+                        format!("this is not valid TOML{at}: {message}"),
+                    ));
+                    return None;
+                }
+            }
+        } else {
+            match serde_json::from_str::<Value>(&text) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.problems.push(Problem::new(
+                        &file,
+                        "",
+                        format!("this is not valid JSON (line {}): {e}", e.line()),
+                    ));
+                    return None;
+                }
+            }
+        };
+        match serde_path_to_error::deserialize::<_, T>(value) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let path = e.path().to_string();
+                let base = if path == "." { String::new() } else { path };
+                let inner = e.inner().to_string();
+                let join = |k: &str| {
+                    if base.is_empty() {
+                        k.to_owned()
+                    } else {
+                        format!("{base}.{k}")
+                    }
+                };
+                let problem = if let Some(field) = backticked(&inner, "missing field `") {
+                    Problem::new(&file, join(&field), "this required key is missing")
+                } else if let Some(field) = backticked(&inner, "unknown field `") {
+                    let expected = inner
+                        .split_once(", expected ")
+                        .map(|(_, e)| format!(" (expected {e})"))
+                        .unwrap_or_default();
+                    Problem::new(&file, join(&field), format!("unknown key{expected}"))
+                } else if inner.starts_with(
+                    "data did not match any variant of untagged enum SessionToolBinding",
+                ) {
+                    Problem::new(
+                        &file,
+                        base,
+                        "a session binding is a tool name or {name, messageProperty?, attachmentsProperty?}",
+                    )
+                } else {
+                    Problem::new(&file, base, format!("{inner}"))
+                };
+                self.problems.push(problem);
+                None
+            }
+        }
+    }
+}
+
+fn backticked(text: &str, prefix: &str) -> Option<String> {
+    let rest = text.strip_prefix(prefix)?;
+    rest.split_once('`').map(|(field, _)| field.to_owned())
+}
+
+/// The side config of `agent` for `side`.
+pub fn side_config(agent: &AgentDefinition, side: Side) -> Option<&crate::definition::SideConfig> {
+    match side {
+        Side::A => Some(&agent.side_a),
+        Side::B => agent.side_b.as_ref(),
+    }
+}

@@ -1,0 +1,800 @@
+//! Sessions (agents §2, §5, §6): [`run_session`] runs one agent of a [`Project`] to a stop.
+//!
+//! * `ai_human`: side A is the agent; side B is the human, whose message is the input. The
+//!   session is side A's turn (one or more steps) until a stop condition.
+//! * `dual_ai`: side A gets the input, then the sides alternate; each side's state holds
+//!   its own messages as `assistant` and the other side's final texts as `user`, so neither
+//!   sees the other's tool calls. Every side turn counts once against `maxSessionTurns`.
+//! * Handoff: a call to an `ai_human` agent exposed as a tool ends the turn; the target
+//!   agent's side A continues on the same state (history preserved), and an `agent.handoff`
+//!   ThreadProtocol system message is recorded.
+//!
+//! Tool calls run one after another (`ExecutionMode::Sequential`, SA-091).
+
+use std::sync::{Arc, Mutex};
+
+use futures_util::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use weft_agent::checkpoint::CheckpointMode;
+use weft_agent::{AgentError, AgentOptions, AgentState, AgentStreamEvent, agent};
+use weft_provider::{ExecutionMode, Message, ProviderRegistry, StreamEventType, TokenUsage};
+use weft_store::Store;
+use weft_store::durable::RunContext;
+use weft_thread::SystemMessage;
+use weft_tools::Workspace;
+
+use crate::definition::{AgentDefinition, AgentType, LifecyclePayload, Side};
+use crate::error::SessionError;
+use crate::project::{Project, ToolKind, side_config};
+use crate::side::{SideTurn, StatusSink, StopPlan, TurnEnd};
+use crate::tools::prompt_tools;
+
+/// Most handoffs in one session (a guard against two agents handing back and forth).
+pub const MAX_HANDOFFS: u32 = 16;
+
+/// How a session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    /// Stopped by `sessionStop`, a stop tool, or a response (exit code 0).
+    Completed,
+    /// Stopped by `sessionFail`, a safety limit of a `dual_ai` session, or an error (exit 1).
+    Failed,
+    /// Stopped by the caller's signal (exit 130).
+    Interrupted,
+}
+
+/// What stopped the session (agents §5), in evaluation order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StopReason {
+    /// A `sessionStop` binding was called.
+    SessionStop,
+    /// A `sessionFail` binding was called.
+    SessionFail,
+    /// The side's `stopTool` was called.
+    StopTool,
+    /// A text response without tool calls (`stopOnResponse`).
+    Response,
+    /// `maxSteps` of a side turn.
+    MaxSteps,
+    /// `maxSessionTurns`.
+    MaxSessionTurns,
+    /// The model or the runtime failed.
+    Error,
+    /// The caller stopped the session.
+    Interrupted,
+}
+
+/// One event of a running session. Serialized as `{"type": "...", ...}` with camelCase keys:
+/// the `--json` output of `weft run` (docs/architecture/weft-standard.md lists the schema).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SessionEvent {
+    /// The session started.
+    #[serde(rename_all = "camelCase")]
+    SessionStart {
+        /// The agent.
+        agent: String,
+        /// `ai_human` or `dual_ai`.
+        agent_type: AgentType,
+    },
+    /// A side's turn started.
+    #[serde(rename_all = "camelCase")]
+    TurnStart {
+        /// The agent.
+        agent: String,
+        /// The side.
+        side: Side,
+        /// The side's label (or the agent's name).
+        label: String,
+        /// The session turn, from 1.
+        turn: u64,
+        /// Nesting depth (0 for the top-level agent).
+        depth: u32,
+    },
+    /// A model call is about to be made.
+    #[serde(rename_all = "camelCase")]
+    StepStart {
+        /// The agent.
+        agent: String,
+        /// The side.
+        side: Side,
+        /// The step number of this side's state.
+        step: u64,
+        /// Nesting depth.
+        depth: u32,
+    },
+    /// Streamed text.
+    #[serde(rename_all = "camelCase")]
+    TextDelta {
+        /// The agent.
+        agent: String,
+        /// The side.
+        side: Side,
+        /// The text.
+        text: String,
+        /// Nesting depth.
+        depth: u32,
+    },
+    /// Streamed reasoning.
+    #[serde(rename_all = "camelCase")]
+    ReasoningDelta {
+        /// The agent.
+        agent: String,
+        /// The side.
+        side: Side,
+        /// The text.
+        text: String,
+        /// Nesting depth.
+        depth: u32,
+    },
+    /// A tool call starts.
+    #[serde(rename_all = "camelCase")]
+    ToolCall {
+        /// The agent.
+        agent: String,
+        /// The side.
+        side: Side,
+        /// The call id.
+        id: String,
+        /// The tool.
+        name: String,
+        /// The arguments.
+        arguments: Value,
+        /// Nesting depth.
+        depth: u32,
+    },
+    /// A tool call ended.
+    #[serde(rename_all = "camelCase")]
+    ToolResult {
+        /// The agent.
+        agent: String,
+        /// The side.
+        side: Side,
+        /// The call id.
+        id: String,
+        /// The tool.
+        name: String,
+        /// The result.
+        result: Value,
+        /// Whether the tool failed.
+        is_error: bool,
+        /// Nesting depth.
+        depth: u32,
+    },
+    /// A `sessionStatus` update (SA-016).
+    #[serde(rename_all = "camelCase")]
+    Status {
+        /// The agent.
+        agent: String,
+        /// The side.
+        side: Side,
+        /// The status text.
+        message: String,
+    },
+    /// Control passed to another agent on the same thread (SA-024).
+    #[serde(rename_all = "camelCase")]
+    Handoff {
+        /// The agent that handed off.
+        from: String,
+        /// The agent that takes over.
+        to: String,
+        /// The handoff message.
+        message: String,
+    },
+    /// A side's turn ended.
+    #[serde(rename_all = "camelCase")]
+    TurnEnd {
+        /// The agent.
+        agent: String,
+        /// The side.
+        side: Side,
+        /// The session turn.
+        turn: u64,
+        /// Why it ended.
+        reason: StopReason,
+        /// The turn's output (what the other side receives).
+        output: String,
+    },
+    /// The session ended.
+    #[serde(rename_all = "camelCase")]
+    SessionEnd {
+        /// How.
+        status: SessionStatus,
+        /// Why.
+        reason: StopReason,
+        /// The final output or the lifecycle message.
+        message: String,
+        /// Attachment paths of the lifecycle payload.
+        attachments: Vec<String>,
+        /// Model calls made.
+        steps: u64,
+        /// Input tokens.
+        input_tokens: u64,
+        /// Output tokens.
+        output_tokens: u64,
+    },
+}
+
+/// Durable execution through weft-store: checkpoints, the event log, and the tool ledger.
+#[derive(Debug, Clone)]
+pub struct Durable {
+    /// The run's ledger context (tools are wrapped with weft-store's `DurableTool`).
+    pub run: Arc<RunContext>,
+    /// The store checkpoints go to.
+    pub store: Store,
+    /// `Sync` (a recorded result is never re-run) or `Async`.
+    pub mode: CheckpointMode,
+}
+
+/// Everything a session needs besides the project.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// Overrides every prompt's model (`weft run --model`).
+    pub model_override: Option<String>,
+    /// Resolves model references.
+    pub providers: Arc<ProviderRegistry>,
+    /// The root of the built-in tools' sandbox.
+    pub workspace: std::path::PathBuf,
+    /// Stops the session (Ctrl-C).
+    pub signal: CancellationToken,
+    /// Where events go (`None`: nowhere).
+    pub events: Option<mpsc::UnboundedSender<SessionEvent>>,
+    /// Durable execution; `None` runs in memory.
+    pub durable: Option<Durable>,
+    /// Side A's starting state. When it already ends with a user message and the input is
+    /// empty, the session starts from it as is (a durable run's initial checkpoint).
+    pub initial_state: AgentState,
+    /// The thread id checkpoints are saved under (side B uses `THREAD.sideB`).
+    pub thread_id: Option<String>,
+}
+
+impl SessionOptions {
+    /// In-memory options: the built-in registry, the workspace `workspace`.
+    pub fn new(workspace: impl Into<std::path::PathBuf>) -> Self {
+        SessionOptions {
+            model_override: None,
+            providers: Arc::new(ProviderRegistry::with_builtins()),
+            workspace: workspace.into(),
+            signal: CancellationToken::new(),
+            events: None,
+            durable: None,
+            initial_state: AgentState::initial(),
+            thread_id: None,
+        }
+    }
+}
+
+/// How a session ended.
+#[derive(Debug, Clone)]
+pub struct SessionOutcome {
+    /// Completed, failed or interrupted.
+    pub status: SessionStatus,
+    /// Why.
+    pub reason: StopReason,
+    /// The final output, or the lifecycle message of `sessionStop` / `sessionFail`, or the
+    /// error.
+    pub message: String,
+    /// The lifecycle payload's attachments.
+    pub attachments: Vec<String>,
+    /// Model calls made.
+    pub steps: u64,
+    /// Token usage.
+    pub usage: TokenUsage,
+    /// The agent active at the end (differs from the started one after a handoff).
+    pub agent: String,
+    /// Side A's final state (the thread's history).
+    pub state_a: AgentState,
+    /// Side B's final state (`dual_ai` only).
+    pub state_b: Option<AgentState>,
+    /// ThreadProtocol system events recorded during the session (`agent.handoff`).
+    pub thread_events: Vec<SystemMessage>,
+    /// Side turns taken.
+    pub turns: u64,
+}
+
+struct Driver<'a> {
+    project: &'a Project,
+    options: &'a SessionOptions,
+    workspace: Workspace,
+    steps: u64,
+    usage: TokenUsage,
+}
+
+impl Driver<'_> {
+    fn emit(&self, event: SessionEvent) {
+        if let Some(tx) = &self.options.events {
+            let _ = tx.send(event);
+        }
+    }
+
+    /// Runs one side turn of `agent`. Returns the end, the new state.
+    async fn side_turn(
+        &mut self,
+        agent_def: &AgentDefinition,
+        side: Side,
+        input: Option<Message>,
+        state: &AgentState,
+        turn_no: u64,
+    ) -> Result<(TurnEnd, AgentState), (AgentError, AgentState)> {
+        let fail = |m: String| (AgentError::Config(m), state.clone());
+        let config = side_config(agent_def, side)
+            .ok_or_else(|| fail(format!("{} has no {}", agent_def.name, side.key())))?;
+        let prompt = self
+            .project
+            .prompt(&config.prompt)
+            .ok_or_else(|| fail(format!("unknown prompt {}", config.prompt)))?;
+        let reference = self
+            .options
+            .model_override
+            .clone()
+            .or_else(|| self.project.model_of(prompt).map(str::to_owned))
+            .ok_or_else(|| fail(format!("prompt {} has no model", prompt.name)))?;
+        let model = self
+            .options
+            .providers
+            .resolve(&reference)
+            .map_err(|e| fail(format!("model {reference:?}: {e}")))?;
+        let durable_run = self.options.durable.as_ref().map(|d| d.run.clone());
+        let tools = prompt_tools(self.project, prompt, &self.workspace, durable_run.as_ref())
+            .map_err(|e| fail(e.to_string()))?;
+        let handoffs = prompt
+            .tools
+            .iter()
+            .filter(|t| matches!(self.project.tool_kind(t), Some(ToolKind::Agent(_))))
+            .cloned()
+            .collect();
+        let end = Arc::new(Mutex::new(None));
+        let status: StatusSink = {
+            let tx = self.options.events.clone();
+            let agent_name = agent_def.name.clone();
+            let run = durable_run.clone();
+            Arc::new(move |payload: LifecyclePayload| {
+                if let Some(run) = &run {
+                    let run = run.clone();
+                    let data = json!({"side": side.key(), "message": payload.message});
+                    tokio::spawn(async move { run.event("session.status", None, data).await });
+                }
+                if let Some(tx) = &tx {
+                    let _ = tx.send(SessionEvent::Status {
+                        agent: agent_name.clone(),
+                        side,
+                        message: payload.message,
+                    });
+                }
+            })
+        };
+        let strategy = SideTurn {
+            plan: StopPlan {
+                side: config.clone(),
+                handoffs,
+            },
+            input,
+            status,
+            end: end.clone(),
+        };
+        let mut agent_options = AgentOptions::new(model)
+            .system(self.project.system_text(agent_def, prompt))
+            .tools(tools)
+            .execution_mode(ExecutionMode::Sequential)
+            .execution(strategy);
+        for (key, value) in &prompt.params {
+            agent_options = agent_options.param(key.clone(), value.clone());
+        }
+        if let (Some(durable), Some(thread)) = (&self.options.durable, &self.options.thread_id) {
+            let session = match side {
+                Side::A => thread.clone(),
+                Side::B => format!("{thread}.sideB"),
+            };
+            agent_options = agent_options
+                .checkpoints(durable.store.clone())
+                .checkpoint_mode(durable.mode)
+                .session_id(session);
+        }
+        let runner = agent(agent_options).map_err(|e| (e, state.clone()))?;
+        let label = config
+            .label
+            .clone()
+            .unwrap_or_else(|| agent_def.name.clone());
+        self.emit(SessionEvent::TurnStart {
+            agent: agent_def.name.clone(),
+            side,
+            label,
+            turn: turn_no,
+            depth: 0,
+        });
+        let mut stream = runner.stream_with(
+            Message::user(""),
+            state,
+            weft_agent::RunOptions {
+                signal: self.options.signal.child_token(),
+                ..weft_agent::RunOptions::default()
+            },
+        );
+        let mut arguments: Vec<(String, String, String)> = Vec::new();
+        while let Some(event) = stream.next().await {
+            self.forward(agent_def, side, &event, &mut arguments);
+        }
+        let result = stream.result().await;
+        runner.flush_checkpoints().await;
+        match result {
+            Ok(result) => {
+                self.steps += result.state.step().saturating_sub(state.step());
+                self.usage.merge(&result.turn.usage);
+                let end = end
+                    .lock()
+                    .ok()
+                    .and_then(|mut e| e.take())
+                    .unwrap_or(TurnEnd::Response(result.turn.text()));
+                Ok((end, result.state))
+            }
+            Err(AgentError::Cancelled { state: s }) => {
+                Err((AgentError::Cancelled { state: s.clone() }, *s))
+            }
+            Err(e) => Err((e, state.clone())),
+        }
+    }
+
+    fn forward(
+        &self,
+        agent_def: &AgentDefinition,
+        side: Side,
+        event: &AgentStreamEvent,
+        arguments: &mut Vec<(String, String, String)>,
+    ) {
+        let agent = agent_def.name.clone();
+        match event {
+            AgentStreamEvent::Uap(e) if e.event_type == weft_agent::UapEventType::StepStart => {
+                self.emit(SessionEvent::StepStart {
+                    agent,
+                    side,
+                    step: e.step,
+                    depth: 0,
+                });
+            }
+            AgentStreamEvent::Uap(_) => {}
+            AgentStreamEvent::Upp(e) => match e.event_type {
+                StreamEventType::TextDelta => {
+                    if let Some(text) = &e.delta.text {
+                        self.emit(SessionEvent::TextDelta {
+                            agent,
+                            side,
+                            text: text.clone(),
+                            depth: 0,
+                        });
+                    }
+                }
+                StreamEventType::ReasoningDelta => {
+                    if let Some(text) = &e.delta.text {
+                        self.emit(SessionEvent::ReasoningDelta {
+                            agent,
+                            side,
+                            text: text.clone(),
+                            depth: 0,
+                        });
+                    }
+                }
+                StreamEventType::ToolCallDelta => {
+                    let index = e.index.to_string();
+                    let id = e.delta.tool_call_id.clone();
+                    let slot = arguments.iter_mut().rev().find(|(i, call_id, _)| {
+                        *i == index && (id.is_none() || id.as_deref() == Some(call_id))
+                    });
+                    match slot {
+                        Some(slot) => slot
+                            .2
+                            .push_str(e.delta.arguments_json.as_deref().unwrap_or_default()),
+                        None => arguments.push((
+                            index,
+                            id.unwrap_or_default(),
+                            e.delta.arguments_json.clone().unwrap_or_default(),
+                        )),
+                    }
+                }
+                StreamEventType::ToolExecutionStart => {
+                    let id = e.delta.tool_call_id.clone().unwrap_or_default();
+                    let args = arguments
+                        .iter()
+                        .find(|(_, call_id, _)| *call_id == id)
+                        .and_then(|(_, _, json)| serde_json::from_str(json).ok())
+                        .unwrap_or(Value::Null);
+                    self.emit(SessionEvent::ToolCall {
+                        agent,
+                        side,
+                        id,
+                        name: e.delta.tool_name.clone().unwrap_or_default(),
+                        arguments: args,
+                        depth: 0,
+                    });
+                }
+                StreamEventType::ToolExecutionEnd => {
+                    self.emit(SessionEvent::ToolResult {
+                        agent,
+                        side,
+                        id: e.delta.tool_call_id.clone().unwrap_or_default(),
+                        name: e.delta.tool_name.clone().unwrap_or_default(),
+                        result: e.delta.result.clone().unwrap_or(Value::Null),
+                        is_error: e.delta.is_error.unwrap_or(false),
+                        depth: 0,
+                    });
+                }
+                _ => {}
+            },
+        }
+    }
+}
+
+/// Runs `agent_name` of `project` on `input` to a stop.
+///
+/// An empty `input` with an `initial_state` that ends with a user message starts from that
+/// state (a durable run created by weft-store). Errors of the model or the tools end the
+/// session as [`SessionStatus::Failed`] with [`StopReason::Error`]; the signal ends it as
+/// [`SessionStatus::Interrupted`].
+///
+/// # Errors
+/// [`SessionError::UnknownAgent`], [`SessionError::Workspace`], [`SessionError::NoInput`].
+///
+/// # Cancel safety
+/// Cancel through `options.signal`, not by dropping: then every finished step is
+/// checkpointed and the outcome says where the session stopped.
+pub async fn run_session(
+    project: &Project,
+    agent_name: &str,
+    input: &str,
+    options: &SessionOptions,
+) -> Result<SessionOutcome, SessionError> {
+    let start = project
+        .agent(agent_name)
+        .ok_or_else(|| SessionError::UnknownAgent(agent_name.to_owned()))?;
+    let workspace =
+        Workspace::new(&options.workspace).map_err(|e| SessionError::Workspace(e.to_string()))?;
+    let resume_from_state =
+        input.is_empty() && matches!(options.initial_state.last_message(), Some(Message::User(_)));
+    if input.is_empty() && !resume_from_state {
+        return Err(SessionError::NoInput);
+    }
+    let mut driver = Driver {
+        project,
+        options,
+        workspace,
+        steps: 0,
+        usage: TokenUsage::default(),
+    };
+    driver.emit(SessionEvent::SessionStart {
+        agent: start.name.clone(),
+        agent_type: start.agent_type,
+    });
+    let first_input = (!resume_from_state).then(|| Message::user(input));
+    let mut outcome = match start.agent_type {
+        AgentType::AiHuman => ai_human(&mut driver, start, first_input).await,
+        AgentType::DualAi => dual_ai(&mut driver, start, first_input).await,
+    };
+    outcome.steps = driver.steps;
+    outcome.usage = driver.usage.clone();
+    driver.emit(SessionEvent::SessionEnd {
+        status: outcome.status,
+        reason: outcome.reason,
+        message: outcome.message.clone(),
+        attachments: outcome.attachments.clone(),
+        steps: outcome.steps,
+        input_tokens: outcome.usage.input_tokens,
+        output_tokens: outcome.usage.output_tokens,
+    });
+    Ok(outcome)
+}
+
+fn outcome(
+    status: SessionStatus,
+    reason: StopReason,
+    message: String,
+    agent: &str,
+    state_a: AgentState,
+) -> SessionOutcome {
+    SessionOutcome {
+        status,
+        reason,
+        message,
+        attachments: Vec::new(),
+        steps: 0,
+        usage: TokenUsage::default(),
+        agent: agent.to_owned(),
+        state_a,
+        state_b: None,
+        thread_events: Vec::new(),
+        turns: 0,
+    }
+}
+
+fn error_outcome(error: AgentError, agent: &str, state: AgentState) -> SessionOutcome {
+    match error {
+        AgentError::Cancelled { .. } => outcome(
+            SessionStatus::Interrupted,
+            StopReason::Interrupted,
+            "interrupted".into(),
+            agent,
+            state,
+        ),
+        other => outcome(
+            SessionStatus::Failed,
+            StopReason::Error,
+            other.to_string(),
+            agent,
+            state,
+        ),
+    }
+}
+
+/// Maps a turn end to the session's status/reason/message when it ends the session.
+fn terminal(end: &TurnEnd) -> Option<(SessionStatus, StopReason, LifecyclePayload)> {
+    match end {
+        TurnEnd::SessionStop(p) => {
+            Some((SessionStatus::Completed, StopReason::SessionStop, p.clone()))
+        }
+        TurnEnd::SessionFail(p) => {
+            Some((SessionStatus::Failed, StopReason::SessionFail, p.clone()))
+        }
+        _ => None,
+    }
+}
+
+fn turn_reason(end: &TurnEnd) -> (StopReason, String) {
+    match end {
+        TurnEnd::SessionStop(p) => (StopReason::SessionStop, p.message.clone()),
+        TurnEnd::SessionFail(p) => (StopReason::SessionFail, p.message.clone()),
+        TurnEnd::StopTool { output, .. } => (StopReason::StopTool, output.clone()),
+        TurnEnd::Handoff { message, .. } => (StopReason::StopTool, message.clone()),
+        TurnEnd::Response(text) => (StopReason::Response, text.clone()),
+        TurnEnd::MaxSteps(text) => (StopReason::MaxSteps, text.clone()),
+    }
+}
+
+async fn ai_human(
+    driver: &mut Driver<'_>,
+    start: &AgentDefinition,
+    input: Option<Message>,
+) -> SessionOutcome {
+    let mut current = start;
+    let mut state = driver.options.initial_state.clone();
+    let mut input = input;
+    let mut thread_events = Vec::new();
+    let mut turns = 0u64;
+    loop {
+        turns += 1;
+        let (end, next) = match driver
+            .side_turn(current, Side::A, input.take(), &state, turns)
+            .await
+        {
+            Ok(pair) => pair,
+            Err((error, s)) => {
+                let mut o = error_outcome(error, &current.name, s);
+                o.thread_events = thread_events;
+                o.turns = turns;
+                return o;
+            }
+        };
+        state = next;
+        let (reason, output) = turn_reason(&end);
+        driver.emit(SessionEvent::TurnEnd {
+            agent: current.name.clone(),
+            side: Side::A,
+            turn: turns,
+            reason,
+            output: output.clone(),
+        });
+        if let TurnEnd::Handoff { to, message } = &end
+            && let Some(target) = driver.project.agent(to)
+            && u32::try_from(thread_events.len()).unwrap_or(u32::MAX) < MAX_HANDOFFS
+        {
+            driver.emit(SessionEvent::Handoff {
+                from: current.name.clone(),
+                to: to.clone(),
+                message: message.clone(),
+            });
+            let event_data = json!({"from": current.name, "to": to, "message": message});
+            if let Some(durable) = &driver.options.durable {
+                durable
+                    .run
+                    .event("agent.handoff", None, event_data.clone())
+                    .await;
+            }
+            thread_events.push(SystemMessage {
+                timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                event_type: "agent.handoff".into(),
+                event_data,
+                source_agent: Some(current.name.clone()),
+                target_agents: Some(vec![to.clone()]),
+                extra: Default::default(),
+            });
+            current = target;
+            continue;
+        }
+        let mut o = match terminal(&end) {
+            Some((status, reason, payload)) => {
+                let mut o = outcome(status, reason, payload.message, &current.name, state);
+                o.attachments = payload.attachments;
+                o
+            }
+            None => outcome(
+                SessionStatus::Completed,
+                reason,
+                output,
+                &current.name,
+                state,
+            ),
+        };
+        o.thread_events = thread_events;
+        o.turns = turns;
+        return o;
+    }
+}
+
+async fn dual_ai(
+    driver: &mut Driver<'_>,
+    agent_def: &AgentDefinition,
+    input: Option<Message>,
+) -> SessionOutcome {
+    let mut state_a = driver.options.initial_state.clone();
+    let mut state_b = AgentState::initial();
+    let mut side = Side::A;
+    let mut input = input;
+    let mut turns = 0u64;
+    let finish = |mut o: SessionOutcome, b: AgentState, turns: u64| {
+        o.state_b = Some(b);
+        o.turns = turns;
+        o
+    };
+    loop {
+        if agent_def.max_session_turns.is_some_and(|max| turns >= max) {
+            let o = outcome(
+                SessionStatus::Failed,
+                StopReason::MaxSessionTurns,
+                format!("the session reached maxSessionTurns ({turns}) without sessionStop"),
+                &agent_def.name,
+                state_a,
+            );
+            return finish(o, state_b, turns);
+        }
+        turns += 1;
+        let state = if side == Side::A { &state_a } else { &state_b };
+        let result = driver
+            .side_turn(agent_def, side, input.take(), state, turns)
+            .await;
+        let (end, next) = match result {
+            Ok(pair) => pair,
+            Err((error, s)) => {
+                if side == Side::A {
+                    state_a = s
+                } else {
+                    state_b = s
+                }
+                let o = error_outcome(error, &agent_def.name, state_a);
+                return finish(o, state_b, turns);
+            }
+        };
+        if side == Side::A {
+            state_a = next
+        } else {
+            state_b = next
+        }
+        let (reason, output) = turn_reason(&end);
+        driver.emit(SessionEvent::TurnEnd {
+            agent: agent_def.name.clone(),
+            side,
+            turn: turns,
+            reason,
+            output: output.clone(),
+        });
+        if let Some((status, reason, payload)) = terminal(&end) {
+            let mut o = outcome(status, reason, payload.message, &agent_def.name, state_a);
+            o.attachments = payload.attachments;
+            return finish(o, state_b, turns);
+        }
+        // The other side receives this side's output as a user message.
+        input = Some(Message::user(output));
+        side = side.other();
+    }
+}

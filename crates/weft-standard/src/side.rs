@@ -1,0 +1,262 @@
+//! One side's turn as a weft-agent [`ExecutionStrategy`], with the stop evaluation of
+//! agents §5 after every step, in this order:
+//!
+//! 1. session-level terminal bindings (`sessionStop` / `sessionFail`), first call wins;
+//! 2. side-level stop bindings: `stopTool` (and handoff tools, which also end the turn);
+//! 3. response stop: a text response without tool calls, when `stopOnResponse`;
+//! 4. safety limits: `maxSteps` (the session loop checks `maxSessionTurns`).
+//!
+//! `sessionStatus` calls are published as events and never stop anything.
+//!
+//! With `stopOnResponse = false`, a text response without tool calls does not end the turn:
+//! the side takes another step (bounded by `maxSteps`, or by [`DEFAULT_MAX_STEPS`]).
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use futures_util::StreamExt as _;
+use serde_json::Value;
+use weft_agent::{
+    AgentError, AgentState, AgentStreamEvent, ExecutionContext, ExecutionResult, ExecutionStrategy,
+    GenerateResult,
+};
+use weft_provider::{ErrorCode, InferenceInput, Message, ToolResult, Turn};
+
+use crate::definition::{LifecyclePayload, SessionToolBinding, SideConfig};
+
+/// The step cap of a side whose `stopOnResponse` is false and that sets no `maxSteps`.
+pub const DEFAULT_MAX_STEPS: u64 = 50;
+
+/// Why a side's turn ended.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum TurnEnd {
+    SessionStop(LifecyclePayload),
+    SessionFail(LifecyclePayload),
+    StopTool { tool: String, output: String },
+    Handoff { to: String, message: String },
+    Response(String),
+    MaxSteps(String),
+}
+
+/// The stop rules of one side (from its [`SideConfig`] and its prompt's tools).
+#[derive(Debug, Clone)]
+pub(crate) struct StopPlan {
+    pub(crate) side: SideConfig,
+    pub(crate) handoffs: Vec<String>,
+}
+
+/// A status published by a `sessionStatus` call.
+pub(crate) type StatusSink = Arc<dyn Fn(LifecyclePayload) + Send + Sync>;
+
+impl StopPlan {
+    /// Evaluates §5 after a step. `steps` is the number of steps of this side turn so far.
+    pub(crate) fn evaluate(&self, turn: &Turn, steps: u64, status: &StatusSink) -> Option<TurnEnd> {
+        let calls = &turn.response.tool_calls;
+        let results = last_results(turn);
+        let binding_is = |binding: &Option<SessionToolBinding>, name: &str| {
+            binding.as_ref().is_some_and(|b| b.name() == name)
+        };
+        for call in calls {
+            if let Some(binding) = &self.side.session_status
+                && binding.name() == call.tool_name
+            {
+                status(binding.payload(&call.arguments));
+            }
+        }
+        // 1. session-level terminal bindings.
+        for call in calls {
+            if binding_is(&self.side.session_stop, &call.tool_name)
+                && let Some(b) = &self.side.session_stop
+            {
+                return Some(TurnEnd::SessionStop(b.payload(&call.arguments)));
+            }
+            if binding_is(&self.side.session_fail, &call.tool_name)
+                && let Some(b) = &self.side.session_fail
+            {
+                return Some(TurnEnd::SessionFail(b.payload(&call.arguments)));
+            }
+        }
+        // 2. side-level stop bindings.
+        for call in calls {
+            if self.side.stop_tool.as_deref() == Some(call.tool_name.as_str()) {
+                let result = results
+                    .iter()
+                    .find(|r| r.tool_call_id == call.tool_call_id)
+                    .map(|r| &r.result);
+                let output = match &self.side.stop_tool_response_property {
+                    Some(property) => result
+                        .and_then(|r| r.get(property))
+                        .or_else(|| call.arguments.get(property))
+                        .map(text_of)
+                        .unwrap_or_default(),
+                    None => result
+                        .map(text_of)
+                        .unwrap_or_else(|| turn.response.text_content()),
+                };
+                return Some(TurnEnd::StopTool {
+                    tool: call.tool_name.clone(),
+                    output,
+                });
+            }
+            if self.handoffs.contains(&call.tool_name) {
+                let message = call
+                    .arguments
+                    .get("message")
+                    .map(text_of)
+                    .unwrap_or_default();
+                return Some(TurnEnd::Handoff {
+                    to: call.tool_name.clone(),
+                    message,
+                });
+            }
+        }
+        // 3. response stop.
+        if calls.is_empty() && self.side.stop_on_response {
+            return Some(TurnEnd::Response(turn.response.text_content()));
+        }
+        // 4. safety limit of the side turn.
+        let max = self
+            .side
+            .max_steps
+            .unwrap_or(if self.side.stop_on_response {
+                u64::MAX
+            } else {
+                DEFAULT_MAX_STEPS
+            });
+        if steps >= max {
+            return Some(TurnEnd::MaxSteps(turn.response.text_content()));
+        }
+        None
+    }
+}
+
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn last_results(turn: &Turn) -> &[ToolResult] {
+    match turn.messages.last() {
+        Some(Message::ToolResult(results)) => &results.results,
+        _ => &[],
+    }
+}
+
+/// The strategy of one side turn.
+pub(crate) struct SideTurn {
+    pub(crate) plan: StopPlan,
+    /// The input of the turn; `None` when the state already ends with it (a durable run's
+    /// initial checkpoint).
+    pub(crate) input: Option<Message>,
+    pub(crate) status: StatusSink,
+    pub(crate) end: Arc<Mutex<Option<TurnEnd>>>,
+}
+
+impl std::fmt::Debug for SideTurn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SideTurn")
+            .field("plan", &self.plan)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl ExecutionStrategy for SideTurn {
+    fn name(&self) -> &str {
+        "standard-side-turn"
+    }
+
+    async fn execute(&self, ctx: ExecutionContext) -> Result<ExecutionResult, AgentError> {
+        let mut state = ctx.state.clone();
+        let mut pending = self.input.clone();
+        let mut total: Option<Turn> = None;
+        let mut steps = 0u64;
+        let mut rounds = 0u32;
+        loop {
+            let committed = state.clone();
+            let cancelled = |s: &AgentState| AgentError::Cancelled {
+                state: Box::new(s.clone()),
+            };
+            if ctx.signal.is_cancelled() {
+                return Err(cancelled(&committed));
+            }
+            let step = state.step() + 1;
+            state = state.with_step(step);
+            ctx.events.set_step(step);
+            ctx.strategy.step_start(step, &state);
+            if ctx.events.is_streaming() {
+                ctx.events.emit_uap(
+                    weft_agent::UapEventType::StepStart,
+                    step,
+                    serde_json::json!({"stateId": state.id()}),
+                );
+            }
+            let inputs: Vec<InferenceInput> = pending
+                .take()
+                .map(InferenceInput::Message)
+                .into_iter()
+                .collect();
+            let signal = ctx.signal.child_token();
+            let result = if ctx.events.is_streaming() {
+                match ctx
+                    .llm
+                    .stream_step(state.messages_vec(), inputs, rounds, signal)
+                {
+                    Ok(mut stream) => {
+                        while let Some(event) = stream.next().await {
+                            if let Ok(event) = event {
+                                ctx.events.emit(AgentStreamEvent::Upp(event));
+                            }
+                        }
+                        stream.turn().await
+                    }
+                    Err(error) => Err(error),
+                }
+            } else {
+                ctx.llm
+                    .generate_step(state.messages_vec(), inputs, rounds, signal)
+                    .await
+            };
+            let turn = match result {
+                Ok(turn) => turn,
+                Err(e) if e.code == ErrorCode::Cancelled || ctx.signal.is_cancelled() => {
+                    return Err(cancelled(&committed));
+                }
+                Err(e) => return Err(AgentError::Upp(e)),
+            };
+            state = state.with_messages(turn.messages.iter().cloned());
+            state = ctx.finish_step(step, &turn, state).await;
+            steps += 1;
+            if turn.response.has_tool_calls() {
+                rounds += 1;
+            }
+            let end = self.plan.evaluate(&turn, steps, &self.status);
+            total = Some(match total {
+                None => turn,
+                Some(mut acc) => {
+                    acc.messages.extend(turn.messages);
+                    acc.response = turn.response;
+                    acc.tool_executions.extend(turn.tool_executions);
+                    acc.usage.merge(&turn.usage);
+                    acc.cycles += turn.cycles;
+                    acc
+                }
+            });
+            if let Some(end) = end {
+                if let Ok(mut slot) = self.end.lock() {
+                    *slot = Some(end);
+                }
+                break;
+            }
+        }
+        match total {
+            Some(turn) => Ok(GenerateResult { turn, state }),
+            None => Err(AgentError::Config(
+                "the side turn made no model call".into(),
+            )),
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The tools of a prompt: built-ins from `weft-tools` bound to the project workspace,
+//! project tools (declared signatures whose call returns the arguments), and agent tools
+//! (handoff to an `ai_human` agent with `exposeAsTool`).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use weft_provider::{Tool, ToolContext};
+use weft_store::durable::{DurableTool, RunContext};
+use weft_tools::Workspace;
+
+use crate::definition::{AgentDefinition, PromptDefinition, ToolDefinition};
+use crate::error::SessionError;
+use crate::project::{Project, ToolKind};
+
+/// The result key a handoff tool returns; the session reads it to switch agents.
+pub const HANDOFF_KEY: &str = "handoff";
+
+/// A project tool: its call returns its arguments (it is a signal; the arguments are the
+/// payload). No side effects, idempotent.
+pub fn project_tool(definition: &ToolDefinition) -> Tool {
+    let parameters = definition
+        .parameters
+        .clone()
+        .unwrap_or_else(|| json!({"type": "object"}));
+    Tool::new(
+        definition.name.clone(),
+        definition.description.clone(),
+        parameters,
+        |args: Value, _ctx: ToolContext| async move { Ok(args) },
+    )
+    .with_side_effects(false)
+    .with_idempotent(true)
+}
+
+/// The handoff tool of an `ai_human` agent with `exposeAsTool` (agents §6): calling it
+/// transfers control to that agent on the same thread; the session does the transfer.
+pub fn handoff_tool(target: &AgentDefinition) -> Tool {
+    let name = target.name.clone();
+    let description = target
+        .tool_description
+        .clone()
+        .or_else(|| target.description.clone())
+        .unwrap_or_else(|| format!("Hand the conversation over to {name}."));
+    Tool::new(
+        name.clone(),
+        description,
+        json!({
+            "type": "object",
+            "properties": {"message": {"type": "string", "description": "What the next agent should know."}},
+        }),
+        move |args: Value, _ctx: ToolContext| {
+            let name = name.clone();
+            async move {
+                Ok(json!({HANDOFF_KEY: name, "message": args.get("message").cloned().unwrap_or(Value::Null)}))
+            }
+        },
+    )
+    .with_side_effects(false)
+    .with_idempotent(true)
+}
+
+/// Builds the tools of `prompt`, in its order. With `durable`, every tool goes through
+/// weft-store's durable wrapper (recorded results are never re-run).
+///
+/// # Errors
+/// [`SessionError::Workspace`] when a built-in tool's workspace cannot be opened.
+pub fn prompt_tools(
+    project: &Project,
+    prompt: &PromptDefinition,
+    workspace: &Workspace,
+    durable: Option<&Arc<RunContext>>,
+) -> Result<Vec<Tool>, SessionError> {
+    let mut tools = Vec::with_capacity(prompt.tools.len());
+    for name in &prompt.tools {
+        let tool = match project.tool_kind(name) {
+            Some(ToolKind::Project(definition)) => project_tool(definition),
+            Some(ToolKind::Agent(agent)) => handoff_tool(agent),
+            Some(ToolKind::Builtin) => weft_tools::builtin_tool(workspace, name)
+                .ok_or_else(|| SessionError::Workspace(format!("no built-in tool {name:?}")))?,
+            None => return Err(SessionError::Agent(format!("unknown tool {name:?}"))),
+        };
+        tools.push(match durable {
+            Some(run) => DurableTool::wrap(tool, run.clone()),
+            None => tool,
+        });
+    }
+    Ok(tools)
+}
