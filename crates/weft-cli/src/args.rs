@@ -37,4 +37,8 @@ pub(crate) enum Command {
     Checkpoints(commands::checkpoints::CheckpointsCommand),
     /// Continue an interrupted run from its latest checkpoint.
     Resume(commands::resume::ResumeArgs),
+    /// Run an agent of a Standard Agents project (the main job).
+    Run(commands::run::RunArgs),
+    /// Scaffold a project with example agents and scripted models.
+    Init(commands::init::InitArgs),
 }

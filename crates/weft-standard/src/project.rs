@@ -159,6 +159,20 @@ impl Project {
         prompt.model.as_deref().or(self.config.model.as_deref())
     }
 
+    /// `reference` with a relative script path of the scripted providers (`scripted:PATH`,
+    /// `scripted-turns:PATH`) made absolute against the project folder, so a project runs
+    /// from any working directory.
+    pub fn model_reference(&self, reference: &str) -> String {
+        match reference.split_once(':') {
+            Some((provider @ ("scripted" | "scripted-turns"), path))
+                if Path::new(path).is_relative() =>
+            {
+                format!("{provider}:{}", self.dir.join(path).display())
+            }
+            _ => reference.to_owned(),
+        }
+    }
+
     /// The variables visible to `prompt` run by `agent`, low to high precedence: process
     /// environment, project env, agent env, prompt env.
     pub fn variable(

@@ -334,6 +334,7 @@ impl Driver<'_> {
             .clone()
             .or_else(|| self.project.model_of(prompt).map(str::to_owned))
             .ok_or_else(|| fail(format!("prompt {} has no model", prompt.name)))?;
+        let reference = self.project.model_reference(&reference);
         let model = self
             .options
             .providers

@@ -2,8 +2,10 @@
 
 pub(crate) mod checkpoints;
 pub(crate) mod events;
+pub(crate) mod init;
 pub(crate) mod llm;
 pub(crate) mod resume;
+pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod thread;
 
@@ -20,5 +22,7 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Events(args) => events::run(args),
         Command::Checkpoints(command) => checkpoints::run(command),
         Command::Resume(args) => resume::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Init(args) => init::run(args),
     }
 }

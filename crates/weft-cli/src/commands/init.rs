@@ -1,0 +1,184 @@
+//! `weft init [DIR]`: scaffolds a Standard Agents project that runs with no API key: an
+//! `ai_human` coding helper using the built-in tools, a `dual_ai` worker/reviewer pair
+//! shaped like agents §8, and scripted models (`scripted-turns:`) for both.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Args;
+
+/// `weft init` flags.
+#[derive(Debug, Args)]
+pub(crate) struct InitArgs {
+    /// The folder to create (default: the working directory). Existing files are kept.
+    #[arg(value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// The scaffold: (path, contents).
+const FILES: &[(&str, &str)] = &[
+    (
+        "weft.toml",
+        r#"# A Weft project: agents/, prompts/ and tools/ hold one definition per file
+# (TOML or JSON, same keys). `weft run . "message"` runs the default agent.
+name = "demo"
+defaultAgent = "coder"
+# Prompts without a `model` use this one. The scripted model answers from a script, so
+# the project runs without an API key; try `weft run --model openai:gpt-4o-mini`.
+model = "scripted-turns:scripts/coder.json"
+
+[env]
+PROJECT_NAME = "demo"
+"#,
+    ),
+    (
+        "agents/coder.toml",
+        r#"name = "coder"
+type = "ai_human"
+description = "A coding helper that reads and writes files in this project."
+
+[sideA]
+label = "Coder"
+prompt = "coder"
+stopOnResponse = true
+maxSteps = 20
+"#,
+    ),
+    (
+        "agents/review_pair.toml",
+        r#"# A dual_ai pair like the Standard Agents example (agents §8): the worker drafts, the
+# reviewer asks for changes or approves.
+name = "review_pair"
+type = "dual_ai"
+maxSessionTurns = 6
+description = "A worker drafts, a reviewer approves or asks for changes."
+
+[sideA]
+label = "Worker"
+prompt = "worker"
+stopOnResponse = true
+sessionFail = { name = "fail_task", messageProperty = "reason", attachmentsProperty = "attachments" }
+
+[sideB]
+label = "Reviewer"
+prompt = "reviewer"
+stopOnResponse = false
+stopTool = "request_changes"
+stopToolResponseProperty = "feedback"
+sessionStop = { name = "approve", messageProperty = "summary", attachmentsProperty = "attachments" }
+sessionStatus = { name = "update_status", messageProperty = "status" }
+"#,
+    ),
+    (
+        "prompts/coder.toml",
+        r#"name = "coder"
+system = "You are a careful coding helper working in the ${PROJECT_NAME} project. Look before you change anything."
+tools = ["list_dir", "read_file", "write_file", "search_code", "run_command"]
+"#,
+    ),
+    (
+        "prompts/worker.toml",
+        r#"name = "worker"
+model = "scripted-turns:scripts/worker.json"
+system = "You write short drafts. Revise them when the reviewer asks."
+tools = ["fail_task"]
+"#,
+    ),
+    (
+        "prompts/reviewer.toml",
+        r#"name = "reviewer"
+model = "scripted-turns:scripts/reviewer.json"
+system = "You review drafts: request changes or approve."
+tools = ["update_status", "request_changes", "approve"]
+"#,
+    ),
+    (
+        "tools/approve.toml",
+        r#"name = "approve"
+description = "Approve the draft and end the session."
+parameters = { type = "object", properties = { summary = { type = "string" }, attachments = { type = "array", items = { type = "string" } } }, required = ["summary"] }
+"#,
+    ),
+    (
+        "tools/request_changes.toml",
+        r#"name = "request_changes"
+description = "Send feedback to the worker."
+parameters = { type = "object", properties = { feedback = { type = "string" } }, required = ["feedback"] }
+"#,
+    ),
+    (
+        "tools/update_status.toml",
+        r#"name = "update_status"
+description = "Publish a short status."
+parameters = { type = "object", properties = { status = { type = "string" } }, required = ["status"] }
+"#,
+    ),
+    (
+        "tools/fail_task.toml",
+        r#"name = "fail_task"
+description = "Give up, saying why."
+parameters = { type = "object", properties = { reason = { type = "string" }, attachments = { type = "array", items = { type = "string" } } }, required = ["reason"] }
+"#,
+    ),
+    (
+        "scripts/coder.json",
+        r#"{"responses": [
+  {"reasoning": "First I look at what is in the project.", "toolCalls": [{"id": "call_1", "name": "list_dir", "arguments": {"path": "."}}]},
+  {"toolCalls": [{"id": "call_2", "name": "write_file", "arguments": {"path": "hello.txt", "content": "Hello from Weft!\n"}}]},
+  {"toolCalls": [{"id": "call_3", "name": "read_file", "arguments": {"path": "hello.txt"}}]},
+  {"text": "I looked around the project and wrote hello.txt with a greeting."}
+]}
+"#,
+    ),
+    (
+        "scripts/worker.json",
+        r#"{"responses": [
+  {"text": "Draft: Weft runs agents."},
+  {"text": "Weft: durable agents\n\nWeft runs agents and remembers every step."}
+]}
+"#,
+    ),
+    (
+        "scripts/reviewer.json",
+        r#"{"responses": [
+  {"toolCalls": [
+    {"id": "r1", "name": "update_status", "arguments": {"status": "reviewing the first draft"}},
+    {"id": "r2", "name": "request_changes", "arguments": {"feedback": "Add a title and one more sentence."}}
+  ]},
+  {"toolCalls": [{"id": "r3", "name": "approve", "arguments": {"summary": "Approved: titled, two sentences.", "attachments": []}}]}
+]}
+"#,
+    ),
+    (".gitignore", ".weft/\n"),
+];
+
+/// Runs `weft init`.
+pub(crate) fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
+    let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
+    let mut written = 0;
+    for (path, contents) in FILES {
+        let target = dir.join(path);
+        if target.exists() {
+            eprintln!("kept {} (it exists)", target.display());
+            continue;
+        }
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&target, contents)
+            .with_context(|| format!("cannot write {}", target.display()))?;
+        written += 1;
+    }
+    println!(
+        "created a Weft project in {} ({written} files)",
+        dir.display()
+    );
+    println!("try:  weft run {} \"Add a greeting file\"", dir.display());
+    println!(
+        "      weft run {} --agent review_pair \"Write a two-line blurb about Weft\"",
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

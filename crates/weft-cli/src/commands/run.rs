@@ -1,0 +1,563 @@
+//! `weft run [PROJECT_DIR] [--agent NAME] [--model REF] "input"`: runs a Standard Agents
+//! project's agent, checkpointed in the store (`.weft/weft.db` by default).
+//!
+//! On a terminal: streamed text, reasoning dimmed, each tool call with its arguments and a
+//! result summary, a spinner while the model thinks, and a closing line with steps, tokens,
+//! cost and the run id. `--json`: one JSON event per line (schema in
+//! docs/architecture/weft-standard.md), `run_start` first. Ctrl-C stops cleanly and prints
+//! how to resume. Exit codes: 0 completed, 1 the agent failed, 2 usage or definition error,
+//! 130 interrupted.
+
+use std::collections::HashSet;
+use std::io::{IsTerminal as _, Read as _, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use weft_agent::checkpoint::CheckpointMode;
+use weft_agent::{AgentState, SESSION_ID_KEY};
+use weft_provider::Message;
+use weft_standard::{
+    AgentDefinition, Durable, Project, ProjectError, SessionEvent, SessionOptions, SessionStatus,
+    run_session,
+};
+use weft_store::durable::RunContext;
+use weft_store::run::{RunSpec, Runner, ToolRegistry, ToolSpec, default_providers};
+use weft_store::{
+    Durability, Pricing, RunStatus, Runs, Store, StoreOptions, StoreUrl, Usage, now_string,
+};
+
+/// `weft run` flags.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  weft init demo && weft run demo \"Say hello\"\n  weft run demo --agent review_pair --json \"Write a haiku\"\n\n\
+Exit codes: 0 completed, 1 the agent failed (sessionFail, error), 2 usage or definition error, 130 interrupted."
+)]
+pub(crate) struct RunArgs {
+    /// The agent to run (default: the project's `defaultAgent`, or its only agent).
+    #[arg(long)]
+    agent: Option<String>,
+    /// The model for every prompt, as PROVIDER:MODEL (overrides the prompts' models).
+    #[arg(long, short = 'm')]
+    model: Option<String>,
+    /// Print one JSON event per line instead of the live view.
+    #[arg(long)]
+    json: bool,
+    /// `sync`: a tool result is durable before the run goes on (a recorded call never runs
+    /// twice); `async`: faster, may lose the last step on a crash.
+    #[arg(long, default_value = "sync", value_parser = ["sync", "async"])]
+    durability: String,
+    /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else
+    /// `.weft/weft.db` under the working directory).
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// `[PROJECT_DIR] INPUT`: the project folder (default: the working directory) and the
+    /// message; without INPUT the message is read from standard input.
+    #[arg(value_name = "ARGS", num_args = 0..=2)]
+    args: Vec<String>,
+}
+
+/// Runs `weft run`.
+pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let (dir, input) = match args.args.as_slice() {
+        [] => (PathBuf::from("."), None),
+        [input] => (PathBuf::from("."), Some(input.clone())),
+        [dir, input] => (PathBuf::from(dir), Some(input.clone())),
+        _ => anyhow::bail!("give at most a project folder and an input"),
+    };
+    let project = match Project::load(&dir) {
+        Ok(project) => project,
+        Err(error @ ProjectError::Invalid(_)) => {
+            eprintln!("weft: {} is not a valid project: {error}", dir.display());
+            return Ok(ExitCode::from(2));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let agent = match &args.agent {
+        Some(name) => project.agent(name).with_context(|| {
+            format!(
+                "the project has no agent {name:?}; it has: {}",
+                names(&project)
+            )
+        })?,
+        None => project.default_agent().with_context(|| {
+            format!(
+                "the project has several agents and no defaultAgent; pick one with --agent ({})",
+                names(&project)
+            )
+        })?,
+    };
+    for reference in model_references(&project, agent, args.model.as_deref()) {
+        if let Some(variable) = missing_key(&reference) {
+            eprintln!(
+                "weft: the model {reference} needs an API key: set {variable} in the environment."
+            );
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let input = match input {
+        Some(input) => input,
+        None => read_input()?,
+    };
+    anyhow::ensure!(
+        !input.trim().is_empty(),
+        "the input is empty: give a message to the agent"
+    );
+    let durability = if args.durability == "async" {
+        Durability::Async
+    } else {
+        Durability::Sync
+    };
+    let runtime = super::runs::runtime()?;
+    runtime.block_on(drive(&project, agent, &args, input, durability))
+}
+
+fn names(project: &Project) -> String {
+    project
+        .agents()
+        .map(|a| a.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The model references a run of `agent` uses.
+fn model_references(
+    project: &Project,
+    agent: &AgentDefinition,
+    model: Option<&str>,
+) -> Vec<String> {
+    if let Some(model) = model {
+        return vec![model.to_owned()];
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (_, side) in agent.sides() {
+        if let Some(m) = project
+            .prompt(&side.prompt)
+            .and_then(|p| project.model_of(p))
+            && !out.iter().any(|o| o == m)
+        {
+            out.push(m.to_owned());
+        }
+    }
+    out
+}
+
+/// The environment variable a provider's key is read from, when it is not set.
+fn missing_key(reference: &str) -> Option<&'static str> {
+    let provider = reference.split_once(':').map_or(reference, |(p, _)| p);
+    let variables: &[&'static str] = match provider {
+        "openai" | "openai-responses" => &["OPENAI_API_KEY"],
+        "anthropic" => &["ANTHROPIC_API_KEY"],
+        "google" | "gemini" => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+        _ => return None,
+    };
+    let set = variables
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|k| !k.trim().is_empty()));
+    (!set).then(|| variables[0])
+}
+
+fn read_input() -> anyhow::Result<String> {
+    let stdin = std::io::stdin();
+    let mut text = String::new();
+    if stdin.is_terminal() {
+        eprint!("you> ");
+        let _ = std::io::stderr().flush();
+        stdin
+            .read_line(&mut text)
+            .context("cannot read the input")?;
+    } else {
+        stdin
+            .lock()
+            .read_to_string(&mut text)
+            .context("cannot read the input")?;
+    }
+    Ok(text.trim_end().to_owned())
+}
+
+/// The tool registry of a project run: every tool of the agent's prompts, by name, so
+/// weft-store's `Runner::create` accepts the run spec.
+fn registry(project: &Project, agent: &AgentDefinition) -> ToolRegistry {
+    let mut registry = ToolRegistry::with_builtins();
+    for (_, side) in agent.sides() {
+        for name in project
+            .prompt(&side.prompt)
+            .map(|p| p.tools.clone())
+            .unwrap_or_default()
+        {
+            let project = project.clone();
+            let tool = name.clone();
+            registry.register(name, move |config: &Value| {
+                let root = config["root"].as_str().unwrap_or(".");
+                let workspace = weft_tools::Workspace::new(root).map_err(|e| e.to_string())?;
+                let prompt = weft_standard::PromptDefinition {
+                    name: String::new(),
+                    model: None,
+                    system: String::new(),
+                    tools: vec![tool.clone()],
+                    params: Default::default(),
+                    env: Default::default(),
+                    description: None,
+                };
+                weft_standard::tools::prompt_tools(&project, &prompt, &workspace, None)
+                    .map_err(|e| e.to_string())?
+                    .pop()
+                    .ok_or_else(|| format!("no tool {tool:?}"))
+            });
+        }
+    }
+    registry
+}
+
+async fn open_store(url: Option<&str>) -> anyhow::Result<Store> {
+    let dir = std::env::current_dir().context("no working directory")?;
+    let url = StoreUrl::resolve(url, &dir)?;
+    Store::open_with(&url, StoreOptions::default())
+        .await
+        .with_context(|| format!("cannot open the store {url}"))
+}
+
+async fn drive(
+    project: &Project,
+    agent: &AgentDefinition,
+    args: &RunArgs,
+    input: String,
+    durability: Durability,
+) -> anyhow::Result<ExitCode> {
+    let workspace =
+        std::fs::canonicalize(project.dir()).context("cannot resolve the project folder")?;
+    let store = open_store(args.store.as_deref()).await?;
+    let side_a = &agent.side_a;
+    let prompt_a = project.prompt(&side_a.prompt).context("side A's prompt")?;
+    let model_a = args
+        .model
+        .clone()
+        .or_else(|| project.model_of(prompt_a).map(str::to_owned))
+        .unwrap_or_default();
+    let spec = RunSpec {
+        model: project.model_reference(&model_a),
+        system: Some(project.system_text(agent, prompt_a)),
+        tools: prompt_a
+            .tools
+            .iter()
+            .map(|name| ToolSpec {
+                name: name.clone(),
+                config: json!({"root": workspace}),
+            })
+            .collect(),
+        input: input.clone(),
+        durability,
+        max_steps: side_a.max_steps,
+        pricing: None,
+        role: agent.name.clone(),
+    };
+    let runner = Runner::new(store.clone(), registry(project, agent));
+    let run_id = runner.create(&spec).await?;
+    let mut record = store
+        .run(&run_id)
+        .await?
+        .context("the new run is not in the store")?;
+    // What a resume needs beyond the run spec: the project and the agent.
+    if let Value::Object(map) = &mut record.spec {
+        map.insert(
+            "standard".into(),
+            json!({"project": workspace, "agent": agent.name, "type": agent.agent_type}),
+        );
+    }
+    record.owner_pid = Some(std::process::id());
+    store.put_run(&record).await?;
+    let colors =
+        !args.json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    if args.json {
+        println!(
+            "{}",
+            json!({"type": "run_start", "runId": run_id, "threadId": record.thread_id, "agent": agent.name,
+            "durability": if durability == Durability::Sync { "sync" } else { "async" }})
+        );
+    } else {
+        println!(
+            "{}",
+            paint(colors, "2", &format!("run {run_id} · agent {}", agent.name))
+        );
+    }
+
+    let run_store = store.with_durability(durability).for_run(&run_id);
+    let context = Arc::new(RunContext::new(
+        run_store.clone(),
+        &run_id,
+        &record.thread_id,
+        &record.agent_id,
+        [],
+        HashSet::new(),
+    ));
+    let signal = CancellationToken::new();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut options = SessionOptions::new(&workspace);
+    options.model_override = args.model.clone();
+    options.providers = Arc::new(default_providers());
+    options.signal = signal.clone();
+    options.events = Some(tx);
+    options.thread_id = Some(record.thread_id.clone());
+    options.initial_state = AgentState::initial()
+        .with_message(Message::user(input.as_str()))
+        .with_metadata(SESSION_ID_KEY, Value::String(record.thread_id.clone()));
+    options.durable = Some(Durable {
+        run: context,
+        store: run_store.clone(),
+        mode: if durability == Durability::Sync {
+            CheckpointMode::Sync
+        } else {
+            CheckpointMode::Async
+        },
+    });
+    let renderer = tokio::spawn(render(rx, args.json, colors));
+    let ctrl_c = signal.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            ctrl_c.cancel();
+        }
+    });
+    let outcome = run_session(project, &agent.name, "", &options).await;
+    drop(options);
+    let _ = renderer.await;
+    let outcome = outcome?;
+    let _ = run_store.flush().await;
+
+    let cost = Pricing::default().cost(outcome.usage.input_tokens, outcome.usage.output_tokens);
+    let now = now_string();
+    record.steps = outcome.steps;
+    record.usage = Usage {
+        input_tokens: outcome.usage.input_tokens,
+        output_tokens: outcome.usage.output_tokens,
+        cost,
+    };
+    record.updated_at = now.clone();
+    let (code, word) = match outcome.status {
+        SessionStatus::Completed => {
+            record.status = RunStatus::Completed;
+            record.output = Some(outcome.message.clone());
+            record.ended_at = Some(now);
+            (0u8, "completed")
+        }
+        SessionStatus::Failed => {
+            record.status = RunStatus::Failed;
+            record.error = Some(outcome.message.clone());
+            record.ended_at = Some(now);
+            (1, "failed")
+        }
+        SessionStatus::Interrupted => {
+            record.status = RunStatus::Interrupted;
+            (130, "interrupted")
+        }
+    };
+    store.put_run(&record).await?;
+    let tokens = outcome.usage.input_tokens + outcome.usage.output_tokens;
+    if args.json {
+        println!(
+            "{}",
+            json!({"type": "run_end", "runId": run_id, "status": word, "exitCode": code, "steps": outcome.steps,
+            "inputTokens": outcome.usage.input_tokens, "outputTokens": outcome.usage.output_tokens, "cost": cost,
+            "resume": (code == 130).then(|| format!("weft resume {run_id}"))})
+        );
+    } else {
+        if outcome.status == SessionStatus::Failed {
+            eprintln!("weft: the agent failed: {}", outcome.message);
+        }
+        let mut line = format!(
+            "{word} · {} steps · {tokens} tokens ({} in, {} out) · ${cost:.4} · run {run_id}",
+            outcome.steps, outcome.usage.input_tokens, outcome.usage.output_tokens
+        );
+        if code == 130 {
+            line.push_str(&format!("\nresume with: weft resume {run_id}"));
+        }
+        println!(
+            "{}",
+            paint(colors, if code == 0 { "32" } else { "33" }, &line)
+        );
+    }
+    Ok(ExitCode::from(code))
+}
+
+fn paint(colors: bool, code: &str, text: &str) -> String {
+    if colors {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
+fn clip(text: &str, max: usize) -> String {
+    let one_line = text.replace('\n', "⏎");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        format!("{}…", one_line.chars().take(max).collect::<String>())
+    }
+}
+
+/// A one-line summary of a tool result.
+fn summary(result: &Value, is_error: bool) -> String {
+    if is_error {
+        return format!(
+            "error: {}",
+            clip(result.as_str().unwrap_or(&result.to_string()), 100)
+        );
+    }
+    if let Some(code) = result.get("exit_code") {
+        let out = result
+            .get("stdout")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        return format!(
+            "exit {code}{}",
+            if out.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", clip(out.trim(), 80))
+            }
+        );
+    }
+    clip(&result.to_string(), 100)
+}
+
+/// Prints events: JSON lines, or the live view.
+async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, colors: bool) {
+    let spin = !json && std::io::stderr().is_terminal();
+    let mut spinner_on = false;
+    let mut frame = 0usize;
+    let mut at_line_start = true;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let mut out = std::io::stdout();
+    loop {
+        let event = tokio::select! {
+            event = rx.recv() => event,
+            _ = tick.tick(), if spinner_on => {
+                const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+                eprint!("\r{} waiting for the model…", FRAMES[frame % FRAMES.len()]);
+                frame += 1;
+                continue;
+            }
+        };
+        let Some(event) = event else { break };
+        if json {
+            if let Ok(line) = serde_json::to_string(&event) {
+                let _ = writeln!(out, "{line}");
+            }
+            continue;
+        }
+        if spinner_on && !matches!(event, SessionEvent::StepStart { .. }) {
+            eprint!("\r\x1b[K");
+            spinner_on = false;
+        }
+        let newline = |out: &mut std::io::Stdout, at_line_start: &mut bool| {
+            if !*at_line_start {
+                let _ = writeln!(out);
+                *at_line_start = true;
+            }
+        };
+        match &event {
+            SessionEvent::StepStart { .. } => spinner_on = spin,
+            SessionEvent::TurnStart {
+                label,
+                side,
+                turn,
+                depth,
+                ..
+            } => {
+                if *turn > 1 || *side != weft_standard::Side::A {
+                    newline(&mut out, &mut at_line_start);
+                }
+                let _ = writeln!(
+                    out,
+                    "{}{}",
+                    indent(*depth),
+                    paint(colors, "1", &format!("[{label}]"))
+                );
+            }
+            SessionEvent::TextDelta { text, depth, .. } => {
+                let _ = write!(out, "{}", indent_text(text, *depth, &mut at_line_start));
+            }
+            SessionEvent::ReasoningDelta { text, depth, .. } => {
+                let text = indent_text(text, *depth, &mut at_line_start);
+                let _ = write!(out, "{}", paint(colors, "2", &text));
+            }
+            SessionEvent::ToolCall {
+                name,
+                arguments,
+                depth,
+                ..
+            } => {
+                newline(&mut out, &mut at_line_start);
+                let _ = writeln!(
+                    out,
+                    "{}{} {}",
+                    indent(*depth),
+                    paint(colors, "36", &format!("→ {name}")),
+                    clip(&arguments.to_string(), 120)
+                );
+            }
+            SessionEvent::ToolResult {
+                result,
+                is_error,
+                depth,
+                ..
+            } => {
+                let line = format!("  ← {}", summary(result, *is_error));
+                let _ = writeln!(
+                    out,
+                    "{}{}",
+                    indent(*depth),
+                    paint(colors, if *is_error { "31" } else { "2" }, &line)
+                );
+            }
+            SessionEvent::Status { message, .. } => {
+                newline(&mut out, &mut at_line_start);
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    paint(colors, "35", &format!("• status: {message}"))
+                );
+            }
+            SessionEvent::Handoff { from, to, .. } => {
+                newline(&mut out, &mut at_line_start);
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    paint(colors, "35", &format!("⇢ handoff: {from} → {to}"))
+                );
+            }
+            SessionEvent::SessionEnd { .. } => newline(&mut out, &mut at_line_start),
+            _ => {}
+        }
+        let _ = out.flush();
+    }
+    if spinner_on {
+        eprint!("\r\x1b[K");
+    }
+}
+
+fn indent(depth: u32) -> String {
+    "  ".repeat(usize::try_from(depth).unwrap_or(0))
+}
+
+fn indent_text(text: &str, depth: u32, at_line_start: &mut bool) -> String {
+    let pad = indent(depth);
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if *at_line_start && c != '\n' {
+            out.push_str(&pad);
+            *at_line_start = false;
+        }
+        out.push(c);
+        if c == '\n' {
+            *at_line_start = true;
+        }
+    }
+    out
+}
