@@ -149,7 +149,14 @@ pub fn any_call_schema(tools: &[ToolSpec]) -> Value {
 
 /// The Lark grammar of a reply when tools are offered: plain text (not starting with `{` or
 /// whitespace) or tool calls; with `structure`, a JSON value of that schema instead of text.
-pub fn tools_grammar(tools: &[ToolSpec], parallel: bool, structure: Option<&Value>) -> String {
+///
+/// With `required`, the reply must be tool calls (`start: calls`).
+pub fn tools_grammar(
+    tools: &[ToolSpec],
+    parallel: bool,
+    required: bool,
+    structure: Option<&Value>,
+) -> String {
     let call = any_call_schema(tools);
     let calls = if parallel {
         "calls: call (\"\\n\" call)*"
@@ -160,6 +167,9 @@ pub fn tools_grammar(tools: &[ToolSpec], parallel: bool, structure: Option<&Valu
         Some(schema) => format!("answer: %json {schema}"),
         None => "answer: TEXT\nTEXT: /[^{\\s][\\s\\S]*/".to_owned(),
     };
+    if required {
+        return format!("start: calls\n{calls}\ncall: %json {call}\n");
+    }
     format!("start: calls | answer\n{calls}\ncall: %json {call}\n{answer}\n")
 }
 
@@ -220,23 +230,34 @@ mod tests {
             ])
         );
         assert_eq!(parse_calls("Hello", &tools), None);
-        assert_eq!(parse_calls(r#"{"name": "nope", "arguments": {}}"#, &tools), None);
+        assert_eq!(
+            parse_calls(r#"{"name": "nope", "arguments": {}}"#, &tools),
+            None
+        );
         assert_eq!(parse_calls(r#"{"answer": 42}"#, &tools), None);
     }
 
     #[test]
     fn the_grammar_names_every_tool_and_the_text_alternative() {
         let tools = [
-            tool("get_weather", json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+            tool(
+                "get_weather",
+                json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+            ),
             tool("add", json!({"type": "object"})),
         ];
-        let grammar = tools_grammar(&tools, true, None);
-        assert!(grammar.starts_with("start: calls | answer\ncalls: call (\"\\n\" call)*\ncall: %json {\"anyOf\":"));
+        let grammar = tools_grammar(&tools, true, false, None);
+        assert!(grammar.starts_with(
+            "start: calls | answer\ncalls: call (\"\\n\" call)*\ncall: %json {\"anyOf\":"
+        ));
         assert!(grammar.contains(r#"{"const":"get_weather"}"#));
         assert!(grammar.contains("TEXT: /[^{\\s][\\s\\S]*/"));
-        let single = tools_grammar(&tools[..1], false, Some(&json!({"type": "object"})));
+        let single = tools_grammar(&tools[..1], false, false, Some(&json!({"type": "object"})));
         assert!(single.contains("calls: call\n"));
         assert!(single.contains("answer: %json {\"type\":\"object\"}"));
+        let required = tools_grammar(&tools, false, true, None);
+        assert!(required.starts_with("start: calls\n"));
+        assert!(!required.contains("answer"));
     }
 
     #[test]
@@ -253,7 +274,10 @@ mod tests {
             schema["properties"]["arguments"]["properties"]["p"]["$ref"],
             "#/$defs/t0_P"
         );
-        assert_eq!(schema["$defs"]["t0_P"]["properties"]["q"]["$ref"], "#/$defs/t0_Q");
+        assert_eq!(
+            schema["$defs"]["t0_P"]["properties"]["q"]["$ref"],
+            "#/$defs/t0_Q"
+        );
         assert!(schema["properties"]["arguments"].get("$schema").is_none());
     }
 }

@@ -39,8 +39,13 @@ impl Constraints {
     /// Builds the trie and the factory (about a second for a 262k vocabulary).
     pub(crate) fn new(tokenizer: &Tokenizer, stop_tokens: &[u32]) -> Result<Self, String> {
         let vocab = tokenizer.vocab_size();
-        let words: Vec<Vec<u8>> = (0..vocab as u32).map(|id| tokenizer.trie_bytes(id)).collect();
-        let eos = stop_tokens.first().copied().unwrap_or_else(|| tokenizer.eos());
+        let words: Vec<Vec<u8>> = (0..vocab as u32)
+            .map(|id| tokenizer.trie_bytes(id))
+            .collect();
+        let eos = stop_tokens
+            .first()
+            .copied()
+            .unwrap_or_else(|| tokenizer.eos());
         let info = TokRxInfo {
             vocab_size: vocab as u32,
             tok_eos: eos,

@@ -26,7 +26,9 @@ const PREFILL_CHUNK: usize = 256;
 /// Why a generation failed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum GenerateError {
-    #[error("the prompt is {prompt} tokens; the context of {model} holds {context} (leave room for at least one output token)")]
+    #[error(
+        "the prompt is {prompt} tokens; the context of {model} holds {context} (leave room for at least one output token)"
+    )]
     ContextLength {
         prompt: usize,
         context: usize,
@@ -74,7 +76,6 @@ pub(crate) struct Engine {
     path: PathBuf,
     stop_tokens: Vec<u32>,
     constraints: OnceLock<Result<Constraints, String>>,
-    pub(crate) load_time: Duration,
 }
 
 fn engines() -> &'static Mutex<HashMap<PathBuf, Arc<Engine>>> {
@@ -85,7 +86,9 @@ fn engines() -> &'static Mutex<HashMap<PathBuf, Arc<Engine>>> {
 /// The engine of `path`, loading it on first use. Loads are serialized; a loaded engine stays
 /// for the life of the process.
 pub(crate) fn engine_for(path: &Path) -> Result<Arc<Engine>, ModelError> {
-    let mut engines = engines().lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut engines = engines()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(engine) = engines.get(path) {
         return Ok(engine.clone());
     }
@@ -99,7 +102,6 @@ impl Engine {
     /// [`crate::configure_threads`]).
     pub(crate) fn load(path: &Path) -> Result<Engine, ModelError> {
         crate::configure_threads();
-        let started = Instant::now();
         let loaded = Gemma3::load(path)?;
         let tokenizer = loaded.tokenizer;
         let mut stop_tokens = Vec::new();
@@ -115,7 +117,6 @@ impl Engine {
             path: path.to_owned(),
             stop_tokens,
             constraints: OnceLock::new(),
-            load_time: started.elapsed(),
         })
     }
 
@@ -154,11 +155,6 @@ impl Engine {
             .get_or_init(|| Constraints::new(&self.tokenizer, &self.stop_tokens))
             .as_ref()
             .map_err(Clone::clone)
-    }
-
-    /// Builds the constraint machinery now rather than on the first constrained request.
-    pub(crate) fn warm_constraints(&self) -> Result<(), String> {
-        self.constraints().map(|_| ())
     }
 
     /// Runs one generation. `on_text` receives text as it becomes final (never part of a

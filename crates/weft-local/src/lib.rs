@@ -33,6 +33,7 @@
 //! | [`options`] | `params`: max tokens, sampling, stop sequences |
 //! | [`sampling`] | greedy, temperature, top-k, top-p, seed |
 //! | [`provider`](mod@provider) | the `local` provider and [`LocalModel`] |
+//! | [`bench`] (feature `candle`) | load, prefill and decode measurements |
 //! | `model`, `engine`, `constrain`, `run` (feature `candle`) | the forward pass, the token loop, llguidance, one request |
 //!
 //! # Threads
@@ -40,10 +41,12 @@
 //! candle sizes its CPU thread pool once, from `CANDLE_NUM_THREADS` (then `RAYON_NUM_THREADS`).
 //! On small machines one thread is several times faster than two for this model (the pool's
 //! barrier costs more than the tiny per-token matmuls gain). [`configure_threads`] sets
-//! `CANDLE_NUM_THREADS=1` unless either variable is already set; the engine calls it before
+//! `CANDLE_NUM_THREADS=1` and `RAYON_NUM_THREADS=1` unless the user set them; the engine calls it before
 //! its first candle operation, and binaries should call it at the start of `main`, before
 //! they start threads.
 
+#[cfg(feature = "candle")]
+pub mod bench;
 pub mod calls;
 #[cfg(feature = "candle")]
 mod constrain;
@@ -74,17 +77,26 @@ pub const DEFAULT_MODEL: &str = "gemma3-270m";
 /// Whether this build can run models (the `candle` feature).
 pub const INFERENCE_ENABLED: bool = cfg!(feature = "candle");
 
-/// Sets `CANDLE_NUM_THREADS=1` once, unless `CANDLE_NUM_THREADS` or `RAYON_NUM_THREADS` is set.
+/// Makes candle single-threaded, once: sets `CANDLE_NUM_THREADS=1` and `RAYON_NUM_THREADS=1`
+/// unless the user set them (a user's `CANDLE_NUM_THREADS` alone is copied to
+/// `RAYON_NUM_THREADS`).
 ///
-/// candle reads the variable once, when its thread pool starts, so this must run before the
-/// first candle operation; the engine calls it before loading. Binaries should call it at the
-/// start of `main`, before other threads exist.
+/// candle reads `CANDLE_NUM_THREADS` (falling back to `RAYON_NUM_THREADS`) once, when its
+/// quantized-matmul pool starts, and its dense matmul sizes its rayon parallelism from
+/// `RAYON_NUM_THREADS`; both must be set before the first candle operation. The engine calls
+/// this before loading; binaries should call it at the start of `main`, before other threads
+/// exist.
 pub fn configure_threads() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
-        if !set("CANDLE_NUM_THREADS") && !set("RAYON_NUM_THREADS") {
-            set_env("CANDLE_NUM_THREADS", "1");
+        let get = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        match (get("CANDLE_NUM_THREADS"), get("RAYON_NUM_THREADS")) {
+            (None, None) => {
+                set_env("CANDLE_NUM_THREADS", "1");
+                set_env("RAYON_NUM_THREADS", "1");
+            }
+            (Some(candle), None) => set_env("RAYON_NUM_THREADS", &candle),
+            _ => {}
         }
     });
 }

@@ -9,6 +9,7 @@
 //! | `seed` | integer ≥ 0 | random | seed of the sampler (reproducible sampling) |
 //! | `stop` (also `stop_sequences`, `stopSequences`) | string or array of strings | none | stop sequences (not included in the output) |
 //! | `parallel_tool_calls` | boolean | true | allow more than one tool call per reply |
+//! | `tool_choice` | `"auto"`, `"required"` (also `"any"`) or `"none"` | `"auto"` | whether the reply may be text, must be tool calls, or must not call tools |
 //!
 //! Other params are ignored (they belong to other providers). Values of the wrong type are an
 //! `INVALID_REQUEST` error rather than being silently dropped.
@@ -33,6 +34,20 @@ pub struct GenerationOptions {
     pub sampling: SamplingParams,
     /// Whether a reply may hold several tool calls.
     pub parallel_tool_calls: bool,
+    /// Whether tools may, must or must not be called.
+    pub tool_choice: ToolChoice,
+}
+
+/// The `tool_choice` param.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolChoice {
+    /// Text or tool calls (the default).
+    #[default]
+    Auto,
+    /// Tool calls only.
+    Required,
+    /// Text only: the tools are not offered.
+    None,
 }
 
 impl Default for GenerationOptions {
@@ -42,6 +57,7 @@ impl Default for GenerationOptions {
             stop: Vec::new(),
             sampling: SamplingParams::default(),
             parallel_tool_calls: true,
+            tool_choice: ToolChoice::Auto,
         }
     }
 }
@@ -50,16 +66,24 @@ fn invalid(message: String) -> UppError {
     UppError::llm(ErrorCode::InvalidRequest, NAME, message)
 }
 
-fn first<'a>(params: &'a Map<String, Value>, names: &[&'static str]) -> Option<(&'static str, &'a Value)> {
-    names
-        .iter()
-        .find_map(|name| params.get(*name).filter(|v| !v.is_null()).map(|v| (*name, v)))
+fn first<'a>(
+    params: &'a Map<String, Value>,
+    names: &[&'static str],
+) -> Option<(&'static str, &'a Value)> {
+    names.iter().find_map(|name| {
+        params
+            .get(*name)
+            .filter(|v| !v.is_null())
+            .map(|v| (*name, v))
+    })
 }
 
 fn uint(name: &str, value: &Value) -> Result<u64, UppError> {
-    value
-        .as_u64()
-        .ok_or_else(|| invalid(format!("param {name} must be a non-negative integer, got {value}")))
+    value.as_u64().ok_or_else(|| {
+        invalid(format!(
+            "param {name} must be a non-negative integer, got {value}"
+        ))
+    })
 }
 
 fn number(name: &str, value: &Value) -> Result<f64, UppError> {
@@ -81,7 +105,12 @@ impl GenerationOptions {
         };
         if let Some((name, value)) = first(
             params,
-            &["max_tokens", "max_output_tokens", "max_completion_tokens", "maxOutputTokens"],
+            &[
+                "max_tokens",
+                "max_output_tokens",
+                "max_completion_tokens",
+                "maxOutputTokens",
+            ],
         ) {
             let max = uint(name, value)?;
             if max == 0 {
@@ -134,6 +163,22 @@ impl GenerationOptions {
                 .as_bool()
                 .ok_or_else(|| invalid(format!("param {name} must be a boolean, got {value}")))?;
         }
+        if let Some((name, value)) = first(params, &["tool_choice", "toolChoice"]) {
+            // Also accept the object forms `{"type": "auto" | "required" | "any" | "none"}`.
+            let choice = value
+                .as_str()
+                .or_else(|| value.get("type").and_then(Value::as_str));
+            options.tool_choice = match choice {
+                Some("auto") => ToolChoice::Auto,
+                Some("required" | "any") => ToolChoice::Required,
+                Some("none") => ToolChoice::None,
+                _ => {
+                    return Err(invalid(format!(
+                        "param {name} must be \"auto\", \"required\" or \"none\", got {value}"
+                    )));
+                }
+            };
+        }
         Ok(options)
     }
 }
@@ -154,7 +199,10 @@ impl StopMatcher {
 
     /// The byte offset where the earliest stop sequence starts in `text`, if one occurs.
     pub fn find(&self, text: &str) -> Option<usize> {
-        self.stops.iter().filter_map(|s| text.find(s.as_str())).min()
+        self.stops
+            .iter()
+            .filter_map(|s| text.find(s.as_str()))
+            .min()
     }
 
     /// How many leading bytes of `text` can be shown without risk: the text minus the longest
@@ -189,8 +237,10 @@ mod tests {
 
     #[test]
     fn params_are_read_with_their_aliases() {
-        let options = parse(json!({"max_output_tokens": 7, "temperature": 0.7, "topK": 40,
-            "top_p": 0.9, "seed": 3, "stop": "END", "parallel_tool_calls": false, "other": 1}))
+        let options = parse(
+            json!({"max_output_tokens": 7, "temperature": 0.7, "topK": 40,
+            "top_p": 0.9, "seed": 3, "stop": "END", "parallel_tool_calls": false, "tool_choice": "required", "other": 1}),
+        )
         .unwrap();
         assert_eq!(options.max_tokens, 7);
         assert_eq!(options.sampling.top_k, Some(40));
@@ -198,7 +248,11 @@ mod tests {
         assert!((options.sampling.top_p - 0.9).abs() < 1e-6);
         assert_eq!(options.stop, vec!["END"]);
         assert!(!options.parallel_tool_calls);
-        assert_eq!(GenerationOptions::from_params(None).unwrap(), GenerationOptions::default());
+        assert_eq!(options.tool_choice, ToolChoice::Required);
+        assert_eq!(
+            GenerationOptions::from_params(None).unwrap(),
+            GenerationOptions::default()
+        );
     }
 
     #[test]
@@ -210,6 +264,7 @@ mod tests {
             json!({"top_p": 1.5}),
             json!({"stop": [1]}),
             json!({"seed": -2}),
+            json!({"tool_choice": "sometimes"}),
         ] {
             let error = parse(bad.clone()).unwrap_err();
             assert_eq!(error.code, ErrorCode::InvalidRequest, "{bad}");

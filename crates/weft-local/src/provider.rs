@@ -14,11 +14,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
+use weft_provider::tool::BoxFuture;
 use weft_provider::{
     ErrorCode, LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStream, ModelReference,
     Provider, UppError,
 };
-use weft_provider::tool::BoxFuture;
 
 use crate::NAME;
 use crate::weights::{self, Locator};
@@ -129,7 +129,9 @@ impl LocalModel {
                         UppError::llm(
                             ErrorCode::InvalidRequest,
                             NAME,
-                            format!("option context_length must be a positive integer, got {value}"),
+                            format!(
+                                "option context_length must be a positive integer, got {value}"
+                            ),
                         )
                     })?,
             ),
@@ -214,9 +216,8 @@ impl LocalModel {
                 let source = self.source.clone();
                 tokio::task::spawn_blocking(move || {
                     let path = source.resolve()?;
-                    crate::engine::engine_for(&path).map_err(|e| {
-                        UppError::llm(ErrorCode::ProviderError, NAME, e.to_string())
-                    })
+                    crate::engine::engine_for(&path)
+                        .map_err(|e| UppError::llm(ErrorCode::ProviderError, NAME, e.to_string()))
                 })
                 .await
                 .map_err(|e| UppError::llm(ErrorCode::ProviderError, NAME, e.to_string()))?
@@ -229,15 +230,13 @@ impl LocalModel {
 /// The `local` provider for a [`weft_provider::ProviderRegistry`]:
 /// `registry.register("local", weft_local::provider)`.
 pub fn provider() -> Arc<Provider> {
-    Arc::new(
-        Provider::new(NAME, env!("CARGO_PKG_VERSION")).with_llm(
-            |model_id: &str, options: &Value| {
-                let model: Arc<dyn weft_provider::LlmModel> =
-                    Arc::new(LocalModel::bind(model_id, options)?);
-                Ok(model)
-            },
-        ),
-    )
+    Arc::new(Provider::new(NAME, env!("CARGO_PKG_VERSION")).with_llm(
+        |model_id: &str, options: &Value| {
+            let model: Arc<dyn weft_provider::LlmModel> =
+                Arc::new(LocalModel::bind(model_id, options)?);
+            Ok(model)
+        },
+    ))
 }
 
 /// A reference to `local:MODEL` (e.g. `gemma3-270m`).

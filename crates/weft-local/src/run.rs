@@ -19,7 +19,7 @@ use crate::NAME;
 use crate::calls::{parse_calls, tools_grammar};
 use crate::constrain::Grammar;
 use crate::engine::{Engine, GenerateError, Generation, Stop};
-use crate::options::GenerationOptions;
+use crate::options::{GenerationOptions, ToolChoice};
 use crate::template::{self, OutputMode, ToolSpec};
 
 /// Everything decided before generating.
@@ -44,12 +44,24 @@ impl Plan {
                 parameters: t.parameters.clone(),
             })
             .collect();
+        let tools = if options.tool_choice == ToolChoice::None {
+            Vec::new()
+        } else {
+            tools
+        };
+        let required = options.tool_choice == ToolChoice::Required;
         let (mode, grammar) = if !tools.is_empty() {
-            let grammar = tools_grammar(&tools, options.parallel_tool_calls, request.structure.as_ref());
+            let grammar = tools_grammar(
+                &tools,
+                options.parallel_tool_calls,
+                required,
+                request.structure.as_ref(),
+            );
             (
                 OutputMode::Tools {
                     tools: tools.clone(),
                     parallel: options.parallel_tool_calls,
+                    required,
                     structure: request.structure.clone(),
                 },
                 Some(Grammar::Lark(grammar)),
@@ -78,17 +90,27 @@ fn to_upp(error: GenerateError) -> UppError {
             UppError::llm(ErrorCode::ContextLengthExceeded, NAME, error.to_string())
         }
         GenerateError::Cancelled => UppError::cancelled(NAME, Modality::Llm),
-        GenerateError::Grammar(_) => UppError::llm(ErrorCode::InvalidRequest, NAME, error.to_string()),
+        GenerateError::Grammar(_) => {
+            UppError::llm(ErrorCode::InvalidRequest, NAME, error.to_string())
+        }
         GenerateError::Model(_) => UppError::llm(ErrorCode::ProviderError, NAME, error.to_string()),
     }
 }
 
 fn join_error(error: tokio::task::JoinError) -> UppError {
-    UppError::llm(ErrorCode::ProviderError, NAME, format!("the generation thread failed: {error}"))
+    UppError::llm(
+        ErrorCode::ProviderError,
+        NAME,
+        format!("the generation thread failed: {error}"),
+    )
 }
 
 /// The reply as a response: tool calls when the text is calls, text otherwise.
-fn build_response(plan: &Plan, generation: Generation, model_file: &str) -> Result<LlmResponse, UppError> {
+fn build_response(
+    plan: &Plan,
+    generation: Generation,
+    model_file: &str,
+) -> Result<LlmResponse, UppError> {
     let calls = if plan.tools.is_empty() {
         None
     } else {
@@ -100,11 +122,18 @@ fn build_response(plan: &Plan, generation: Generation, model_file: &str) -> Resu
             calls
                 .into_iter()
                 .map(|(name, arguments)| {
-                    ToolCall::new(format!("call_{}", weft_provider::message::new_id()), name, arguments)
+                    ToolCall::new(
+                        format!("call_{}", weft_provider::message::new_id()),
+                        name,
+                        arguments,
+                    )
                 })
                 .collect::<Vec<_>>(),
         ),
-        None => (vec![ContentBlock::text(generation.text.clone())], Vec::new()),
+        None => (
+            vec![ContentBlock::text(generation.text.clone())],
+            Vec::new(),
+        ),
     };
     let raw_stop = match generation.stop {
         Stop::EndOfTurn => "end_of_turn",
@@ -202,19 +231,31 @@ enum Shown {
 }
 
 /// One streaming request: the events, then the response.
-pub(crate) fn stream(engine: Arc<Engine>, request: LlmRequest, context_limit: Option<usize>) -> LlmStream {
+pub(crate) fn stream(
+    engine: Arc<Engine>,
+    request: LlmRequest,
+    context_limit: Option<usize>,
+) -> LlmStream {
     let (sender, mut receiver) = mpsc::unbounded_channel();
     let events = sender.clone();
-    let task = tokio::task::spawn_blocking(move || run_stream(&engine, &request, context_limit, &events));
+    let task =
+        tokio::task::spawn_blocking(move || run_stream(&engine, &request, context_limit, &events));
     tokio::spawn(async move {
         if let Err(error) = task.await {
             let _ = sender.send(Err(join_error(error)));
         }
     });
-    Box::pin(futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx)))
+    Box::pin(futures_util::stream::poll_fn(move |cx| {
+        receiver.poll_recv(cx)
+    }))
 }
 
-fn run_stream(engine: &Engine, request: &LlmRequest, context_limit: Option<usize>, sender: &Sender) {
+fn run_stream(
+    engine: &Engine,
+    request: &LlmRequest,
+    context_limit: Option<usize>,
+    sender: &Sender,
+) {
     let event = |event: StreamEvent| sender.send(Ok(LlmStreamPart::Event(event))).is_ok();
     let plan = match Plan::new(request) {
         Ok(plan) => plan,

@@ -74,8 +74,13 @@ impl Sampler {
         if self.candidates.is_empty() {
             return None;
         }
-        let by_logit_desc = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if let Some(k) = self.params.top_k.filter(|k| *k > 0 && *k < self.candidates.len()) {
+        let by_logit_desc =
+            |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if let Some(k) = self
+            .params
+            .top_k
+            .filter(|k| *k > 0 && *k < self.candidates.len())
+        {
             self.candidates.select_nth_unstable_by(k - 1, by_logit_desc);
             self.candidates.truncate(k);
         }
@@ -109,12 +114,14 @@ impl Sampler {
     /// partial selections of growing size rather than sorting the whole vocabulary.
     fn keep_nucleus(&mut self, top_p: f32, total: f64) {
         let target = f64::from(top_p.max(0.0)) * total;
-        let by_weight_desc = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let by_weight_desc =
+            |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
         let mut k = 64usize;
         loop {
             let n = self.candidates.len();
             if k < n {
-                self.candidates.select_nth_unstable_by(k - 1, by_weight_desc);
+                self.candidates
+                    .select_nth_unstable_by(k - 1, by_weight_desc);
             }
             let head = k.min(n);
             self.candidates[..head].sort_unstable_by(by_weight_desc);
@@ -173,7 +180,9 @@ mod tests {
         };
         let draw = |params| {
             let mut sampler = Sampler::new(params);
-            (0..50).map(|_| sampler.sample(&logits())).collect::<Vec<_>>()
+            (0..50)
+                .map(|_| sampler.sample(&logits()))
+                .collect::<Vec<_>>()
         };
         let a = draw(params);
         assert_eq!(a, draw(params));

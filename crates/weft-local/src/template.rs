@@ -66,6 +66,8 @@ pub enum OutputMode {
         tools: Vec<ToolSpec>,
         /// Whether several calls may be made in one reply.
         parallel: bool,
+        /// Whether the reply must be tool calls.
+        required: bool,
         /// A structured-output schema for the final answer, if any.
         structure: Option<Value>,
     },
@@ -77,12 +79,13 @@ pub enum OutputMode {
 pub fn instructions(mode: &OutputMode) -> String {
     match mode {
         OutputMode::Text => String::new(),
-        OutputMode::Structured(schema) => format!(
-            "Answer with only a JSON value that matches this JSON schema:\n{schema}"
-        ),
+        OutputMode::Structured(schema) => {
+            format!("Answer with only a JSON value that matches this JSON schema:\n{schema}")
+        }
         OutputMode::Tools {
             tools,
             parallel,
+            required,
             structure,
         } => {
             let mut text = String::from("You can call these tools:\n");
@@ -103,6 +106,7 @@ pub fn instructions(mode: &OutputMode) -> String {
                 text.push_str("\nTo call several tools at once, write one such object per line.");
             }
             match structure {
+                _ if *required => text.push_str("\nAnswer with tool calls only."),
                 Some(schema) => text.push_str(&format!(
                     "\nOtherwise answer with only a JSON value that matches this JSON schema:\n{schema}"
                 )),
@@ -262,7 +266,9 @@ fn tool_name_for(earlier: &[Message], call_id: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
-    use weft_provider::{AssistantMessage, MessageOptions, ToolCall, ToolResult, ToolResultMessage};
+    use weft_provider::{
+        AssistantMessage, MessageOptions, ToolCall, ToolResult, ToolResultMessage,
+    };
 
     #[test]
     fn a_single_user_message_becomes_one_turn_and_the_model_prompt() {
@@ -293,8 +299,8 @@ mod tests {
     #[test]
     fn tools_calls_and_results_are_rendered() {
         let call = ToolCall::new("c1", "get_weather", json!({"city": "Paris"}));
-        let assistant =
-            AssistantMessage::new(vec![], vec![call], MessageOptions::default()).unwrap_or_else(|_| AssistantMessage::text(""));
+        let assistant = AssistantMessage::new(vec![], vec![call], MessageOptions::default())
+            .unwrap_or_else(|_| AssistantMessage::text(""));
         let messages = [
             Message::user("Weather in Paris?"),
             Message::Assistant(assistant),
@@ -311,11 +317,16 @@ mod tests {
                 parameters: json!({"type": "object"}),
             }],
             parallel: false,
+            required: false,
             structure: None,
         };
         let rendered = to_display_string(&render(None, &messages, &mode));
-        assert!(rendered.starts_with("<bos><start_of_turn>user\nYou can call these tools:\n{\"name\":\"get_weather\""));
-        assert!(rendered.contains("If no tool is needed, answer in plain text.\n\nWeather in Paris?<end_of_turn>"));
+        assert!(rendered.starts_with(
+            "<bos><start_of_turn>user\nYou can call these tools:\n{\"name\":\"get_weather\""
+        ));
+        assert!(rendered.contains(
+            "If no tool is needed, answer in plain text.\n\nWeather in Paris?<end_of_turn>"
+        ));
         assert!(rendered.contains(
             "<start_of_turn>model\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}<end_of_turn>"
         ));
@@ -328,13 +339,27 @@ mod tests {
     #[test]
     fn structured_output_instructions_include_the_schema() {
         let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
-        let rendered = to_display_string(&render(None, &[Message::user("x")], &OutputMode::Structured(schema)));
-        assert!(rendered.contains("JSON schema:\n{\"type\":\"object\""), "{rendered}");
+        let rendered = to_display_string(&render(
+            None,
+            &[Message::user("x")],
+            &OutputMode::Structured(schema),
+        ));
+        assert!(
+            rendered.contains("JSON schema:\n{\"type\":\"object\""),
+            "{rendered}"
+        );
     }
 
     #[test]
     fn a_history_starting_with_the_model_gets_a_user_turn_for_the_preamble() {
-        let rendered = to_display_string(&render(Some("S"), &[Message::assistant("A")], &OutputMode::Text));
-        assert!(rendered.starts_with("<bos><start_of_turn>user\nS<end_of_turn>\n<start_of_turn>model\nA"));
+        let rendered = to_display_string(&render(
+            Some("S"),
+            &[Message::assistant("A")],
+            &OutputMode::Text,
+        ));
+        assert!(
+            rendered
+                .starts_with("<bos><start_of_turn>user\nS<end_of_turn>\n<start_of_turn>model\nA")
+        );
     }
 }

@@ -54,7 +54,9 @@ impl TokenKind {
 #[non_exhaustive]
 pub enum VocabError {
     /// `tokens`, `scores` and `token_type` differ in length.
-    #[error("the vocabulary arrays differ in length: {tokens} tokens, {scores} scores, {kinds} types")]
+    #[error(
+        "the vocabulary arrays differ in length: {tokens} tokens, {scores} scores, {kinds} types"
+    )]
     LengthMismatch {
         /// Number of tokens.
         tokens: usize,
@@ -556,7 +558,8 @@ mod tests {
 
     #[test]
     fn mismatched_arrays_are_rejected() {
-        let error = Tokenizer::new(vec!["a".into()], vec![], vec![TokenKind::Normal], 0, 0).unwrap_err();
+        let error =
+            Tokenizer::new(vec!["a".into()], vec![], vec![TokenKind::Normal], 0, 0).unwrap_err();
         assert!(matches!(error, VocabError::LengthMismatch { .. }));
     }
 

