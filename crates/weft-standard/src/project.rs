@@ -205,7 +205,10 @@ impl Project {
                 "the project defines no agent; add agents/NAME.toml",
             ));
         }
+        // An agent file that did not parse would make this a second, misleading problem.
+        let parsed_cleanly = problems.is_empty();
         if let Some(name) = &self.config.default_agent
+            && parsed_cleanly
             && !self.agents.contains_key(name)
         {
             problems.push(Problem::new(
@@ -556,7 +559,9 @@ impl Loader<'_> {
                 let base = if path == "." { String::new() } else { path };
                 let inner = e.inner().to_string();
                 let join = |k: &str| {
-                    if base.is_empty() {
+                    if base == k || base.ends_with(&format!(".{k}")) {
+                        base.clone()
+                    } else if base.is_empty() {
                         k.to_owned()
                     } else {
                         format!("{base}.{k}")

@@ -11,6 +11,7 @@
 //!
 //! Tool calls run one after another (`ExecutionMode::Sequential`, SA-091).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt as _;
@@ -20,6 +21,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use weft_agent::checkpoint::CheckpointMode;
 use weft_agent::{AgentError, AgentOptions, AgentState, AgentStreamEvent, agent};
+use weft_provider::adapters::scripted::{self, Script, ScriptedModel};
+use weft_provider::provider::ModelReference;
 use weft_provider::{ExecutionMode, Message, ProviderRegistry, StreamEventType, TokenUsage};
 use weft_store::Store;
 use weft_store::durable::RunContext;
@@ -303,9 +306,31 @@ struct Driver<'a> {
     workspace: Workspace,
     steps: u64,
     usage: TokenUsage,
+    models: HashMap<String, ModelReference>,
 }
 
 impl Driver<'_> {
+    /// Resolves a model reference once per session, so a cursor-based `scripted:` model
+    /// keeps its place across side turns and handoffs.
+    fn model(&mut self, reference: &str) -> Result<ModelReference, String> {
+        if let Some(model) = self.models.get(reference) {
+            return Ok(model.clone());
+        }
+        let model = match reference.strip_prefix("scripted:") {
+            Some(path) => {
+                let script = Script::load(std::path::Path::new(path)).map_err(|e| e.to_string())?;
+                scripted::from_shared(Arc::new(ScriptedModel::from_script(path, script)))
+            }
+            None => self
+                .options
+                .providers
+                .resolve(reference)
+                .map_err(|e| e.to_string())?,
+        };
+        self.models.insert(reference.to_owned(), model.clone());
+        Ok(model)
+    }
+
     fn emit(&self, event: SessionEvent) {
         if let Some(tx) = &self.options.events {
             let _ = tx.send(event);
@@ -336,9 +361,7 @@ impl Driver<'_> {
             .ok_or_else(|| fail(format!("prompt {} has no model", prompt.name)))?;
         let reference = self.project.model_reference(&reference);
         let model = self
-            .options
-            .providers
-            .resolve(&reference)
+            .model(&reference)
             .map_err(|e| fail(format!("model {reference:?}: {e}")))?;
         let durable_run = self.options.durable.as_ref().map(|d| d.run.clone());
         let tools = prompt_tools(self.project, prompt, &self.workspace, durable_run.as_ref())
@@ -564,6 +587,7 @@ pub async fn run_session(
         workspace,
         steps: 0,
         usage: TokenUsage::default(),
+        models: HashMap::new(),
     };
     driver.emit(SessionEvent::SessionStart {
         agent: start.name.clone(),

@@ -1,0 +1,99 @@
+//! Definition loading: the valid projects under `tests/projects/valid/` load, and each
+//! broken project under `tests/projects/broken/` (one per validation rule) fails with the
+//! message in its `expected.txt`.
+
+use std::path::{Path, PathBuf};
+
+use weft_standard::{AgentType, Project, ProjectError, SessionToolBinding};
+
+fn projects(kind: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/projects")
+        .join(kind)
+}
+
+#[test]
+fn valid_projects_load() {
+    for entry in std::fs::read_dir(projects("valid")).expect("corpus") {
+        let dir = entry.expect("entry").path();
+        if let Err(e) = Project::load(&dir) {
+            panic!("{} should load: {e}", dir.display());
+        }
+    }
+}
+
+#[test]
+fn json_project_keeps_every_field_of_the_spec() {
+    let project = Project::load(projects("valid/json_project")).expect("loads");
+    let pair = project.agent("pair").expect("pair");
+    assert_eq!(pair.agent_type, AgentType::DualAi);
+    assert_eq!(pair.max_session_turns, Some(4));
+    assert_eq!(pair.package_name.as_deref(), Some("@demo/pair"));
+    assert_eq!(pair.license.as_deref(), Some("MIT"));
+    assert_eq!(pair.hooks, vec!["h1".to_owned()]);
+    let b = pair.side_b.as_ref().expect("sideB");
+    assert!(!b.stop_on_response);
+    assert_eq!(b.stop_tool_response_property.as_deref(), Some("feedback"));
+    assert_eq!(
+        b.session_stop,
+        Some(SessionToolBinding::Name("approve".into()))
+    );
+    assert_eq!(
+        pair.side_a
+            .session_fail
+            .as_ref()
+            .and_then(|s| s.attachments_property()),
+        Some("files")
+    );
+    let worker = project.prompt("worker").expect("worker");
+    assert_eq!(project.system_text(pair, worker), "Worker for json.");
+}
+
+#[test]
+fn defaults_follow_the_spec() {
+    let project = Project::load(projects("valid/minimal_toml")).expect("loads");
+    let helper = project.agent("helper").expect("helper");
+    assert_eq!(helper.agent_type, AgentType::AiHuman);
+    assert!(!helper.expose_as_tool);
+    assert!(helper.side_a.stop_on_response);
+}
+
+#[test]
+fn every_broken_project_reports_its_problem() {
+    let mut count = 0;
+    for entry in std::fs::read_dir(projects("broken")).expect("corpus") {
+        let dir = entry.expect("entry").path();
+        let expected = std::fs::read_to_string(dir.join("expected.txt")).expect("expected.txt");
+        let expected = expected.trim();
+        match Project::load(&dir) {
+            Ok(_) => panic!("{} should not load", dir.display()),
+            Err(error @ ProjectError::Invalid(_)) => {
+                let lines: Vec<String> = error.problems().iter().map(ToString::to_string).collect();
+                assert!(
+                    lines.iter().any(|l| l.starts_with(expected)),
+                    "{}: expected a problem starting with {expected:?}, got {lines:#?}",
+                    dir.display()
+                );
+            }
+            Err(other) => panic!("{}: {other}", dir.display()),
+        }
+        count += 1;
+    }
+    assert!(count >= 25, "the broken corpus has {count} projects");
+}
+
+#[test]
+fn all_problems_are_reported_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path();
+    std::fs::write(p.join("weft.toml"), "model = \"scripted:x\"\n").expect("write");
+    std::fs::create_dir_all(p.join("agents")).expect("mkdir");
+    std::fs::write(
+        p.join("agents/a.toml"),
+        "name = \"a\"\ntype = \"dual_ai\"\n[sideA]\nprompt = \"nope\"\n",
+    )
+    .expect("write");
+    let error = Project::load(p).expect_err("invalid");
+    assert_eq!(error.problems().len(), 2, "{error}");
+    assert!(error.to_string().starts_with("the project has 2 problems:"));
+}
