@@ -19,15 +19,31 @@ fn project(dir: &Path) {
     for sub in ["agents", "prompts"] {
         std::fs::create_dir_all(dir.join(sub)).expect("mkdir");
     }
-    std::fs::write(dir.join("weft.toml"), "model = \"scripted-turns:script.json\"\n").expect("write");
-    std::fs::write(dir.join("agents/a.toml"), "name = \"a\"\n[sideA]\nprompt = \"p\"\n").expect("write");
-    std::fs::write(dir.join("prompts/p.toml"), "name = \"p\"\ntools = [\"run_command\"]\n").expect("write");
+    std::fs::write(
+        dir.join("weft.toml"),
+        "model = \"scripted-turns:script.json\"\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("agents/a.toml"),
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("prompts/p.toml"),
+        "name = \"p\"\ntools = [\"run_command\"]\n",
+    )
+    .expect("write");
     let command = "echo \"$WEFT_TOOL_CALL_ID\" >> exec.log; grep -q \"^$WEFT_TOOL_CALL_ID \" out.txt 2>/dev/null || echo \"$WEFT_TOOL_CALL_ID line\" >> out.txt; sleep 0.01";
     let mut responses: Vec<serde_json::Value> = (0..CALLS)
         .map(|i| serde_json::json!({"delayMs": 5, "toolCalls": [{"id": format!("c{i:02}"), "name": "run_command", "arguments": {"command": command}}]}))
         .collect();
     responses.push(serde_json::json!({"text": "all done"}));
-    std::fs::write(dir.join("script.json"), serde_json::json!({"responses": responses}).to_string()).expect("write");
+    std::fs::write(
+        dir.join("script.json"),
+        serde_json::json!({"responses": responses}).to_string(),
+    )
+    .expect("write");
 }
 
 fn spawn(cwd: &Path, args: &[&str]) -> std::process::Child {
@@ -51,7 +67,12 @@ fn one_crash_cycle(seed: u64) {
     let _ = child.kill();
     let out = child.wait_with_output().expect("wait");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let Some(run_id) = stdout.lines().next().and_then(|l| l.split_whitespace().nth(1)).map(str::to_owned) else {
+    let Some(run_id) = stdout
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(str::to_owned)
+    else {
         return; // killed before the run was recorded: nothing to check
     };
     let mut finished = out.status.success();
@@ -59,8 +80,11 @@ fn one_crash_cycle(seed: u64) {
     while !finished {
         attempts += 1;
         assert!(attempts < 50, "run {run_id} never finished");
-        let mut child = spawn(dir.path(), &["resume", &run_id, "--rerun-uncertain", "--force"]);
-        if rng() % 3 == 0 {
+        let mut child = spawn(
+            dir.path(),
+            &["resume", &run_id, "--rerun-uncertain", "--force"],
+        );
+        if rng().is_multiple_of(3) {
             std::thread::sleep(Duration::from_millis(rng() % 200));
             let _ = child.kill();
         }

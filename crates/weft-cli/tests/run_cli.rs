@@ -55,39 +55,89 @@ I looked around the project and wrote hello.txt with a greeting.
 completed · 4 steps · 0 tokens (0 in, 0 out) · $0.0000 · run RUN
 "#;
     assert_eq!(redact(&text(&out.stdout)), expected);
-    assert_eq!(std::fs::read_to_string(dir.path().join("demo/hello.txt")).expect("written"), "Hello from Weft!\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("demo/hello.txt")).expect("written"),
+        "Hello from Weft!\n"
+    );
 }
 
 #[test]
 fn dual_ai_scaffold_runs_to_session_stop() {
     let dir = scaffold();
-    let out = weft(dir.path(), &["run", "demo", "--agent", "review_pair", "Write a blurb"]);
+    let out = weft(
+        dir.path(),
+        &["run", "demo", "--agent", "review_pair", "Write a blurb"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
-    assert!(stdout.contains("[Worker]") && stdout.contains("[Reviewer]") && stdout.contains("• status: reviewing"), "{stdout}");
+    assert!(
+        stdout.contains("[Worker]")
+            && stdout.contains("[Reviewer]")
+            && stdout.contains("• status: reviewing"),
+        "{stdout}"
+    );
 }
 
 #[test]
 fn json_events_follow_the_schema() {
     let dir = scaffold();
-    let out = weft(dir.path(), &["run", "demo", "--json", "Add a greeting file"]);
+    let out = weft(
+        dir.path(),
+        &["run", "demo", "--json", "Add a greeting file"],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let events: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+    let events: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
     assert_eq!(events[0]["type"], "run_start");
     let run_id = events[0]["runId"].as_str().expect("runId").to_owned();
     assert_eq!(events[1]["type"], "session_start");
-    let known = ["run_start", "session_start", "turn_start", "step_start", "text_delta", "reasoning_delta", "tool_call",
-        "tool_result", "status", "handoff", "turn_end", "session_end", "run_end"];
+    let known = [
+        "run_start",
+        "session_start",
+        "turn_start",
+        "step_start",
+        "text_delta",
+        "reasoning_delta",
+        "tool_call",
+        "tool_result",
+        "status",
+        "handoff",
+        "turn_end",
+        "session_end",
+        "run_end",
+    ];
     for e in &events {
-        assert!(known.contains(&e["type"].as_str().unwrap_or_default()), "unknown event {e}");
+        assert!(
+            known.contains(&e["type"].as_str().unwrap_or_default()),
+            "unknown event {e}"
+        );
     }
-    let call = events.iter().find(|e| e["type"] == "tool_call").expect("a tool call");
+    let call = events
+        .iter()
+        .find(|e| e["type"] == "tool_call")
+        .expect("a tool call");
     assert_eq!(call["name"], "list_dir");
     assert_eq!(call["arguments"]["path"], ".");
     let last = events.last().expect("events");
-    assert_eq!((last["type"].as_str(), last["runId"].as_str(), last["exitCode"].as_u64()), (Some("run_end"), Some(run_id.as_str()), Some(0)));
+    assert_eq!(
+        (
+            last["type"].as_str(),
+            last["runId"].as_str(),
+            last["exitCode"].as_u64()
+        ),
+        (Some("run_end"), Some(run_id.as_str()), Some(0))
+    );
     let end = &events[events.len() - 2];
-    assert_eq!((end["type"].as_str(), end["status"].as_str(), end["reason"].as_str()), (Some("session_end"), Some("completed"), Some("response")));
+    assert_eq!(
+        (
+            end["type"].as_str(),
+            end["status"].as_str(),
+            end["reason"].as_str()
+        ),
+        (Some("session_end"), Some("completed"), Some("response"))
+    );
 }
 
 fn write_project(dir: &Path, agent: &str, script: &str) {
@@ -96,7 +146,11 @@ fn write_project(dir: &Path, agent: &str, script: &str) {
     std::fs::create_dir_all(dir.join("tools")).expect("mkdir");
     std::fs::write(dir.join("weft.toml"), "model = \"scripted:script.json\"\n").expect("write");
     std::fs::write(dir.join("agents/a.toml"), agent).expect("write");
-    std::fs::write(dir.join("prompts/p.toml"), "name = \"p\"\ntools = [\"give_up\", \"read_file\", \"run_command\"]\n").expect("write");
+    std::fs::write(
+        dir.join("prompts/p.toml"),
+        "name = \"p\"\ntools = [\"give_up\", \"read_file\", \"run_command\"]\n",
+    )
+    .expect("write");
     std::fs::write(dir.join("tools/give_up.toml"), "name = \"give_up\"\nparameters = { type = \"object\", properties = { reason = { type = \"string\" } } }\n").expect("write");
     std::fs::write(dir.join("script.json"), script).expect("write");
 }
@@ -106,14 +160,25 @@ fn exit_codes() {
     let dir = tempfile::tempdir().expect("tempdir");
     // 2: a definition error.
     let broken = dir.path().join("broken");
-    write_project(&broken, "name = \"a\"\n[sideA]\nprompt = \"missing\"\n", "{}");
+    write_project(
+        &broken,
+        "name = \"a\"\n[sideA]\nprompt = \"missing\"\n",
+        "{}",
+    );
     let out = weft(dir.path(), &["run", "broken", "hi"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("agents/a.toml: sideA.prompt: unknown prompt \"missing\""), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("agents/a.toml: sideA.prompt: unknown prompt \"missing\""),
+        "{}",
+        text(&out.stderr)
+    );
     // 1: sessionFail.
     let failing = dir.path().join("failing");
-    write_project(&failing, "name = \"a\"\n[sideA]\nprompt = \"p\"\nsessionFail = { name = \"give_up\", messageProperty = \"reason\" }\n",
-        r#"{"responses":[{"toolCalls":[{"id":"1","name":"give_up","arguments":{"reason":"cannot"}}]}]}"#);
+    write_project(
+        &failing,
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\nsessionFail = { name = \"give_up\", messageProperty = \"reason\" }\n",
+        r#"{"responses":[{"toolCalls":[{"id":"1","name":"give_up","arguments":{"reason":"cannot"}}]}]}"#,
+    );
     let out = weft(dir.path(), &["run", "failing", "hi"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("the agent failed: cannot"));
@@ -125,19 +190,30 @@ fn exit_codes() {
         .output()
         .expect("weft runs");
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("set OPENAI_API_KEY"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("set OPENAI_API_KEY"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
 fn sandbox_escapes_are_refused_through_weft_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let project = dir.path().join("p");
-    write_project(&project, "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
+    write_project(
+        &project,
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
         r#"{"responses":[{"toolCalls":[{"id":"1","name":"read_file","arguments":{"path":"../../../../etc/passwd"}},
-            {"id":"2","name":"read_file","arguments":{"path":"/etc/passwd"}}]},{"text":"ok"}]}"#);
+            {"id":"2","name":"read_file","arguments":{"path":"/etc/passwd"}}]},{"text":"ok"}]}"#,
+    );
     let out = weft(dir.path(), &["run", "p", "--json", "read it"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let results: Vec<Value> = text(&out.stdout).lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).filter(|e| e["type"] == "tool_result").collect();
+    let results: Vec<Value> = text(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "tool_result")
+        .collect();
     assert_eq!(results.len(), 2);
     for r in &results {
         assert_eq!(r["isError"], true, "{r}");
@@ -149,7 +225,11 @@ fn sandbox_escapes_are_refused_through_weft_run() {
 fn sigint_stops_with_130_and_a_resume_hint() {
     let dir = tempfile::tempdir().expect("tempdir");
     let project = dir.path().join("slow");
-    write_project(&project, "name = \"a\"\n[sideA]\nprompt = \"p\"\n", r#"{"responses":[{"text":"slow","delayMs":20000}]}"#);
+    write_project(
+        &project,
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
+        r#"{"responses":[{"text":"slow","delayMs":20000}]}"#,
+    );
     let child = Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(["run", "slow", "hi"])
         .current_dir(dir.path())
@@ -158,13 +238,33 @@ fn sigint_stops_with_130_and_a_resume_hint() {
         .spawn()
         .expect("spawn");
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill");
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
     assert!(status.success());
     let out = child.wait_with_output().expect("wait");
     let stdout = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(130), "{stdout}{}", text(&out.stderr));
-    let run_id = stdout.lines().next().and_then(|l| l.split_whitespace().nth(1)).expect("run id first").to_owned();
-    assert!(stdout.contains(&format!("resume with: weft resume {run_id}")), "{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{stdout}{}",
+        text(&out.stderr)
+    );
+    let run_id = stdout
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .expect("run id first")
+        .to_owned();
+    assert!(
+        stdout.contains(&format!("resume with: weft resume {run_id}")),
+        "{stdout}"
+    );
     let runs = weft(dir.path(), &["runs", "show", &run_id, "--json"]);
-    assert!(text(&runs.stdout).contains("interrupted"), "{}", text(&runs.stdout));
+    assert!(
+        text(&runs.stdout).contains("interrupted"),
+        "{}",
+        text(&runs.stdout)
+    );
 }

@@ -584,7 +584,7 @@ impl Loader<'_> {
                         "a session binding is a tool name or {name, messageProperty?, attachmentsProperty?}",
                     )
                 } else {
-                    Problem::new(&file, base, format!("{inner}"))
+                    Problem::new(&file, base, inner)
                 };
                 self.problems.push(problem);
                 None

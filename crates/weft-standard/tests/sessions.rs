@@ -9,18 +9,36 @@ use serde_json::{Value, json};
 use weft_provider::adapters::scripted::{Script, ScriptedModel};
 use weft_provider::provider::{LlmModel, Provider};
 use weft_provider::{Message, ProviderRegistry};
-use weft_standard::{Project, SessionEvent, SessionOptions, SessionStatus, StopReason, run_session};
+use weft_standard::{
+    Project, SessionEvent, SessionOptions, SessionStatus, StopReason, run_session,
+};
 
 const TOOLS: &[(&str, &str)] = &[
-    ("tools/done.toml", "name = \"done\"\nparameters = { type = \"object\", properties = { summary = { type = \"string\" }, files = { type = \"array\" } } }\n"),
-    ("tools/fail.toml", "name = \"fail\"\nparameters = { type = \"object\", properties = { reason = { type = \"string\" } } }\n"),
-    ("tools/finish.toml", "name = \"finish\"\nparameters = { type = \"object\", properties = { answer = { type = \"string\" } } }\n"),
-    ("tools/status.toml", "name = \"status\"\nparameters = { type = \"object\", properties = { text = { type = \"string\" } } }\n"),
+    (
+        "tools/done.toml",
+        "name = \"done\"\nparameters = { type = \"object\", properties = { summary = { type = \"string\" }, files = { type = \"array\" } } }\n",
+    ),
+    (
+        "tools/fail.toml",
+        "name = \"fail\"\nparameters = { type = \"object\", properties = { reason = { type = \"string\" } } }\n",
+    ),
+    (
+        "tools/finish.toml",
+        "name = \"finish\"\nparameters = { type = \"object\", properties = { answer = { type = \"string\" } } }\n",
+    ),
+    (
+        "tools/status.toml",
+        "name = \"status\"\nparameters = { type = \"object\", properties = { text = { type = \"string\" } } }\n",
+    ),
     ("tools/note.toml", "name = \"note\"\n"),
 ];
 
 fn project(dir: &Path, files: &[(&str, &str)], scripts: &[(&str, Value)]) -> Project {
-    std::fs::write(dir.join("weft.toml"), "name = \"t\"\nmodel = \"scripted:a.json\"\n").expect("weft.toml");
+    std::fs::write(
+        dir.join("weft.toml"),
+        "name = \"t\"\nmodel = \"scripted:a.json\"\n",
+    )
+    .expect("weft.toml");
     for (path, text) in TOOLS.iter().chain(files) {
         let path = dir.join(path);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -36,13 +54,16 @@ fn call(id: &str, name: &str, args: Value) -> Value {
     json!({"id": id, "name": name, "arguments": args})
 }
 
-const PROMPT: &str = "name = \"p\"\ntools = [\"done\", \"fail\", \"finish\", \"status\", \"note\"]\n";
+const PROMPT: &str =
+    "name = \"p\"\ntools = [\"done\", \"fail\", \"finish\", \"status\", \"note\"]\n";
 
 async fn run(project: &Project, agent: &str) -> (weft_standard::SessionOutcome, Vec<SessionEvent>) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut options = SessionOptions::new(project.dir());
     options.events = Some(tx);
-    let outcome = run_session(project, agent, "hello", &options).await.expect("session");
+    let outcome = run_session(project, agent, "hello", &options)
+        .await
+        .expect("session");
     drop(options);
     let mut events = Vec::new();
     while let Some(e) = rx.recv().await {
@@ -54,7 +75,11 @@ async fn run(project: &Project, agent: &str) -> (weft_standard::SessionOutcome, 
 fn single(side: &str, responses: Value) -> (tempfile::TempDir, Project) {
     let dir = tempfile::tempdir().expect("tempdir");
     let agent = format!("name = \"a\"\n[sideA]\nprompt = \"p\"\n{side}");
-    let p = project(dir.path(), &[("agents/a.toml", &agent), ("prompts/p.toml", PROMPT)], &[("a.json", json!({"responses": responses}))]);
+    let p = project(
+        dir.path(),
+        &[("agents/a.toml", &agent), ("prompts/p.toml", PROMPT)],
+        &[("a.json", json!({"responses": responses}))],
+    );
     (dir, p)
 }
 
@@ -65,16 +90,25 @@ async fn stop_order_1_session_bindings_come_before_the_stop_tool() {
         json!([{"text": "both", "toolCalls": [call("1", "finish", json!({"answer": "x"})), call("2", "done", json!({"summary": "all good", "files": ["a.txt"]}))]}]),
     );
     let (o, _) = run(&p, "a").await;
-    assert_eq!((o.status, o.reason), (SessionStatus::Completed, StopReason::SessionStop));
+    assert_eq!(
+        (o.status, o.reason),
+        (SessionStatus::Completed, StopReason::SessionStop)
+    );
     assert_eq!(o.message, "all good");
     assert_eq!(o.attachments, vec!["a.txt".to_owned()]);
 }
 
 #[tokio::test]
 async fn session_fail_string_form_carries_the_arguments() {
-    let (_d, p) = single("sessionFail = \"fail\"\n", json!([{"toolCalls": [call("1", "fail", json!({"reason": "no"}))]}]));
+    let (_d, p) = single(
+        "sessionFail = \"fail\"\n",
+        json!([{"toolCalls": [call("1", "fail", json!({"reason": "no"}))]}]),
+    );
     let (o, _) = run(&p, "a").await;
-    assert_eq!((o.status, o.reason), (SessionStatus::Failed, StopReason::SessionFail));
+    assert_eq!(
+        (o.status, o.reason),
+        (SessionStatus::Failed, StopReason::SessionFail)
+    );
     assert_eq!(o.message, r#"{"reason":"no"}"#);
 }
 
@@ -85,7 +119,10 @@ async fn stop_order_2_stop_tool_comes_before_the_response() {
         json!([{"text": "here", "toolCalls": [call("1", "finish", json!({"answer": "42"}))]}]),
     );
     let (o, _) = run(&p, "a").await;
-    assert_eq!((o.status, o.reason, o.message.as_str()), (SessionStatus::Completed, StopReason::StopTool, "42"));
+    assert_eq!(
+        (o.status, o.reason, o.message.as_str()),
+        (SessionStatus::Completed, StopReason::StopTool, "42")
+    );
 }
 
 #[tokio::test]
@@ -95,8 +132,15 @@ async fn stop_order_3_response_stop_and_status_events() {
         json!([{"toolCalls": [call("1", "status", json!({"text": "working"}))]}, {"text": "done!"}]),
     );
     let (o, events) = run(&p, "a").await;
-    assert_eq!((o.reason, o.message.as_str(), o.steps), (StopReason::Response, "done!", 2));
-    assert!(events.iter().any(|e| matches!(e, SessionEvent::Status { message, .. } if message == "working")));
+    assert_eq!(
+        (o.reason, o.message.as_str(), o.steps),
+        (StopReason::Response, "done!", 2)
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, SessionEvent::Status { message, .. } if message == "working"))
+    );
 }
 
 #[tokio::test]
@@ -117,20 +161,43 @@ async fn stop_on_response_false_keeps_the_turn_going() {
     assert_eq!((o.reason, o.steps), (StopReason::SessionStop, 2));
 }
 
-fn capture_registry(seen: Arc<Mutex<Vec<(String, Vec<Message>)>>>) -> ProviderRegistry {
+type Seen = Arc<Mutex<Vec<(String, Vec<Message>)>>>;
+
+fn capture_registry(seen: Seen) -> ProviderRegistry {
     let mut registry = ProviderRegistry::with_builtins();
     registry.register("capture", move || {
         let seen = seen.clone();
-        Arc::new(Provider::new("capture", "0").with_llm(move |model_id: &str, _: &Value| {
-            let script = Script::load(Path::new(model_id)).map_err(|e| weft_provider::UppError::llm(weft_provider::ErrorCode::InvalidRequest, "capture", e.to_string()))?;
-            let (seen, id) = (seen.clone(), model_id.to_owned());
-            let model: Arc<dyn LlmModel> = Arc::new(ScriptedModel::from_fn(model_id, move |request| {
-                let k = request.messages.iter().filter(|m| matches!(m, Message::Assistant(_))).count();
-                seen.lock().expect("lock").push((id.clone(), request.messages.to_vec()));
-                script.responses.get(k).cloned().ok_or_else(|| weft_provider::UppError::llm(weft_provider::ErrorCode::InvalidRequest, "capture", "out of responses"))
-            }));
-            Ok(model)
-        }))
+        Arc::new(
+            Provider::new("capture", "0").with_llm(move |model_id: &str, _: &Value| {
+                let script = Script::load(Path::new(model_id)).map_err(|e| {
+                    weft_provider::UppError::llm(
+                        weft_provider::ErrorCode::InvalidRequest,
+                        "capture",
+                        e.to_string(),
+                    )
+                })?;
+                let (seen, id) = (seen.clone(), model_id.to_owned());
+                let model: Arc<dyn LlmModel> =
+                    Arc::new(ScriptedModel::from_fn(model_id, move |request| {
+                        let k = request
+                            .messages
+                            .iter()
+                            .filter(|m| matches!(m, Message::Assistant(_)))
+                            .count();
+                        seen.lock()
+                            .expect("lock")
+                            .push((id.clone(), request.messages.to_vec()));
+                        script.responses.get(k).cloned().ok_or_else(|| {
+                            weft_provider::UppError::llm(
+                                weft_provider::ErrorCode::InvalidRequest,
+                                "capture",
+                                "out of responses",
+                            )
+                        })
+                    }));
+                Ok(model)
+            }),
+        )
     });
     registry
 }
@@ -153,49 +220,126 @@ async fn dual_ai_role_views_and_max_session_turns() {
     let a = dir.path().join("a.json");
     let b = dir.path().join("b.json");
     let agent = "name = \"pair\"\ntype = \"dual_ai\"\nmaxSessionTurns = 3\n[sideA]\nprompt = \"pa\"\n[sideB]\nprompt = \"pb\"\n";
-    let pa = format!("name = \"pa\"\nmodel = \"capture:{}\"\ntools = [\"note\"]\n", a.display());
+    let pa = format!(
+        "name = \"pa\"\nmodel = \"capture:{}\"\ntools = [\"note\"]\n",
+        a.display()
+    );
     let pb = format!("name = \"pb\"\nmodel = \"capture:{}\"\n", b.display());
-    let p = project(dir.path(), &[("agents/pair.toml", agent), ("prompts/pa.toml", pa.as_str()), ("prompts/pb.toml", pb.as_str())], &[
-        ("a.json", json!({"responses": [{"toolCalls": [call("t", "note", json!({}))]}, {"text": "A1"}, {"text": "A2"}]})),
-        ("b.json", json!({"responses": [{"text": "B1"}]})),
-    ]);
+    let p = project(
+        dir.path(),
+        &[
+            ("agents/pair.toml", agent),
+            ("prompts/pa.toml", pa.as_str()),
+            ("prompts/pb.toml", pb.as_str()),
+        ],
+        &[
+            (
+                "a.json",
+                json!({"responses": [{"toolCalls": [call("t", "note", json!({}))]}, {"text": "A1"}, {"text": "A2"}]}),
+            ),
+            ("b.json", json!({"responses": [{"text": "B1"}]})),
+        ],
+    );
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut options = SessionOptions::new(p.dir());
     options.providers = Arc::new(capture_registry(seen.clone()));
-    let o = run_session(&p, "pair", "task", &options).await.expect("session");
-    assert_eq!((o.status, o.reason, o.turns), (SessionStatus::Failed, StopReason::MaxSessionTurns, 3));
+    let o = run_session(&p, "pair", "task", &options)
+        .await
+        .expect("session");
+    assert_eq!(
+        (o.status, o.reason, o.turns),
+        (SessionStatus::Failed, StopReason::MaxSessionTurns, 3)
+    );
     let seen = seen.lock().expect("lock").clone();
-    let b_view: Vec<_> = seen.iter().filter(|(id, _)| id.ends_with("b.json")).map(|(_, m)| roles(m)).collect();
+    let b_view: Vec<_> = seen
+        .iter()
+        .filter(|(id, _)| id.ends_with("b.json"))
+        .map(|(_, m)| roles(m))
+        .collect();
     // Side B sees side A's answer as the user, never A's tool calls.
     assert_eq!(b_view, vec![vec!["user:A1".to_owned()]]);
-    let a_last = seen.iter().filter(|(id, _)| id.ends_with("a.json")).map(|(_, m)| roles(m)).last().expect("A called");
-    assert_eq!(a_last, vec!["user:task", "assistant:<tools>", "tool", "assistant:A1", "user:B1"]);
+    let a_last = seen
+        .iter()
+        .filter(|(id, _)| id.ends_with("a.json"))
+        .map(|(_, m)| roles(m))
+        .next_back()
+        .expect("A called");
+    assert_eq!(
+        a_last,
+        vec![
+            "user:task",
+            "assistant:<tools>",
+            "tool",
+            "assistant:A1",
+            "user:B1"
+        ]
+    );
 }
 
 #[tokio::test]
 async fn handoff_keeps_the_history_and_records_a_thread_event() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let p = project(dir.path(), &[
-        ("agents/triage.toml", "name = \"triage\"\n[sideA]\nprompt = \"triage\"\n"),
-        ("agents/billing.toml", "name = \"billing\"\nexposeAsTool = true\ntoolDescription = \"Billing.\"\n[sideA]\nprompt = \"billing\"\n"),
-        ("prompts/triage.toml", "name = \"triage\"\ntools = [\"billing\"]\n"),
-        ("prompts/billing.toml", "name = \"billing\"\nmodel = \"scripted:b.json\"\n"),
-    ], &[
-        ("a.json", json!({"responses": [{"toolCalls": [call("h", "billing", json!({"message": "refund"}))]}]})),
-        ("b.json", json!({"responses": [{"text": "Refund issued."}]})),
-    ]);
+    let p = project(
+        dir.path(),
+        &[
+            (
+                "agents/triage.toml",
+                "name = \"triage\"\n[sideA]\nprompt = \"triage\"\n",
+            ),
+            (
+                "agents/billing.toml",
+                "name = \"billing\"\nexposeAsTool = true\ntoolDescription = \"Billing.\"\n[sideA]\nprompt = \"billing\"\n",
+            ),
+            (
+                "prompts/triage.toml",
+                "name = \"triage\"\ntools = [\"billing\"]\n",
+            ),
+            (
+                "prompts/billing.toml",
+                "name = \"billing\"\nmodel = \"scripted:b.json\"\n",
+            ),
+        ],
+        &[
+            (
+                "a.json",
+                json!({"responses": [{"toolCalls": [call("h", "billing", json!({"message": "refund"}))]}]}),
+            ),
+            ("b.json", json!({"responses": [{"text": "Refund issued."}]})),
+        ],
+    );
     let (o, events) = run(&p, "triage").await;
-    assert_eq!((o.status, o.agent.as_str(), o.message.as_str()), (SessionStatus::Completed, "billing", "Refund issued."));
-    assert_eq!(roles(&o.state_a.messages_vec()), vec!["user:hello", "assistant:<tools>", "tool", "assistant:Refund issued."]);
+    assert_eq!(
+        (o.status, o.agent.as_str(), o.message.as_str()),
+        (SessionStatus::Completed, "billing", "Refund issued.")
+    );
+    assert_eq!(
+        roles(&o.state_a.messages_vec()),
+        vec![
+            "user:hello",
+            "assistant:<tools>",
+            "tool",
+            "assistant:Refund issued."
+        ]
+    );
     assert_eq!(o.thread_events.len(), 1);
     assert_eq!(o.thread_events[0].event_type, "agent.handoff");
-    assert_eq!(o.thread_events[0].target_agents, Some(vec!["billing".to_owned()]));
-    assert!(events.iter().any(|e| matches!(e, SessionEvent::Handoff { to, .. } if to == "billing")));
+    assert_eq!(
+        o.thread_events[0].target_agents,
+        Some(vec!["billing".to_owned()])
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, SessionEvent::Handoff { to, .. } if to == "billing"))
+    );
 }
 
 #[tokio::test]
 async fn tool_calls_run_sequentially_in_model_order() {
-    let (_d, p) = single("", json!([{"toolCalls": [call("1", "note", json!({"i": 1})), call("2", "note", json!({"i": 2})), call("3", "note", json!({"i": 3}))]}, {"text": "ok"}]));
+    let (_d, p) = single(
+        "",
+        json!([{"toolCalls": [call("1", "note", json!({"i": 1})), call("2", "note", json!({"i": 2})), call("3", "note", json!({"i": 3}))]}, {"text": "ok"}]),
+    );
     let (_, events) = run(&p, "a").await;
     let order: Vec<String> = events
         .iter()
@@ -205,5 +349,8 @@ async fn tool_calls_run_sequentially_in_model_order() {
             _ => None,
         })
         .collect();
-    assert_eq!(order, ["start1", "end1", "start2", "end2", "start3", "end3"]);
+    assert_eq!(
+        order,
+        ["start1", "end1", "start2", "end2", "start3", "end3"]
+    );
 }
