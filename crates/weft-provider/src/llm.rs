@@ -403,13 +403,15 @@ impl LlmInstance {
         self.check_content(history, &new_messages)?;
         run_loop(
             self.inner.clone(),
-            history.to_vec(),
+            Arc::new(history.to_vec()),
             new_messages,
             signal,
             None,
             None,
+            false,
         )
         .await
+        .map(|(turn, _)| turn)
     }
 
     /// Runs **one step** of the tool loop: one model call and, when the reply asks for tools,
@@ -439,13 +441,48 @@ impl LlmInstance {
         self.check_content(&history, &new_messages)?;
         run_loop(
             self.inner.clone(),
-            history,
+            Arc::new(history),
             new_messages,
             signal,
             None,
             Some(rounds_done),
+            false,
         )
         .await
+        .map(|(turn, _)| turn)
+    }
+
+    /// [`LlmInstance::generate_step`] over a shared conversation: `conversation` is the
+    /// history; the step's messages are appended to it in place (no copy when the caller holds
+    /// the only reference) and it is handed back with the turn. A caller that keeps it from
+    /// step to step does no work proportional to the history, only to each step's new messages.
+    ///
+    /// # Errors
+    /// As [`LlmInstance::generate`]; the conversation is dropped with the error.
+    ///
+    /// # Cancel safety
+    /// As [`LlmInstance::generate_with_signal`].
+    pub async fn generate_step_shared(
+        &self,
+        conversation: Arc<Vec<Message>>,
+        input: impl IntoInputs,
+        rounds_done: u32,
+        signal: CancellationToken,
+    ) -> Result<(Turn, Arc<Vec<Message>>), UppError> {
+        let new_messages = inputs_to_messages(input.into_inputs());
+        self.check_content(&conversation, &new_messages)?;
+        let (turn, kept) = run_loop(
+            self.inner.clone(),
+            conversation,
+            new_messages,
+            signal,
+            None,
+            Some(rounds_done),
+            true,
+        )
+        .await?;
+        let conversation = kept.unwrap_or_else(|| Arc::new(Vec::new()));
+        Ok((turn, conversation))
     }
 
     /// The streaming form of [`LlmInstance::generate_step`]: events of the one step, then its
@@ -520,13 +557,15 @@ impl LlmInstance {
         tokio::spawn(async move {
             let result = run_loop(
                 inner,
-                history,
+                Arc::new(history),
                 new_messages,
                 task_signal,
                 Some(events_tx),
                 one_step,
+                false,
             )
-            .await;
+            .await
+            .map(|(turn, _)| turn);
             let _ = turn_tx.send(result);
         });
         Ok(StreamResult {
@@ -572,23 +611,32 @@ type EventSink = mpsc::UnboundedSender<Result<StreamEvent, UppError>>;
 /// tool round, counting `rounds_done` earlier rounds against the limit.
 async fn run_loop(
     inner: Arc<Inner>,
-    history: Vec<Message>,
+    conversation: Arc<Vec<Message>>,
     new_messages: Vec<Message>,
     signal: CancellationToken,
     sink: Option<EventSink>,
     one_step: Option<u32>,
-) -> Result<Turn, UppError> {
+    keep_conversation: bool,
+) -> Result<(Turn, Option<Arc<Vec<Message>>>), UppError> {
     let provider = inner.model.provider().to_owned();
     // The conversation is shared with each request behind an `Arc`; the turn's messages are
     // its tail, split off at the end, so no message is stored twice.
-    let history_len = history.len();
-    let mut conversation = history;
-    conversation.reserve(new_messages.len() + 4);
-    conversation.extend(new_messages);
-    let mut conversation = Arc::new(conversation);
+    let history_len = conversation.len();
+    let mut conversation = conversation;
+    {
+        let shared = Arc::make_mut(&mut conversation);
+        shared.reserve(new_messages.len() + 4);
+        shared.extend(new_messages);
+    }
+    // The turn's messages are the conversation's tail: moved out when the caller does not keep
+    // the conversation, copied (only the new messages) when it does.
     let turn_messages = |conversation: Arc<Vec<Message>>| {
-        let mut all = Arc::try_unwrap(conversation).unwrap_or_else(|shared| (*shared).clone());
-        all.split_off(history_len)
+        if keep_conversation {
+            (conversation[history_len..].to_vec(), Some(conversation))
+        } else {
+            let mut all = Arc::try_unwrap(conversation).unwrap_or_else(|shared| (*shared).clone());
+            (all.split_off(history_len), None)
+        }
     };
     let mut usage = TokenUsage::default();
     let mut executions = Vec::new();
@@ -630,14 +678,16 @@ async fn run_loop(
                 }),
                 None => None,
             };
-            return Ok(Turn {
-                messages: turn_messages(conversation),
+            let (messages, kept) = turn_messages(conversation);
+            let turn = Turn {
+                messages,
                 response: message,
                 tool_executions: executions,
                 usage,
                 cycles,
                 data,
-            });
+            };
+            return Ok((turn, kept));
         }
         if let Some(limit) = inner.strategy.max_iterations
             && rounds >= limit
@@ -645,7 +695,7 @@ async fn run_loop(
             inner.strategy.fire_max_iterations(rounds);
             Arc::make_mut(&mut conversation).push(Message::Assistant(message.clone()));
             let partial = Turn {
-                messages: turn_messages(conversation),
+                messages: turn_messages(conversation).0,
                 response: message,
                 tool_executions: executions,
                 usage,
@@ -685,14 +735,16 @@ async fn run_loop(
             let shared = Arc::make_mut(&mut conversation);
             shared.push(Message::Assistant(message.clone()));
             shared.push(tool_results);
-            return Ok(Turn {
-                messages: turn_messages(conversation),
+            let (messages, kept) = turn_messages(conversation);
+            let turn = Turn {
+                messages,
                 response: message,
                 tool_executions: executions,
                 usage,
                 cycles,
                 data: None,
-            });
+            };
+            return Ok((turn, kept));
         }
         let shared = Arc::make_mut(&mut conversation);
         shared.push(Message::Assistant(message));

@@ -265,6 +265,11 @@ impl AgentState {
     }
 
     /// Several changes under one new id (used by strategies at step ends).
+    /// The persistent message vector (for O(1) "same history?" checks with `ptr_eq`).
+    pub(crate) fn message_vector(&self) -> &imbl::Vector<Arc<Message>> {
+        &self.messages
+    }
+
     pub(crate) fn with_step_result(
         &self,
         step: u64,

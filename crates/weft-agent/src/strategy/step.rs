@@ -28,6 +28,16 @@ pub(crate) struct Run<'a> {
     total: Option<Turn>,
     pending_input: Option<Message>,
     rounds: u32,
+    /// The history as the provider takes it, kept between model calls so a step costs no
+    /// copy of the history: valid while `state`'s message vector is the one it mirrors and
+    /// `step_messages` has the recorded length.
+    conversation: Option<SharedConversation>,
+}
+
+struct SharedConversation {
+    messages: std::sync::Arc<Vec<Message>>,
+    mirrors: imbl::Vector<std::sync::Arc<Message>>,
+    step_len: usize,
 }
 
 /// Folds `next` into `acc`: messages, executions and usage add up; the response and data
@@ -87,6 +97,7 @@ impl<'a> Run<'a> {
             step_turn: None,
             total: None,
             pending_input: Some(ctx.input.clone()),
+            conversation: None,
             rounds: 0,
         }
     }
@@ -131,9 +142,6 @@ impl<'a> Run<'a> {
         if self.ctx.signal.is_cancelled() {
             return Err(self.cancelled());
         }
-        let mut history = Vec::with_capacity(self.state.message_count() + self.step_messages.len());
-        history.extend(self.state.messages().cloned());
-        history.extend(self.step_messages.iter().cloned());
         let mut inputs = Vec::with_capacity(extra.len() + 1);
         if let Some(input) = &self.pending_input {
             inputs.push(InferenceInput::Message(input.clone()));
@@ -141,6 +149,7 @@ impl<'a> Run<'a> {
         inputs.extend(extra);
         let signal = self.ctx.signal.child_token();
         let result = if self.ctx.events.is_streaming() {
+            let history = self.history();
             match llm.stream_step(history, inputs, self.rounds, signal) {
                 Ok(mut stream) => {
                     while let Some(event) = stream.next().await {
@@ -153,8 +162,21 @@ impl<'a> Run<'a> {
                 Err(error) => Err(error),
             }
         } else {
-            llm.generate_step(history, inputs, self.rounds, signal)
+            let conversation = self.shared_history();
+            match llm
+                .generate_step_shared(conversation, inputs, self.rounds, signal)
                 .await
+            {
+                Ok((turn, conversation)) => {
+                    self.conversation = Some(SharedConversation {
+                        messages: conversation,
+                        mirrors: self.state.message_vector().clone(),
+                        step_len: self.step_messages.len() + turn.messages.len(),
+                    });
+                    Ok(turn)
+                }
+                Err(error) => Err(error),
+            }
         };
         let turn = result.map_err(|e| self.map_error(e))?;
         self.pending_input = None;
@@ -170,6 +192,27 @@ impl<'a> Run<'a> {
         };
         self.step_turn = Some(step_turn);
         Ok(turn)
+    }
+
+    /// The history a model call sees: the state's messages, then the step's own.
+    fn history(&self) -> Vec<Message> {
+        let mut history = Vec::with_capacity(self.state.message_count() + self.step_messages.len());
+        history.extend(self.state.messages().cloned());
+        history.extend(self.step_messages.iter().cloned());
+        history
+    }
+
+    /// The kept conversation when it still mirrors the history, else a fresh one.
+    fn shared_history(&mut self) -> std::sync::Arc<Vec<Message>> {
+        match self.conversation.take() {
+            Some(kept)
+                if kept.step_len == self.step_messages.len()
+                    && kept.mirrors.ptr_eq(self.state.message_vector()) =>
+            {
+                kept.messages
+            }
+            _ => std::sync::Arc::new(self.history()),
+        }
     }
 
     /// Fires `on_act` / `on_observe` and the `action` / `observation` events for a turn.
@@ -203,10 +246,21 @@ impl<'a> Run<'a> {
     /// `step_end`, checkpoints.
     pub(crate) async fn end_step(&mut self, step: u64) {
         let traces = self.ctx.events.take_traces();
+        let kept = self.conversation.take().filter(|kept| {
+            kept.step_len == self.step_messages.len()
+                && kept.mirrors.ptr_eq(self.state.message_vector())
+        });
         let messages_of_step = std::mem::take(&mut self.step_messages);
         self.state = self
             .state
             .with_step_result(step, messages_of_step.iter().cloned(), traces);
+        // The new state's history is the old one plus exactly this step's messages, which the
+        // kept conversation already holds.
+        self.conversation = kept.map(|kept| SharedConversation {
+            messages: kept.messages,
+            mirrors: self.state.message_vector().clone(),
+            step_len: 0,
+        });
         self.committed = self.state.clone();
         let Some(mut turn) = self.step_turn.take() else {
             return;
