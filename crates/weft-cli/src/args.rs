@@ -41,4 +41,7 @@ pub(crate) enum Command {
     Run(commands::run::RunArgs),
     /// Scaffold a project with example agents and scripted models.
     Init(commands::init::InitArgs),
+    /// Local models: `list` what is available and where, `install` (assemble) the default one.
+    #[command(subcommand)]
+    Models(commands::models::ModelsCommand),
 }

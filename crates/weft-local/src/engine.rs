@@ -47,7 +47,7 @@ pub(crate) enum GenerateError {
 pub(crate) enum Stop {
     EndOfTurn,
     MaxTokens,
-    StopSequence,
+    Sequence,
 }
 
 /// Time spent in each phase.
@@ -235,7 +235,7 @@ impl Engine {
             text.push_str(&utf8.push(&self.tokenizer.token_bytes(token)));
             if let Some(at) = stops.find(&text) {
                 text.truncate(at);
-                stop = Stop::StopSequence;
+                stop = Stop::Sequence;
                 break;
             }
             let safe = stops.safe_len(&text);
@@ -249,7 +249,7 @@ impl Engine {
                 logits = self.model.forward(&[token], &mut cache)?;
             }
         }
-        if stop != Stop::StopSequence {
+        if stop != Stop::Sequence {
             text.push_str(&utf8.finish());
         }
         if text.len() > shown && !on_text(&text[shown..]) {

@@ -75,7 +75,7 @@ pub(crate) struct Config {
 
 impl Config {
     fn is_sliding(&self, layer: usize) -> bool {
-        self.sliding_pattern > 0 && (layer + 1) % self.sliding_pattern != 0
+        self.sliding_pattern > 0 && !(layer + 1).is_multiple_of(self.sliding_pattern)
     }
 }
 
@@ -259,7 +259,7 @@ impl Linear {
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let dims = x.dims();
         let k = dims.last().copied().unwrap_or(0);
-        let rows = if k == 0 { 0 } else { x.elem_count() / k };
+        let rows = x.elem_count().checked_div(k).unwrap_or(0);
         if rows < DENSE_MIN_ROWS {
             return self.matmul.forward(x);
         }
@@ -384,7 +384,10 @@ impl Gemma3 {
             sliding_pattern: 6,
             context_length: meta.usize("gemma3.context_length")?,
         };
-        if config.kv_heads == 0 || heads % config.kv_heads != 0 || config.head_dim % 2 != 0 {
+        if config.kv_heads == 0
+            || !heads.is_multiple_of(config.kv_heads)
+            || !config.head_dim.is_multiple_of(2)
+        {
             return Err(meta.error(
                 "gemma3.attention.head_count_kv",
                 "head counts or head size are inconsistent",

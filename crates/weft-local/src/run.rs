@@ -138,7 +138,7 @@ fn build_response(
     let raw_stop = match generation.stop {
         Stop::EndOfTurn => "end_of_turn",
         Stop::MaxTokens => "max_tokens",
-        Stop::StopSequence => "stop_sequence",
+        Stop::Sequence => "stop_sequence",
     };
     let stop_reason = if !tool_calls.is_empty() {
         "tool_use"
@@ -146,7 +146,7 @@ fn build_response(
         match generation.stop {
             Stop::EndOfTurn => "end_turn",
             Stop::MaxTokens => "max_tokens",
-            Stop::StopSequence => "stop_sequence",
+            Stop::Sequence => "stop_sequence",
         }
     };
     let data = if plan.structured && tool_calls.is_empty() {

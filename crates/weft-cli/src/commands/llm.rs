@@ -8,18 +8,22 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use futures_util::StreamExt as _;
-use weft_provider::{LlmOptions, ProviderConfig, ProviderRegistry, StreamEventType, Turn, UppError, llm};
+use weft_provider::{
+    LlmOptions, ProviderConfig, ProviderRegistry, StreamEventType, Turn, UppError, llm,
+};
 
 /// `weft llm` flags.
 #[derive(Debug, Args)]
 #[command(after_help = "Model references are PROVIDER:MODEL:\n  \
     openai:MODEL                 OpenAI Chat Completions (OPENAI_API_KEY)\n  \
     openai-compatible:MODEL      any Chat Completions server (--base-url or WEFT_OPENAI_COMPATIBLE_BASE_URL)\n  \
-    scripted:PATH                responses from a JSON script file, for tests\n\
+    scripted:PATH                responses from a JSON script file, for tests\n  \
+    local:gemma3-270m            the embedded local model (build feature `local`; `weft models list`)\n\
+    Without --model and without a provider key, the local model is used when it is installed.\n\
     Run `weft llm --list-providers` for every registered provider.")]
 pub(crate) struct LlmArgs {
-    /// The model, as PROVIDER:MODEL (e.g. openai:gpt-4o-mini).
-    #[arg(long, short = 'm', required_unless_present = "list_providers")]
+    /// The model, as PROVIDER:MODEL (e.g. openai:gpt-4o-mini). Default: the local model, when no provider key is set.
+    #[arg(long, short = 'm')]
     model: Option<String>,
     /// Override the provider's endpoint (a proxy, a local server).
     #[arg(long)]
@@ -49,23 +53,34 @@ pub(crate) struct LlmArgs {
 
 /// Runs `weft llm`.
 pub(crate) fn run(args: LlmArgs) -> anyhow::Result<ExitCode> {
-    let registry = ProviderRegistry::with_builtins();
+    let mut registry = ProviderRegistry::with_builtins();
+    registry.register(weft_local::NAME, weft_local::provider);
     if args.list_providers {
         for name in registry.names() {
             println!("{name}");
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let (Some(model), Some(prompt)) = (args.model.as_deref(), args.prompt.as_deref()) else {
-        anyhow::bail!("--model and a prompt are required");
+    let Some(prompt) = args.prompt.as_deref() else {
+        anyhow::bail!("a prompt is required");
     };
-    let reference = registry.resolve(model)?;
+    let reference = match args.model.as_deref() {
+        Some(model) => registry.resolve(model)?,
+        None => super::models::default_model()?,
+    };
+    if reference.provider.name == weft_local::NAME {
+        // candle sizes its thread pool once, before the runtime's threads start.
+        weft_local::configure_threads();
+    }
     let mut config = ProviderConfig::default();
     if let Some(url) = &args.base_url {
         config.base_url = Some(url.clone());
     }
     if let Some(seconds) = args.timeout {
-        anyhow::ensure!(seconds.is_finite() && seconds > 0.0, "--timeout must be a positive number of seconds");
+        anyhow::ensure!(
+            seconds.is_finite() && seconds > 0.0,
+            "--timeout must be a positive number of seconds"
+        );
         config.timeout = Some(Duration::from_secs_f64(seconds));
     }
     let mut options = LlmOptions::new(reference).config(config);
@@ -74,7 +89,8 @@ pub(crate) fn run(args: LlmArgs) -> anyhow::Result<ExitCode> {
         let (key, value) = param
             .split_once('=')
             .with_context(|| format!("--param {param:?} is not KEY=JSON"))?;
-        let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+        let value = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
         options = options.param(key, value);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -162,6 +178,9 @@ async fn stream_turn(instance: &weft_provider::LlmInstance, prompt: &str, print:
 }
 
 fn provider_failure(error: &UppError) -> ExitCode {
-    eprintln!("weft: {}: {} (provider {})", error.code, error.message, error.provider);
+    eprintln!(
+        "weft: {}: {} (provider {})",
+        error.code, error.message, error.provider
+    );
     ExitCode::from(1)
 }

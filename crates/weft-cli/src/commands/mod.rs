@@ -4,6 +4,7 @@ pub(crate) mod checkpoints;
 pub(crate) mod events;
 pub(crate) mod init;
 pub(crate) mod llm;
+pub(crate) mod models;
 pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
@@ -24,5 +25,6 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Resume(args) => resume::run(args),
         Command::Run(args) => run::run(args),
         Command::Init(args) => init::run(args),
+        Command::Models(command) => models::run(command),
     }
 }
