@@ -4,9 +4,7 @@
 //! **Invariant:** in `Async` mode the step only spawns a task; serialization (`to_json`) and
 //! I/O happen on that task. Saves of one agent are ordered by a sequence number under one
 //! async lock: a save that lost the race to a newer one for the same session is skipped, so
-//! the store always ends with the newest state. A queued save whose session already has a
-//! newer save requested is skipped too: checkpoints are whole-state snapshots, so when the
-//! store is slower than the steps only the latest one is written (no backlog builds up). Failures are logged (`tracing::warn!`) and
+//! the store always ends with the newest state. Failures are logged (`tracing::warn!`) and
 //! never reach the run (UAP-131, UAP-134, UAP-135).
 
 use std::collections::HashMap;
@@ -27,8 +25,6 @@ pub(crate) struct Checkpointer {
     mode: CheckpointMode,
     sequence: AtomicU64,
     written: Arc<tokio::sync::Mutex<HashMap<String, u64>>>,
-    /// The newest sequence number requested per session.
-    requested: Arc<Mutex<HashMap<String, u64>>>,
     pending: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -46,7 +42,6 @@ impl Checkpointer {
             mode,
             sequence: AtomicU64::new(0),
             written: Arc::default(),
-            requested: Arc::default(),
             pending: Mutex::new(Vec::new()),
         }
     }
@@ -60,11 +55,6 @@ impl Checkpointer {
         record: StepRecord,
     ) {
         let sequence = self.sequence.fetch_add(1, Ordering::SeqCst) + 1;
-        if let Ok(mut requested) = self.requested.lock() {
-            requested.insert(session_id.to_owned(), sequence);
-        }
-        let requested = self.requested.clone();
-        let coalesce = self.mode == CheckpointMode::Async;
         let store = self.store.clone();
         let written = self.written.clone();
         let session_id = session_id.to_owned();
@@ -76,15 +66,6 @@ impl Checkpointer {
                 .get(&session_id)
                 .is_some_and(|&done| done >= sequence)
             {
-                return;
-            }
-            let superseded = coalesce
-                && requested
-                    .lock()
-                    .ok()
-                    .and_then(|r| r.get(&session_id).copied())
-                    .is_some_and(|newest| newest > sequence);
-            if superseded {
                 return;
             }
             let checkpoint = Checkpoint {
@@ -135,92 +116,5 @@ impl Checkpointer {
                 let _ = handle.await;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use std::time::Duration;
-
-    use async_trait::async_trait;
-
-    use super::*;
-    use crate::checkpoint::CheckpointError;
-
-    /// A store that takes 20 ms per save and remembers the steps it wrote.
-    #[derive(Debug, Default)]
-    struct SlowStore {
-        saved: Mutex<Vec<u64>>,
-    }
-
-    #[async_trait]
-    impl CheckpointStore for SlowStore {
-        async fn save(
-            &self,
-            _session_id: &str,
-            checkpoint: Checkpoint,
-        ) -> Result<(), CheckpointError> {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            self.saved.lock().unwrap().push(checkpoint.metadata.step);
-            Ok(())
-        }
-        async fn load(&self, _session_id: &str) -> Result<Option<Checkpoint>, CheckpointError> {
-            Ok(None)
-        }
-        async fn load_metadata(
-            &self,
-            _session_id: &str,
-        ) -> Result<Option<CheckpointMetadata>, CheckpointError> {
-            Ok(None)
-        }
-        async fn delete(&self, _session_id: &str) -> Result<(), CheckpointError> {
-            Ok(())
-        }
-        async fn list(&self) -> Result<Vec<String>, CheckpointError> {
-            Ok(Vec::new())
-        }
-    }
-
-    #[tokio::test]
-    async fn async_saves_behind_a_slow_store_coalesce_to_the_newest_state() {
-        let store = Arc::new(SlowStore::default());
-        let checkpointer = Checkpointer::new(store.clone(), CheckpointMode::Async);
-        let mut state = AgentState::initial();
-        for step in 1..=10 {
-            state = state.with_step(step);
-            checkpointer
-                .save("s", "agent", &state, StepRecord::default())
-                .await;
-        }
-        checkpointer.flush().await;
-        let saved = store.saved.lock().unwrap().clone();
-        assert_eq!(
-            saved.last(),
-            Some(&10),
-            "the newest state is always written: {saved:?}"
-        );
-        assert!(
-            saved.len() < 10,
-            "queued saves were not coalesced: {saved:?}"
-        );
-        assert!(
-            saved.windows(2).all(|w| w[0] < w[1]),
-            "out of order: {saved:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn sync_saves_write_every_step() {
-        let store = Arc::new(SlowStore::default());
-        let checkpointer = Checkpointer::new(store.clone(), CheckpointMode::Sync);
-        let mut state = AgentState::initial();
-        for step in 1..=3 {
-            state = state.with_step(step);
-            checkpointer
-                .save("s", "agent", &state, StepRecord::default())
-                .await;
-        }
-        assert_eq!(*store.saved.lock().unwrap(), [1, 2, 3]);
     }
 }
