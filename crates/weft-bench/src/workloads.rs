@@ -246,11 +246,19 @@ fn dir_bytes(path: &Path) -> u64 {
 }
 
 /// The checkpoint stores W3 measures: adding one is one line here.
-fn stores(dir: &Path) -> Vec<(&'static str, Option<Arc<dyn CheckpointStore>>)> {
-    vec![
+async fn stores(
+    dir: &Path,
+) -> Result<Vec<(&'static str, Option<Arc<dyn CheckpointStore>>)>, BoxError> {
+    let sqlite = weft_store::Store::open(&format!(
+        "sqlite:{}",
+        dir.join("sqlite").join("weft.db").display()
+    ))
+    .await?;
+    Ok(vec![
         ("none", None),
         ("file", Some(Arc::new(file_checkpoints(dir.join("file"))))),
-    ]
+        ("sqlite", Some(Arc::new(sqlite))),
+    ])
 }
 
 /// W3: N = 100, 10 timed runs after 2 warm-ups, each on a new session, per store.
@@ -266,7 +274,7 @@ pub(crate) fn w3(durability: Durability) -> Result<String, BoxError> {
         }),
     );
     let mut baseline = None;
-    for (name, store) in stores(temp.path()) {
+    for (name, store) in runtime.block_on(stores(temp.path()))? {
         let agent = build_agent(100, store, durability)?;
         let samples = runtime.block_on(async {
             let mut samples = Vec::new();
@@ -386,12 +394,36 @@ mod tests {
     #[tokio::test]
     async fn w3_file_store_writes_checkpoints_for_each_session() {
         let temp = tempfile::tempdir().unwrap();
-        let (name, store) = stores(temp.path()).remove(1);
+        let (name, store) = stores(temp.path()).await.unwrap().remove(1);
         assert_eq!(name, "file");
         let agent = build_agent(2, store, Durability::Sync).unwrap();
         let state = AgentState::initial().with_metadata(SESSION_ID_KEY, json!("bench-session"));
         one_run(&agent, &state).await.unwrap();
         agent.flush_checkpoints().await;
         assert!(dir_bytes(&temp.path().join("file")) > 0);
+    }
+}
+
+#[cfg(test)]
+mod store_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn w3_measures_the_sqlite_store_too() {
+        let temp = tempfile::tempdir().unwrap();
+        let names: Vec<&str> = stores(temp.path())
+            .await
+            .unwrap()
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(names, ["none", "file", "sqlite"]);
+        let (_, store) = stores(temp.path()).await.unwrap().remove(2);
+        let agent = build_agent(2, store, Durability::Sync).unwrap();
+        let state = AgentState::initial().with_metadata(SESSION_ID_KEY, json!("bench-sqlite"));
+        one_run(&agent, &state).await.unwrap();
+        agent.flush_checkpoints().await;
+        assert!(dir_bytes(&temp.path().join("sqlite")) > 0);
     }
 }
