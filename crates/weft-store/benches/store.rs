@@ -76,16 +76,15 @@ fn sqlite(c: &mut Criterion) {
         let fast = store.with_durability(Durability::Async);
         b.to_async(&rt).iter_custom(|iters| {
             let fast = fast.clone();
-            let cps = cps.clone();
+            let mut cps = cps.clone();
             async move {
                 let start = Instant::now();
                 for _ in 0..iters {
                     let thread = new_id();
-                    for cp in &cps {
+                    for cp in &mut cps {
                         // Each save is a new checkpoint (new id), as the agent makes them.
-                        let mut cp = cp.clone();
                         cp.metadata.checkpoint_id = new_id();
-                        fast.save_checkpoint(&thread, &cp).await.unwrap();
+                        fast.save_checkpoint(&thread, cp).await.unwrap();
                     }
                 }
                 fast.flush().await.unwrap();
@@ -97,7 +96,8 @@ fn sqlite(c: &mut Criterion) {
     group.bench_function("sync_step_pending_result_checkpoints", |b| {
         let durable = store.with_durability(Durability::Sync).for_run("bench-run");
         let thread = new_id();
-        let first = cps[0].clone();
+        let mut first = cps[0].clone();
+        first.metadata.checkpoint_id = new_id();
         rt.block_on(durable.save_checkpoint(&thread, &first)).unwrap();
         let mut i = 0u64;
         b.to_async(&rt).iter(|| {
@@ -165,13 +165,12 @@ fn postgres(c: &mut Criterion) {
                         let mut tasks = Vec::new();
                         for _ in 0..16 {
                             let s = s.clone();
-                            let cps = cps.clone();
+                            let mut cps: Vec<_> = cps.iter().take(25).cloned().collect();
                             tasks.push(tokio::spawn(async move {
                                 let thread = new_id();
-                                for cp in cps.iter().take(25) {
-                                    let mut cp = cp.clone();
+                                for cp in &mut cps {
                                     cp.metadata.checkpoint_id = new_id();
-                                    s.save_checkpoint(&thread, &cp).await.unwrap();
+                                    s.save_checkpoint(&thread, cp).await.unwrap();
                                 }
                             }));
                         }

@@ -283,6 +283,8 @@ impl Backend for PgBackend {
                 .await
                 .map_err(|_| StoreError::Closed);
         }
+        // Read-your-writes and order: earlier queued writes land first.
+        self.flush().await?;
         let pool = self.pool.clone();
         let handle = tokio::spawn(async move {
             let result = run_in_tx(&pool, &[&job]).await;

@@ -1,9 +1,9 @@
 //! The embedded SQLite backend: one file, WAL mode, created on first use.
 //!
 //! **Threads:** all SQLite work happens off the async runtime. One dedicated writer thread
-//! owns the write connection and drains a bounded queue in batches: every job of a batch is
-//! one savepoint inside one transaction, so a failing job rolls back alone and the batch
-//! still commits; replies are sent only after the commit. Reads run on `spawn_blocking`
+//! owns the write connection and drains a bounded queue in batches: a batch is one
+//! transaction; if it fails, each job is retried in its own transaction so a failing job
+//! fails alone; replies are sent only after the commit. Reads run on `spawn_blocking`
 //! with a small pool of read connections (WAL lets them run beside the writer).
 //!
 //! **Durability:** `synchronous = NORMAL` (the default) makes a commit survive a process
@@ -243,36 +243,42 @@ fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, max_batch: usi
     }
 }
 
+fn run_jobs<'a>(conn: &mut Connection, jobs: impl Iterator<Item = &'a WriteJob>) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    for job in jobs {
+        job.stmts.iter().try_for_each(|s| run_stmt(&tx, s))?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Commits a batch in one transaction; when it fails, each job is retried alone so one bad
+/// job fails alone. Replies go out only after the commit.
 fn commit_batch(conn: &mut Connection, batch: &mut Vec<Job>) {
-    let mut results: Vec<Result<(), StoreError>> = Vec::with_capacity(batch.len());
-    let outcome = (|| -> Result<(), StoreError> {
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        for job in batch.iter() {
-            let Job::Write { job, .. } = job else {
-                results.push(Ok(()));
-                continue;
-            };
-            tx.prepare_cached("SAVEPOINT job")?.execute([])?;
-            let result = job.stmts.iter().try_for_each(|s| run_stmt(&tx, s));
-            if result.is_err() {
-                tx.prepare_cached("ROLLBACK TO job")?.execute([])?;
-            }
-            tx.prepare_cached("RELEASE job")?.execute([])?;
-            results.push(result);
+    let writes = || {
+        batch.iter().filter_map(|j| match j {
+            Job::Write { job, .. } => Some(job),
+            Job::Barrier(_) => None,
+        })
+    };
+    let together = run_jobs(conn, writes());
+    let results: Vec<Result<(), StoreError>> = match together {
+        Ok(()) => writes().map(|_| Ok(())).collect(),
+        Err(_) => {
+            let jobs: Vec<&WriteJob> = writes().collect();
+            jobs.into_iter()
+                .map(|job| run_jobs(conn, std::iter::once(job)))
+                .collect()
         }
-        tx.commit()?;
-        Ok(())
-    })();
-    for (i, job) in batch.drain(..).enumerate() {
-        let result = match &outcome {
-            Ok(()) => results.get(i).cloned().unwrap_or(Ok(())),
-            Err(e) => Err(e.clone()),
-        };
+    };
+    let mut results = results.into_iter();
+    for job in batch.drain(..) {
         match job {
             Job::Barrier(reply) => {
                 let _ = reply.send(());
             }
             Job::Write { job, reply } => {
+                let result = results.next().unwrap_or(Ok(()));
                 if let Err(error) = &result {
                     if let Some(flag) = &job.failed {
                         flag.store(true, Ordering::SeqCst);

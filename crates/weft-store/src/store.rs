@@ -189,6 +189,7 @@ impl fmt::Debug for Shared {
 /// # Examples
 ///
 /// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
 /// use weft_store::{Store, EventLog, EventQuery, NewEvent};
 ///
@@ -203,6 +204,7 @@ impl fmt::Debug for Shared {
 /// assert_eq!(events[0].event_type, "turn_start");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # })
+/// # }
 /// ```
 #[derive(Clone)]
 pub struct Store {
