@@ -10,7 +10,9 @@ use serde_json::json;
 use weft_agent::AgentState;
 use weft_agent::checkpoint::{Checkpoint, CheckpointMetadata};
 use weft_provider::{Message, TokenUsage};
-use weft_store::{Durability, PgOptions, Store, ToolCallRecord, ToolCallStatus, ToolLedger, new_id, now_string};
+use weft_store::{
+    Durability, PgOptions, Store, ToolCallRecord, ToolCallStatus, ToolLedger, new_id, now_string,
+};
 
 const STEPS: usize = 100;
 
@@ -20,8 +22,14 @@ fn checkpoints(steps: usize) -> Vec<Checkpoint> {
     for step in 1..=steps as u64 {
         state = state
             .with_step(step)
-            .with_message(Message::assistant(format!("Step {step}: calling a tool. {}", "lorem ipsum ".repeat(20))))
-            .with_message(Message::user(format!("tool result {step}: {}", "data ".repeat(30))));
+            .with_message(Message::assistant(format!(
+                "Step {step}: calling a tool. {}",
+                "lorem ipsum ".repeat(20)
+            )))
+            .with_message(Message::user(format!(
+                "tool result {step}: {}",
+                "data ".repeat(30)
+            )));
         out.push(Checkpoint {
             metadata: CheckpointMetadata {
                 session_id: String::new(),
@@ -33,21 +41,32 @@ fn checkpoints(steps: usize) -> Vec<Checkpoint> {
             state: state.to_json(),
             pending_tool_calls: Vec::new(),
             completed_tool_calls: Vec::new(),
-            usage: Some(TokenUsage { input_tokens: step * 100, output_tokens: step * 10, ..TokenUsage::default() }),
+            usage: Some(TokenUsage {
+                input_tokens: step * 100,
+                output_tokens: step * 10,
+                ..TokenUsage::default()
+            }),
         });
     }
     out
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 fn sqlite(c: &mut Criterion) {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let store = rt
-        .block_on(Store::open(&format!("sqlite:{}", dir.path().join("bench.db").display())))
+        .block_on(Store::open(&format!(
+            "sqlite:{}",
+            dir.path().join("bench.db").display()
+        )))
         .unwrap();
     let cps = checkpoints(STEPS);
 
@@ -57,7 +76,11 @@ fn sqlite(c: &mut Criterion) {
         let thread = new_id();
         let mut curve = Vec::new();
         for (i, cp) in long.iter().enumerate() {
-            let stats = store.with_durability(Durability::Async).save_checkpoint(&thread, cp).await.unwrap();
+            let stats = store
+                .with_durability(Durability::Async)
+                .save_checkpoint(&thread, cp)
+                .await
+                .unwrap();
             if [1usize, 10, 100, 250, 500, 750, 1000].contains(&(i + 1)) {
                 curve.push((i + 1, stats.bytes, cp.state.messages.len()));
             }
@@ -70,7 +93,9 @@ fn sqlite(c: &mut Criterion) {
     });
 
     let mut group = c.benchmark_group("sqlite");
-    group.sample_size(10).measurement_time(Duration::from_secs(6));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(6));
     group.throughput(Throughput::Elements(STEPS as u64));
     group.bench_function("async_checkpoints_100_step_run", |b| {
         let fast = store.with_durability(Durability::Async);
@@ -98,7 +123,8 @@ fn sqlite(c: &mut Criterion) {
         let thread = new_id();
         let mut first = cps[0].clone();
         first.metadata.checkpoint_id = new_id();
-        rt.block_on(durable.save_checkpoint(&thread, &first)).unwrap();
+        rt.block_on(durable.save_checkpoint(&thread, &first))
+            .unwrap();
         let mut i = 0u64;
         b.to_async(&rt).iter(|| {
             i += 1;
@@ -127,7 +153,10 @@ fn sqlite(c: &mut Criterion) {
                     ended_at: None,
                 };
                 durable.tool_call_started(&record).await.unwrap();
-                durable.tool_call_finished("bench-run", &id, &json!({"ok": true}), false).await.unwrap();
+                durable
+                    .tool_call_finished("bench-run", &id, &json!({"ok": true}), false)
+                    .await
+                    .unwrap();
                 durable
                     .save_tool_checkpoint(&thread, &[], &[])
                     .await
@@ -147,42 +176,49 @@ fn postgres(c: &mut Criterion) {
     let rt = runtime();
     let schema = format!("weft_bench_{}", fastrand::u64(..));
     let store = rt
-        .block_on(Store::open_postgres(PgOptions::new(url.clone()).schema(schema.clone())))
+        .block_on(Store::open_postgres(
+            PgOptions::new(url.clone()).schema(schema.clone()),
+        ))
         .unwrap();
     let cps = checkpoints(STEPS);
     let mut group = c.benchmark_group("postgres");
-    group.sample_size(10).measurement_time(Duration::from_secs(8));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(8));
     for durability in [Durability::Sync, Durability::Async] {
         group.throughput(Throughput::Elements(16 * 25));
-        group.bench_function(format!("checkpoints_16_concurrent_runs_{durability:?}").to_lowercase(), |b| {
-            let s = store.with_durability(durability);
-            b.to_async(&rt).iter_custom(|iters| {
-                let s = s.clone();
-                let cps = cps.clone();
-                async move {
-                    let start = Instant::now();
-                    for _ in 0..iters {
-                        let mut tasks = Vec::new();
-                        for _ in 0..16 {
-                            let s = s.clone();
-                            let mut cps: Vec<_> = cps.iter().take(25).cloned().collect();
-                            tasks.push(tokio::spawn(async move {
-                                let thread = new_id();
-                                for cp in &mut cps {
-                                    cp.metadata.checkpoint_id = new_id();
-                                    s.save_checkpoint(&thread, cp).await.unwrap();
-                                }
-                            }));
+        group.bench_function(
+            format!("checkpoints_16_concurrent_runs_{durability:?}").to_lowercase(),
+            |b| {
+                let s = store.with_durability(durability);
+                b.to_async(&rt).iter_custom(|iters| {
+                    let s = s.clone();
+                    let cps = cps.clone();
+                    async move {
+                        let start = Instant::now();
+                        for _ in 0..iters {
+                            let mut tasks = Vec::new();
+                            for _ in 0..16 {
+                                let s = s.clone();
+                                let mut cps: Vec<_> = cps.iter().take(25).cloned().collect();
+                                tasks.push(tokio::spawn(async move {
+                                    let thread = new_id();
+                                    for cp in &mut cps {
+                                        cp.metadata.checkpoint_id = new_id();
+                                        s.save_checkpoint(&thread, cp).await.unwrap();
+                                    }
+                                }));
+                            }
+                            for t in tasks {
+                                t.await.unwrap();
+                            }
+                            s.flush().await.unwrap();
                         }
-                        for t in tasks {
-                            t.await.unwrap();
-                        }
-                        s.flush().await.unwrap();
+                        start.elapsed()
                     }
-                    start.elapsed()
-                }
-            });
-        });
+                });
+            },
+        );
     }
     group.finish();
     drop(store);

@@ -243,7 +243,10 @@ fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, max_batch: usi
     }
 }
 
-fn run_jobs<'a>(conn: &mut Connection, jobs: impl Iterator<Item = &'a WriteJob>) -> Result<(), StoreError> {
+fn run_jobs<'a>(
+    conn: &mut Connection,
+    jobs: impl Iterator<Item = &'a WriteJob>,
+) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     for job in jobs {
         job.stmts.iter().try_for_each(|s| run_stmt(&tx, s))?;

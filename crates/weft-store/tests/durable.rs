@@ -16,16 +16,25 @@ use weft_store::{
 };
 
 async fn sqlite(dir: &Path) -> Store {
-    Store::open(&format!("sqlite:{}", dir.join("weft.db").display())).await.unwrap()
+    Store::open(&format!("sqlite:{}", dir.join("weft.db").display()))
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn any_agent_checkpoints_into_the_store_and_restores() {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
-    let add = Tool::new("add", "adds", json!({"type": "object"}), |a: Value, _c| async move {
-        Ok(json!(a["a"].as_i64().unwrap_or(0) + a["b"].as_i64().unwrap_or(0)))
-    });
+    let add = Tool::new(
+        "add",
+        "adds",
+        json!({"type": "object"}),
+        |a: Value, _c| async move {
+            Ok(json!(
+                a["a"].as_i64().unwrap_or(0) + a["b"].as_i64().unwrap_or(0)
+            ))
+        },
+    );
     let model = scripted::model(Script {
         responses: vec![
             ScriptedResponse::tool_call("c1", "add", json!({"a": 2, "b": 3})),
@@ -41,9 +50,15 @@ async fn any_agent_checkpoints_into_the_store_and_restores() {
             .session_id("session-1"),
     )
     .unwrap();
-    let result = calculator.generate("2 + 3?", &AgentState::initial()).await.unwrap();
+    let result = calculator
+        .generate("2 + 3?", &AgentState::initial())
+        .await
+        .unwrap();
     calculator.flush_checkpoints().await;
-    let saved = CheckpointStore::load(&store, "session-1").await.unwrap().unwrap();
+    let saved = CheckpointStore::load(&store, "session-1")
+        .await
+        .unwrap()
+        .unwrap();
     let restored = AgentState::from_json(saved.state).unwrap();
     assert_eq!(restored, result.state);
     assert_eq!(restored.session_id(), Some("session-1"));
@@ -112,32 +127,74 @@ async fn an_uncertain_call_stops_the_resume_until_approved() {
     let store = sqlite(dir.path()).await;
     let runner = Runner::new(store.clone(), ToolRegistry::with_builtins());
     let model = script(dir.path(), &[json!({"line": "a"}), json!({"line": "b"})]);
-    let run = runner.create(&spec(dir.path(), model, false)).await.unwrap();
+    let run = runner
+        .create(&spec(dir.path(), model, false))
+        .await
+        .unwrap();
     fake_in_flight(&store, &run, "call-00").await;
 
     let outcome = runner.resume(&run, ResumeOptions::default()).await.unwrap();
-    let RunOutcome::NeedsApproval { calls, .. } = &outcome else { panic!("{outcome:?}") };
-    assert_eq!(calls.iter().map(|c| c.tool_call_id.as_str()).collect::<Vec<_>>(), ["call-00"]);
+    let RunOutcome::NeedsApproval { calls, .. } = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        calls
+            .iter()
+            .map(|c| c.tool_call_id.as_str())
+            .collect::<Vec<_>>(),
+        ["call-00"]
+    );
     assert_eq!(outcome.exit_code(), 3);
-    assert_eq!(store.run(&run).await.unwrap().unwrap().status, RunStatus::Interrupted);
-    assert!(!dir.path().join("out.txt").exists(), "nothing may run before approval");
+    assert_eq!(
+        store.run(&run).await.unwrap().unwrap().status,
+        RunStatus::Interrupted
+    );
+    assert!(
+        !dir.path().join("out.txt").exists(),
+        "nothing may run before approval"
+    );
 
     let outcome = runner
-        .resume(&run, ResumeOptions { rerun_uncertain: true, force: false })
+        .resume(
+            &run,
+            ResumeOptions {
+                rerun_uncertain: true,
+                force: false,
+            },
+        )
         .await
         .unwrap();
-    assert_eq!(outcome, RunOutcome::Completed { run_id: run.clone(), output: "finished".into() });
+    assert_eq!(
+        outcome,
+        RunOutcome::Completed {
+            run_id: run.clone(),
+            output: "finished".into()
+        }
+    );
     let calls = store.tool_calls(&run).await.unwrap();
     assert!(calls.iter().all(|c| c.status == ToolCallStatus::Completed));
-    assert_eq!(calls.iter().find(|c| c.tool_call_id == "call-00").unwrap().attempts, 2);
+    assert_eq!(
+        calls
+            .iter()
+            .find(|c| c.tool_call_id == "call-00")
+            .unwrap()
+            .attempts,
+        2
+    );
     let kinds: Vec<String> = store
-        .events(&EventQuery { run_id: Some(run.clone()), ..EventQuery::default() })
+        .events(&EventQuery {
+            run_id: Some(run.clone()),
+            ..EventQuery::default()
+        })
         .await
         .unwrap()
         .into_iter()
         .map(|e| e.event_type)
         .collect();
-    assert!(kinds.iter().filter(|k| *k == "recovery").count() == 2, "{kinds:?}");
+    assert!(
+        kinds.iter().filter(|k| *k == "recovery").count() == 2,
+        "{kinds:?}"
+    );
     assert!(kinds.contains(&"completion".to_owned()));
     // Resuming a completed run is a no-op with the same answer.
     let again = runner.resume(&run, ResumeOptions::default()).await.unwrap();
@@ -162,23 +219,43 @@ async fn a_secret_in_a_tool_argument_never_reaches_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
     let runner = Runner::new(store.clone(), ToolRegistry::with_builtins());
-    let model = script(dir.path(), &[json!({"line": format!("deploy with {secret}")})]);
+    let model = script(
+        dir.path(),
+        &[json!({"line": format!("deploy with {secret}")})],
+    );
     let outcome = runner.start(&spec(dir.path(), model, false)).await.unwrap();
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
     let run = outcome.run_id().to_owned();
     // The tool itself got the real argument…
-    assert!(std::fs::read_to_string(dir.path().join("out.txt")).unwrap().contains(secret));
+    assert!(
+        std::fs::read_to_string(dir.path().join("out.txt"))
+            .unwrap()
+            .contains(secret)
+    );
     // …but nothing stored has it.
-    let events = store.events(&EventQuery { run_id: Some(run.clone()), ..EventQuery::default() }).await.unwrap();
+    let events = store
+        .events(&EventQuery {
+            run_id: Some(run.clone()),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
     let calls = store.tool_calls(&run).await.unwrap();
     let record = store.run(&run).await.unwrap().unwrap();
-    let cp = store.latest_checkpoint(&record.thread_id).await.unwrap().unwrap();
+    let cp = store
+        .latest_checkpoint(&record.thread_id)
+        .await
+        .unwrap()
+        .unwrap();
     for (what, text) in [
         ("events", serde_json::to_string(&events).unwrap()),
         ("tool calls", serde_json::to_string(&calls).unwrap()),
         ("checkpoint", serde_json::to_string(&cp.checkpoint).unwrap()),
     ] {
-        assert!(!text.contains(secret), "the secret leaked into the {what}: {text}");
+        assert!(
+            !text.contains(secret),
+            "the secret leaked into the {what}: {text}"
+        );
         assert!(text.contains("[REDACTED]"), "{what}");
     }
     // Raw bytes of the database file too.
