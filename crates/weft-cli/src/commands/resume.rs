@@ -27,11 +27,37 @@ pub(crate) struct ResumeArgs {
     run: String,
 }
 
+/// The tools a run needs: a run started by `weft run` records its project and agent (the
+/// `standard` key of its spec), whose prompts' tools are rebuilt the same way; other runs
+/// use the registry's built-in tools.
+async fn registry_for(store: &weft_store::Store, run_id: &str) -> anyhow::Result<ToolRegistry> {
+    use weft_store::Runs as _;
+    let record = store.run(run_id).await?;
+    let standard = record
+        .as_ref()
+        .and_then(|r| r.spec.get("standard"))
+        .cloned();
+    let Some(standard) = standard else {
+        return Ok(ToolRegistry::with_builtins());
+    };
+    let dir = standard["project"]
+        .as_str()
+        .ok_or_else(|| anyhow::anyhow!("run {run_id} records a project without a folder"))?;
+    let name = standard["agent"].as_str().unwrap_or_default();
+    let project = weft_standard::Project::load(dir)
+        .map_err(|e| anyhow::anyhow!("cannot load the project of run {run_id} from {dir}: {e}"))?;
+    let agent = project
+        .agent(name)
+        .ok_or_else(|| anyhow::anyhow!("the project in {dir} has no agent {name:?} any more"))?;
+    Ok(super::run::registry(&project, agent))
+}
+
 /// Runs `weft resume`.
 pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let store = open_store(&args.store).await?;
-        let runner = Runner::new(store, ToolRegistry::with_builtins());
+        let registry = registry_for(&store, &args.run).await?;
+        let runner = Runner::new(store, registry);
         let outcome = runner
             .resume(
                 &args.run,

@@ -182,8 +182,8 @@ fn read_input() -> anyhow::Result<String> {
 }
 
 /// The tool registry of a project run: every tool of the agent's prompts, by name, so
-/// weft-store's `Runner::create` accepts the run spec.
-fn registry(project: &Project, agent: &AgentDefinition) -> ToolRegistry {
+/// weft-store's `Runner::create` accepts the run spec and `weft resume` can rebuild them.
+pub(crate) fn registry(project: &Project, agent: &AgentDefinition) -> ToolRegistry {
     let mut registry = ToolRegistry::with_builtins();
     for (_, side) in agent.sides() {
         for name in project
