@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use weft_testkit::{Reply, ReplayServer};
+use weft_testkit::{ReplayServer, Reply};
 
 fn weft(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_weft"))
@@ -31,16 +31,33 @@ fn text(bytes: &[u8]) -> String {
 
 #[test]
 fn prints_the_reply_text() {
-    let path = script("hello.json", &json!({"responses": [{"text": "Hello there!"}]}));
-    let out = weft(&["llm", "--model", &format!("scripted:{}", path.display()), "Hi"]);
+    let path = script(
+        "hello.json",
+        &json!({"responses": [{"text": "Hello there!"}]}),
+    );
+    let out = weft(&[
+        "llm",
+        "--model",
+        &format!("scripted:{}", path.display()),
+        "Hi",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "Hello there!\n");
 }
 
 #[test]
 fn json_prints_the_whole_turn() {
-    let path = script("turn.json", &json!({"responses": [{"reasoning": "hmm", "text": "4", "usage": {"inputTokens": 3, "outputTokens": 1}}]}));
-    let out = weft(&["llm", "--json", "--model", &format!("scripted:{}", path.display()), "2+2?"]);
+    let path = script(
+        "turn.json",
+        &json!({"responses": [{"reasoning": "hmm", "text": "4", "usage": {"inputTokens": 3, "outputTokens": 1}}]}),
+    );
+    let out = weft(&[
+        "llm",
+        "--json",
+        "--model",
+        &format!("scripted:{}", path.display()),
+        "2+2?",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let turn: Value = serde_json::from_slice(&out.stdout).unwrap();
     for key in ["messages", "response", "toolExecutions", "usage", "cycles"] {
@@ -52,19 +69,39 @@ fn json_prints_the_whole_turn() {
 
 #[test]
 fn stream_prints_deltas_and_ends_with_a_newline() {
-    let path = script("stream.json", &json!({"responses": [{"text": "one two three"}]}));
-    let out = weft(&["llm", "--stream", "--model", &format!("scripted:{}", path.display()), "count"]);
+    let path = script(
+        "stream.json",
+        &json!({"responses": [{"text": "one two three"}]}),
+    );
+    let out = weft(&[
+        "llm",
+        "--stream",
+        "--model",
+        &format!("scripted:{}", path.display()),
+        "count",
+    ]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(text(&out.stdout), "one two three\n");
 }
 
 #[test]
 fn provider_errors_exit_1_with_the_code_on_stderr() {
-    let path = script("err.json", &json!({"responses": [{"error": {"code": "RATE_LIMITED", "message": "slow down"}}]}));
-    let out = weft(&["llm", "--model", &format!("scripted:{}", path.display()), "hi"]);
+    let path = script(
+        "err.json",
+        &json!({"responses": [{"error": {"code": "RATE_LIMITED", "message": "slow down"}}]}),
+    );
+    let out = weft(&[
+        "llm",
+        "--model",
+        &format!("scripted:{}", path.display()),
+        "hi",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("RATE_LIMITED") && stderr.contains("slow down"), "{stderr}");
+    assert!(
+        stderr.contains("RATE_LIMITED") && stderr.contains("slow down"),
+        "{stderr}"
+    );
     assert!(out.stdout.is_empty());
 }
 
@@ -72,23 +109,41 @@ fn provider_errors_exit_1_with_the_code_on_stderr() {
 fn usage_errors_exit_2() {
     let out = weft(&["llm", "--model", "nonsense", "hi"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("PROVIDER:MODEL"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("PROVIDER:MODEL"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = weft(&["llm", "--model", "nosuch:model", "hi"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("known providers"));
     let out = weft(&["llm", "hi"]);
     assert_eq!(out.status.code(), Some(2));
     let out = weft(&["llm", "--model", "scripted:/definitely/not/here.json", "hi"]);
-    assert_eq!(out.status.code(), Some(1), "a missing script is reported by the provider");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a missing script is reported by the provider"
+    );
     assert!(text(&out.stderr).contains("cannot read script"));
 }
 
 #[test]
 fn missing_api_key_names_the_variable() {
-    let out = weft(&["llm", "--model", "openai:gpt-4o-mini", "--base-url", "http://127.0.0.1:9/v1", "hi"]);
+    let out = weft(&[
+        "llm",
+        "--model",
+        "openai:gpt-4o-mini",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "hi",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("AUTHENTICATION_FAILED") && stderr.contains("OPENAI_API_KEY"), "{stderr}");
+    assert!(
+        stderr.contains("AUTHENTICATION_FAILED") && stderr.contains("OPENAI_API_KEY"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,7 +154,19 @@ async fn openai_compatible_server_with_base_url() {
     let server = ReplayServer::start(vec![Reply::sse(body, 9)]).await;
     let url = format!("{}/v1", server.url());
     let out = tokio::task::spawn_blocking(move || {
-        weft(&["llm", "--stream", "--model", "openai-compatible:tiny", "--base-url", &url, "--system", "Be French.", "--param", "temperature=0.2", "Hello"])
+        weft(&[
+            "llm",
+            "--stream",
+            "--model",
+            "openai-compatible:tiny",
+            "--base-url",
+            &url,
+            "--system",
+            "Be French.",
+            "--param",
+            "temperature=0.2",
+            "Hello",
+        ])
     })
     .await
     .unwrap();
@@ -108,7 +175,10 @@ async fn openai_compatible_server_with_base_url() {
     let request = server.received()[0].json();
     assert_eq!(request["model"], "tiny");
     assert_eq!(request["temperature"], 0.2);
-    assert_eq!(request["messages"][0], json!({"role": "system", "content": "Be French."}));
+    assert_eq!(
+        request["messages"][0],
+        json!({"role": "system", "content": "Be French."})
+    );
     assert_eq!(request["stream"], true);
 }
 
@@ -116,7 +186,10 @@ async fn openai_compatible_server_with_base_url() {
 fn help_teaches_model_references() {
     let out = weft(&["llm", "--help"]);
     let help = text(&out.stdout);
-    assert!(help.contains("openai-compatible:MODEL") && help.contains("scripted:PATH"), "{help}");
+    assert!(
+        help.contains("openai-compatible:MODEL") && help.contains("scripted:PATH"),
+        "{help}"
+    );
     let out = weft(&["--help"]);
     assert!(text(&out.stdout).contains("Exit codes"));
 }

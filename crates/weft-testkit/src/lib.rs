@@ -22,7 +22,9 @@ pub fn fixtures_dir() -> PathBuf {
 
 /// A cassette under `testdata/fixtures/pydantic-ai/tests/models/cassettes/`.
 pub fn cassette_path(relative: &str) -> PathBuf {
-    fixtures_dir().join("pydantic-ai/tests/models/cassettes").join(relative)
+    fixtures_dir()
+        .join("pydantic-ai/tests/models/cassettes")
+        .join(relative)
 }
 
 /// A canned HTTP response.
@@ -155,7 +157,9 @@ impl ReplayServer {
     /// When no local port can be bound (a broken test machine).
     pub async fn start(replies: Vec<Reply>) -> Self {
         #[allow(clippy::expect_used)]
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1");
         #[allow(clippy::expect_used)]
         let addr = listener.local_addr().expect("local addr");
         let shared = Arc::new(Mutex::new(Shared {
@@ -181,7 +185,10 @@ impl ReplayServer {
 
     /// Every request received so far.
     pub fn received(&self) -> Vec<Received> {
-        self.shared.lock().map(|s| s.received.clone()).unwrap_or_default()
+        self.shared
+            .lock()
+            .map(|s| s.received.clone())
+            .unwrap_or_default()
     }
 
     /// Replies not served yet.
@@ -190,7 +197,10 @@ impl ReplayServer {
     }
 }
 
-async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<Shared>>) -> std::io::Result<()> {
+async fn serve(
+    mut socket: tokio::net::TcpStream,
+    state: Arc<Mutex<Shared>>,
+) -> std::io::Result<()> {
     let mut buf = Vec::new();
     let mut tmp = [0u8; 8192];
     let head_end = loop {
@@ -227,7 +237,9 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<Shared>>) -> 
         body.extend_from_slice(&tmp[..n]);
     }
     let reply = {
-        let mut shared = state.lock().map_err(|_| std::io::Error::other("poisoned"))?;
+        let mut shared = state
+            .lock()
+            .map_err(|_| std::io::Error::other("poisoned"))?;
         shared.received.push(Received {
             method,
             path,
@@ -237,7 +249,11 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<Shared>>) -> 
         shared.replies.pop_front()
     };
     let reply = reply.unwrap_or_else(|| {
-        Reply::raw(599, "text/plain", "weft-testkit: no reply queued for this request")
+        Reply::raw(
+            599,
+            "text/plain",
+            "weft-testkit: no reply queued for this request",
+        )
     });
     let total: usize = reply.chunks.iter().map(Vec::len).sum();
     let mut head = format!("HTTP/1.1 {} Replay\r\nconnection: close\r\n", reply.status);
@@ -245,7 +261,10 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<Shared>>) -> 
         head.push_str(&format!("{name}: {value}\r\n"));
     }
     if !reply.close_delimited {
-        head.push_str(&format!("content-length: {}\r\n", total + reply.missing_bytes));
+        head.push_str(&format!(
+            "content-length: {}\r\n",
+            total + reply.missing_bytes
+        ));
     }
     head.push_str("\r\n");
     socket.write_all(head.as_bytes()).await?;
@@ -283,7 +302,10 @@ impl Interaction {
         match (&self.response_json, &self.response_text) {
             (Some(json), _) => Reply::json(self.status, json),
             (None, Some(text)) => {
-                let sse = self.content_type.as_deref().is_some_and(|c| c.contains("event-stream"))
+                let sse = self
+                    .content_type
+                    .as_deref()
+                    .is_some_and(|c| c.contains("event-stream"))
                     || text.starts_with("data:")
                     || text.starts_with("event:");
                 if sse {
@@ -291,7 +313,11 @@ impl Interaction {
                     reply.status = self.status;
                     reply
                 } else {
-                    Reply::raw(self.status, self.content_type.as_deref().unwrap_or("application/json"), text.clone())
+                    Reply::raw(
+                        self.status,
+                        self.content_type.as_deref().unwrap_or("application/json"),
+                        text.clone(),
+                    )
                 }
             }
             (None, None) => Reply::raw(self.status, "application/json", Vec::new()),
@@ -316,8 +342,10 @@ impl std::error::Error for CassetteError {}
 /// # Errors
 /// When the file is missing or not a cassette.
 pub fn load_cassette(path: &Path) -> Result<Vec<Interaction>, CassetteError> {
-    let text = std::fs::read_to_string(path).map_err(|e| CassetteError(format!("{}: {e}", path.display())))?;
-    let doc: Value = serde_norway::from_str(&text).map_err(|e| CassetteError(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CassetteError(format!("{}: {e}", path.display())))?;
+    let doc: Value = serde_norway::from_str(&text)
+        .map_err(|e| CassetteError(format!("{}: {e}", path.display())))?;
     let interactions = doc
         .get("interactions")
         .and_then(Value::as_array)
@@ -332,15 +360,25 @@ pub fn load_cassette(path: &Path) -> Result<Vec<Interaction>, CassetteError> {
                     .map(str::to_owned)
             };
             Interaction {
-                request_body: i.pointer("/request/parsed_body").cloned().unwrap_or(Value::Null),
-                uri: i.pointer("/request/uri").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                request_body: i
+                    .pointer("/request/parsed_body")
+                    .cloned()
+                    .unwrap_or(Value::Null),
+                uri: i
+                    .pointer("/request/uri")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
                 status: i
                     .pointer("/response/status/code")
                     .and_then(Value::as_u64)
                     .and_then(|c| u16::try_from(c).ok())
                     .unwrap_or(200),
                 response_json: i.pointer("/response/parsed_body").cloned(),
-                response_text: i.pointer("/response/body/string").and_then(Value::as_str).map(str::to_owned),
+                response_text: i
+                    .pointer("/response/body/string")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
                 content_type: header("content-type"),
             }
         })

@@ -11,7 +11,9 @@ fn root() -> PathBuf {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -34,7 +36,10 @@ fn function_names() -> HashSet<String> {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap_or_default();
         for (i, _) in text.match_indices("fn ") {
-            let name: String = text[i + 3..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            let name: String = text[i + 3..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
             if !name.is_empty() {
                 names.insert(name);
             }
@@ -63,7 +68,8 @@ fn named_tests(cell: &str) -> Vec<String> {
         .filter(|t| {
             t.matches('_').count() >= 2
                 && t.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-                && t.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                && t.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         })
         .map(str::to_owned)
         .collect()
@@ -71,7 +77,8 @@ fn named_tests(cell: &str) -> Vec<String> {
 
 #[test]
 fn every_test_named_in_conformance_md_exists() {
-    let doc = std::fs::read_to_string(root().join("docs/CONFORMANCE.md")).expect("docs/CONFORMANCE.md");
+    let doc =
+        std::fs::read_to_string(root().join("docs/CONFORMANCE.md")).expect("docs/CONFORMANCE.md");
     let functions = function_names();
     let mut missing = Vec::new();
     let mut named = 0;
@@ -88,13 +95,19 @@ fn every_test_named_in_conformance_md_exists() {
         }
     }
     assert!(named > 100, "the document names only {named} tests");
-    assert!(missing.is_empty(), "tests named in docs/CONFORMANCE.md that do not exist:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "tests named in docs/CONFORMANCE.md that do not exist:\n{}",
+        missing.join("\n")
+    );
 }
 
 #[test]
 fn names_are_extracted_outside_explanations() {
     assert_eq!(
-        named_tests("foo_bar_baz, `mod_x::api_name_here` (see other_test_name), file::a_b_c, `Type::method`"),
+        named_tests(
+            "foo_bar_baz, `mod_x::api_name_here` (see other_test_name), file::a_b_c, `Type::method`"
+        ),
         ["foo_bar_baz", "api_name_here", "a_b_c"]
     );
 }
@@ -103,7 +116,10 @@ fn names_are_extracted_outside_explanations() {
 fn every_requirement_has_a_row() {
     let requirements = root().join("../shared/specs/REQUIREMENTS.md");
     let Ok(text) = std::fs::read_to_string(&requirements) else {
-        eprintln!("skipped: {} is not present (it lives beside the repository)", requirements.display());
+        eprintln!(
+            "skipped: {} is not present (it lives beside the repository)",
+            requirements.display()
+        );
         return;
     };
     let doc = std::fs::read_to_string(root().join("docs/CONFORMANCE.md")).unwrap();
@@ -111,8 +127,20 @@ fn every_requirement_has_a_row() {
         .lines()
         .filter_map(|l| l.strip_prefix("| "))
         .filter_map(|l| l.split(' ').next())
-        .filter(|id| id.contains('-') && id.split('-').nth(1).is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())))
+        .filter(|id| {
+            id.contains('-')
+                && id
+                    .split('-')
+                    .nth(1)
+                    .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
+        })
         .collect();
-    let missing: Vec<&&str> = ids.iter().filter(|id| !doc.contains(&format!("| {id} |"))).collect();
-    assert!(missing.is_empty(), "requirements without a row: {missing:?} (run scripts/conformance.py)");
+    let missing: Vec<&&str> = ids
+        .iter()
+        .filter(|id| !doc.contains(&format!("| {id} |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "requirements without a row: {missing:?} (run scripts/conformance.py)"
+    );
 }
