@@ -41,7 +41,7 @@
 //! candle sizes its CPU thread pool once, from `CANDLE_NUM_THREADS` (then `RAYON_NUM_THREADS`).
 //! On small machines one thread is several times faster than two for this model (the pool's
 //! barrier costs more than the tiny per-token matmuls gain). [`configure_threads`] sets
-//! `CANDLE_NUM_THREADS=1` and `RAYON_NUM_THREADS=1` unless the user set them; the engine calls it before
+//! `CANDLE_NUM_THREADS=1` unless the user set it or `RAYON_NUM_THREADS`; the engine calls it before
 //! its first candle operation, and binaries should call it at the start of `main`, before
 //! they start threads.
 
@@ -77,26 +77,20 @@ pub const DEFAULT_MODEL: &str = "gemma3-270m";
 /// Whether this build can run models (the `candle` feature).
 pub const INFERENCE_ENABLED: bool = cfg!(feature = "candle");
 
-/// Makes candle single-threaded, once: sets `CANDLE_NUM_THREADS=1` and `RAYON_NUM_THREADS=1`
-/// unless the user set them (a user's `CANDLE_NUM_THREADS` alone is copied to
-/// `RAYON_NUM_THREADS`).
+/// Makes candle's quantized-matmul pool single-threaded, once: sets `CANDLE_NUM_THREADS=1`
+/// unless the user set `CANDLE_NUM_THREADS` or `RAYON_NUM_THREADS`.
 ///
-/// candle reads `CANDLE_NUM_THREADS` (falling back to `RAYON_NUM_THREADS`) once, when its
-/// quantized-matmul pool starts, and its dense matmul sizes its rayon parallelism from
-/// `RAYON_NUM_THREADS`; both must be set before the first candle operation. The engine calls
-/// this before loading; binaries should call it at the start of `main`, before other threads
-/// exist.
+/// candle reads `CANDLE_NUM_THREADS` (falling back to `RAYON_NUM_THREADS`) once, when that pool
+/// starts, so this must run before the first candle operation. The dense matmuls of prefill
+/// still use rayon's pool (all cores), where threads pay off, and the output projection runs
+/// on its own scoped threads. The engine calls this before loading; binaries should call it at
+/// the start of `main`, before other threads exist.
 pub fn configure_threads() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let get = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        match (get("CANDLE_NUM_THREADS"), get("RAYON_NUM_THREADS")) {
-            (None, None) => {
-                set_env("CANDLE_NUM_THREADS", "1");
-                set_env("RAYON_NUM_THREADS", "1");
-            }
-            (Some(candle), None) => set_env("RAYON_NUM_THREADS", &candle),
-            _ => {}
+        let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+        if !set("CANDLE_NUM_THREADS") && !set("RAYON_NUM_THREADS") {
+            set_env("CANDLE_NUM_THREADS", "1");
         }
     });
 }

@@ -15,7 +15,8 @@
 //!
 //! Choices that keep load under a few seconds and memory low:
 //! - the tied 262k × 640 embedding stays quantized (Q8_0): lookups dequantize only the rows
-//!   they need and the output projection is a quantized matmul;
+//!   they need and the output projection is a quantized matmul, split by rows over the cores
+//!   ([`RowSplit`]);
 //! - rotary tables are computed for the positions a request can reach (prompt + max tokens),
 //!   not for the model's whole context;
 //! - Q5_0 weights are rewritten as Q8_0 at load time. The conversion is exact (the same
@@ -296,8 +297,8 @@ struct Layer {
 #[derive(Debug)]
 pub(crate) struct Gemma3 {
     config: Config,
-    embedding: Arc<QTensor>,
-    output: QMatMul,
+    embedding: RowSplit,
+    output: Option<QMatMul>,
     final_norm: Tensor,
     layers: Vec<Layer>,
     device: Device,
@@ -401,11 +402,14 @@ impl Gemma3 {
             reader,
             device: device.clone(),
         };
-        let embedding = Arc::new(tensors.quantized("token_embd.weight")?);
+        let parts = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .clamp(1, MAX_OUTPUT_PARTS);
+        let embedding = RowSplit::new(tensors.quantized("token_embd.weight")?, parts)?;
         let output = if content.tensor_infos.contains_key("output.weight") {
-            QMatMul::from_qtensor(tensors.quantized("output.weight")?)?
+            Some(QMatMul::from_qtensor(tensors.quantized("output.weight")?)?)
         } else {
-            QMatMul::from_arc(embedding.clone())?
+            None
         };
         let final_norm = tensors.dense("output_norm.weight")?;
         let mut layers = Vec::with_capacity(config.layers);
@@ -483,10 +487,9 @@ impl Gemma3 {
                 cache.capacity
             ))));
         }
-        let ids = Tensor::new(tokens, &self.device)?;
         let mut x = self
             .embedding
-            .embedding(&ids)?
+            .rows(tokens)?
             .reshape((1, t, c.d_model))?
             .affine((c.d_model as f64).sqrt(), 0.0)?;
         let end = start + t;
@@ -571,12 +574,114 @@ impl Gemma3 {
         cache.position = end;
         let last = x.narrow(1, t - 1, 1)?;
         let last = candle_nn::ops::rms_norm(&last, &self.final_norm, eps)?;
-        let logits = self.output.forward(&last)?;
-        Ok(logits
-            .squeeze(0)?
-            .squeeze(0)?
-            .to_dtype(DType::F32)?
-            .to_vec1::<f32>()?)
+        match &self.output {
+            Some(output) => Ok(output
+                .forward(&last)?
+                .flatten_all()?
+                .to_dtype(DType::F32)?
+                .to_vec1::<f32>()?),
+            None => Ok(self.embedding.project(&last.flatten_all()?)?),
+        }
+    }
+}
+
+/// At most this many threads compute the output projection.
+const MAX_OUTPUT_PARTS: usize = 4;
+
+/// The tied embedding matrix (vocabulary × d_model, quantized), split by rows into one part per
+/// core.
+///
+/// The output projection reads the whole matrix (178 MB for Gemma 3 270M) for every token, the
+/// largest single cost of decoding. The parts are projected on scoped threads at the same time,
+/// each with candle's single-threaded kernel, which uses the cores without candle's thread pool
+/// (whose barrier costs more than it gains on the small per-layer matmuls). Lookups dequantize
+/// only the requested rows.
+#[derive(Debug)]
+struct RowSplit {
+    parts: Vec<(usize, Arc<QTensor>, QMatMul)>,
+    columns: usize,
+}
+
+impl RowSplit {
+    fn new(matrix: QTensor, parts: usize) -> candle_core::Result<Self> {
+        let (rows, columns) = matrix.shape().dims2()?;
+        let dtype = matrix.dtype();
+        let block = dtype.block_size();
+        if parts <= 1 || !columns.is_multiple_of(block) || rows < parts {
+            let matrix = Arc::new(matrix);
+            return Ok(RowSplit {
+                parts: vec![(0, matrix.clone(), QMatMul::from_arc(matrix)?)],
+                columns,
+            });
+        }
+        let row_bytes = columns / block * dtype.type_size();
+        let data = matrix.data()?;
+        let per_part = rows.div_ceil(parts);
+        let mut split = Vec::with_capacity(parts);
+        let mut start = 0;
+        while start < rows {
+            let count = per_part.min(rows - start);
+            let bytes = data[start * row_bytes..(start + count) * row_bytes].to_vec();
+            let storage = QStorage::from_data(Cow::Owned(bytes), &Device::Cpu, dtype)?;
+            let part = Arc::new(QTensor::new(storage, (count, columns))?);
+            split.push((start, part.clone(), QMatMul::from_arc(part)?));
+            start += count;
+        }
+        Ok(RowSplit {
+            parts: split,
+            columns,
+        })
+    }
+
+    /// The rows of `ids`, dequantized: `(ids.len(), columns)`.
+    fn rows(&self, ids: &[u32]) -> candle_core::Result<Tensor> {
+        let mut rows = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let id = id as usize;
+            let (start, part, _) = self
+                .parts
+                .iter()
+                .rev()
+                .find(|(start, _, _)| *start <= id)
+                .ok_or_else(|| candle_core::Error::Msg(format!("token id {id} out of range")))?;
+            let local = Tensor::new(&[(id - start) as u32], &Device::Cpu)?;
+            rows.push(part.embedding(&local)?);
+        }
+        Tensor::cat(&rows, 0)?.reshape((ids.len(), self.columns))
+    }
+
+    /// `matrix · x` for one vector `x` of `columns` values: the logits.
+    fn project(&self, x: &Tensor) -> candle_core::Result<Vec<f32>> {
+        let x = x.reshape((1, self.columns))?;
+        let run = |matmul: &QMatMul| -> candle_core::Result<Vec<f32>> {
+            matmul.forward(&x)?.flatten_all()?.to_vec1::<f32>()
+        };
+        let Some(((_, _, first), rest)) = self.parts.split_first() else {
+            return Ok(Vec::new());
+        };
+        let (head, tail) = std::thread::scope(|scope| {
+            let handles: Vec<_> = rest
+                .iter()
+                .map(|(_, _, matmul)| scope.spawn(|| run(matmul)))
+                .collect();
+            let head = run(first);
+            let tail: Vec<_> = handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(candle_core::Error::Msg(
+                            "an output thread panicked".to_owned(),
+                        ))
+                    })
+                })
+                .collect();
+            (head, tail)
+        });
+        let mut logits = head?;
+        for part in tail {
+            logits.extend(part?);
+        }
+        Ok(logits)
     }
 }
 
@@ -670,6 +775,40 @@ mod tests {
         assert_eq!(values[16], 15 - 16);
         assert_eq!(values[31], 16 - 16);
         assert!(q5_0_to_q8_0(&[0; 21]).is_none());
+    }
+
+    #[test]
+    fn q5_0_tensors_of_the_real_model_convert_exactly() {
+        let path = match crate::Locator::from_environment().ensure_file(&crate::GEMMA3_270M) {
+            Ok(path) => path,
+            Err(error) => {
+                assert!(
+                    std::env::var("WEFT_REQUIRE_LOCAL_MODEL").as_deref() != Ok("1"),
+                    "WEFT_REQUIRE_LOCAL_MODEL=1 but the local model is unavailable: {error}"
+                );
+                eprintln!("skipping: {error}");
+                return;
+            }
+        };
+        let file = File::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        let mut reader = BufReader::new(file);
+        let content = Content::read(&mut reader).unwrap_or_else(|e| panic!("{e}"));
+        let original = content
+            .tensor(&mut reader, "blk.0.attn_q.weight", &Device::Cpu)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(original.dtype(), GgmlDType::Q5_0);
+        let data = original.data().unwrap_or_else(|e| panic!("{e}"));
+        let converted = q5_0_to_q8_0(&data).unwrap_or_default();
+        let storage = QStorage::from_data(Cow::Owned(converted), &Device::Cpu, GgmlDType::Q8_0)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let converted =
+            QTensor::new(storage, original.shape().clone()).unwrap_or_else(|e| panic!("{e}"));
+        let dense = |t: &QTensor| {
+            t.dequantize(&Device::Cpu)
+                .and_then(|t| t.flatten_all()?.to_vec1::<f32>())
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        assert_eq!(dense(&original), dense(&converted));
     }
 
     #[test]
