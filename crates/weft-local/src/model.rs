@@ -338,6 +338,55 @@ impl TensorReader<'_> {
         Ok(QTensor::new(storage, tensor.shape().clone())?)
     }
 
+    /// A matrix read straight from the file into `parts` row blocks (no full copy in between).
+    fn row_split(&mut self, name: &str, parts: usize) -> Result<RowSplit, ModelError> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let Some(info) = self.content.tensor_infos.get(name) else {
+            return Err(ModelError::Read {
+                path: self.path.to_owned(),
+                message: format!("no tensor {name}"),
+            });
+        };
+        let (rows, columns) = info.shape.dims2()?;
+        let dtype = info.ggml_dtype;
+        let block = dtype.block_size();
+        if parts <= 1 || !columns.is_multiple_of(block) || rows < parts {
+            return Ok(RowSplit::whole(self.quantized(name)?)?);
+        }
+        let row_bytes = columns / block * dtype.type_size();
+        let per_part = rows.div_ceil(parts);
+        let base = self.content.tensor_data_offset + info.offset;
+        let read_error = |e: std::io::Error| ModelError::Read {
+            path: self.path.to_owned(),
+            message: format!("tensor {name}: {e}"),
+        };
+        let mut split = Vec::with_capacity(parts);
+        let mut start = 0;
+        while start < rows {
+            let count = per_part.min(rows - start);
+            let mut bytes = vec![0u8; count * row_bytes];
+            self.reader
+                .seek(SeekFrom::Start(base + (start * row_bytes) as u64))
+                .map_err(read_error)?;
+            self.reader.read_exact(&mut bytes).map_err(read_error)?;
+            let (bytes, dtype) = match dtype {
+                GgmlDType::Q5_0 => match q5_0_to_q8_0(&bytes) {
+                    Some(converted) => (converted, GgmlDType::Q8_0),
+                    None => (bytes, dtype),
+                },
+                _ => (bytes, dtype),
+            };
+            let storage = QStorage::from_data(Cow::Owned(bytes), &self.device, dtype)?;
+            let part = Arc::new(QTensor::new(storage, (count, columns))?);
+            split.push((start, part.clone(), QMatMul::from_arc(part)?));
+            start += count;
+        }
+        Ok(RowSplit {
+            parts: split,
+            columns,
+        })
+    }
+
     fn linear(&mut self, name: &str) -> Result<Linear, ModelError> {
         Ok(Linear::new(self.quantized(name)?)?)
     }
@@ -405,7 +454,7 @@ impl Gemma3 {
         let parts = std::thread::available_parallelism()
             .map_or(1, std::num::NonZero::get)
             .clamp(1, MAX_OUTPUT_PARTS);
-        let embedding = RowSplit::new(tensors.quantized("token_embd.weight")?, parts)?;
+        let embedding = tensors.row_split("token_embd.weight", parts)?;
         let output = if content.tensor_infos.contains_key("output.weight") {
             Some(QMatMul::from_qtensor(tensors.quantized("output.weight")?)?)
         } else {
@@ -603,32 +652,12 @@ struct RowSplit {
 }
 
 impl RowSplit {
-    fn new(matrix: QTensor, parts: usize) -> candle_core::Result<Self> {
-        let (rows, columns) = matrix.shape().dims2()?;
-        let dtype = matrix.dtype();
-        let block = dtype.block_size();
-        if parts <= 1 || !columns.is_multiple_of(block) || rows < parts {
-            let matrix = Arc::new(matrix);
-            return Ok(RowSplit {
-                parts: vec![(0, matrix.clone(), QMatMul::from_arc(matrix)?)],
-                columns,
-            });
-        }
-        let row_bytes = columns / block * dtype.type_size();
-        let data = matrix.data()?;
-        let per_part = rows.div_ceil(parts);
-        let mut split = Vec::with_capacity(parts);
-        let mut start = 0;
-        while start < rows {
-            let count = per_part.min(rows - start);
-            let bytes = data[start * row_bytes..(start + count) * row_bytes].to_vec();
-            let storage = QStorage::from_data(Cow::Owned(bytes), &Device::Cpu, dtype)?;
-            let part = Arc::new(QTensor::new(storage, (count, columns))?);
-            split.push((start, part.clone(), QMatMul::from_arc(part)?));
-            start += count;
-        }
+    /// The whole matrix as one part.
+    fn whole(matrix: QTensor) -> candle_core::Result<Self> {
+        let (_, columns) = matrix.shape().dims2()?;
+        let matrix = Arc::new(matrix);
         Ok(RowSplit {
-            parts: split,
+            parts: vec![(0, matrix.clone(), QMatMul::from_arc(matrix)?)],
             columns,
         })
     }
