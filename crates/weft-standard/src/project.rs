@@ -253,13 +253,9 @@ impl Project {
 
     fn validate_prompt(&self, prompt: &Loaded<PromptDefinition>, problems: &mut Vec<Problem>) {
         let file = &prompt.file;
-        match self.model_of(&prompt.value) {
-            Some(model) => check_model(model, file, "model", problems),
-            None => problems.push(Problem::new(
-                file,
-                "model",
-                "the prompt names no model and weft.toml sets no default `model`",
-            )),
+        // No model at all is allowed: `weft run --model` or the embedded local model fills in.
+        if let Some(model) = self.model_of(&prompt.value) {
+            check_model(model, file, "model", problems);
         }
         let mut seen = BTreeSet::new();
         for (i, name) in prompt.value.tools.iter().enumerate() {

@@ -57,7 +57,7 @@ pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let store = open_store(&args.store).await?;
         let registry = registry_for(&store, &args.run).await?;
-        let runner = Runner::new(store, registry);
+        let runner = Runner::new(store, registry).with_providers(super::run::providers());
         let outcome = runner
             .resume(
                 &args.run,

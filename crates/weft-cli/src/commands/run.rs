@@ -181,6 +181,14 @@ fn read_input() -> anyhow::Result<String> {
     Ok(text.trim_end().to_owned())
 }
 
+/// The model providers of `weft run` and `weft resume`: weft-store's defaults (built-ins and
+/// `scripted-turns:`) plus the embedded local model.
+pub(crate) fn providers() -> weft_provider::ProviderRegistry {
+    let mut providers = default_providers();
+    providers.register(weft_local::NAME, weft_local::provider);
+    providers
+}
+
 /// The tool registry of a project run: every tool of the agent's prompts, by name, so
 /// weft-store's `Runner::create` accepts the run spec and `weft resume` can rebuild them.
 pub(crate) fn registry(project: &Project, agent: &AgentDefinition) -> ToolRegistry {
@@ -235,11 +243,21 @@ async fn drive(
     let store = open_store(args.store.as_deref()).await?;
     let side_a = &agent.side_a;
     let prompt_a = project.prompt(&side_a.prompt).context("side A's prompt")?;
-    let model_a = args
+    let mut model_override = args.model.clone();
+    let mut model_a = args
         .model
         .clone()
         .or_else(|| project.model_of(prompt_a).map(str::to_owned))
         .unwrap_or_default();
+    if model_a.is_empty() {
+        // Neither --model nor the project names a model: the embedded default (issue 6).
+        let reference = super::models::default_model()?;
+        if reference.provider.name == weft_local::NAME {
+            weft_local::configure_threads();
+        }
+        model_a = reference.to_reference_string();
+        model_override = Some(model_a.clone());
+    }
     let spec = RunSpec {
         model: project.model_reference(&model_a),
         system: Some(project.system_text(agent, prompt_a)),
@@ -257,7 +275,7 @@ async fn drive(
         pricing: None,
         role: agent.name.clone(),
     };
-    let runner = Runner::new(store.clone(), registry(project, agent));
+    let runner = Runner::new(store.clone(), registry(project, agent)).with_providers(providers());
     let run_id = runner.create(&spec).await?;
     let mut record = store
         .run(&run_id)
@@ -299,8 +317,8 @@ async fn drive(
     let signal = CancellationToken::new();
     let (tx, rx) = mpsc::unbounded_channel();
     let mut options = SessionOptions::new(&workspace);
-    options.model_override = args.model.clone();
-    options.providers = Arc::new(default_providers());
+    options.model_override = model_override;
+    options.providers = Arc::new(providers());
     options.signal = signal.clone();
     options.events = Some(tx);
     options.thread_id = Some(record.thread_id.clone());
