@@ -268,3 +268,92 @@ fn sigint_stops_with_130_and_a_resume_hint() {
         text(&runs.stdout)
     );
 }
+
+#[test]
+fn sigint_during_a_side_effect_then_resume_names_the_call_and_finishes_when_approved() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = dir.path().join("slow");
+    write_project(&project, "name = \"a\"\n[sideA]\nprompt = \"p\"\n", "{}");
+    // A model that answers by position in the conversation, so a resumed process answers alike.
+    std::fs::write(
+        project.join("weft.toml"),
+        "model = \"scripted-turns:script.json\"\n",
+    )
+    .expect("write");
+    std::fs::write(
+        project.join("script.json"),
+        r#"{"responses":[{"toolCalls":[{"id":"slow_1","name":"run_command","arguments":{"command":"echo start >> effects.log; sleep 3; echo end >> effects.log"}}]},{"text":"finished"}]}"#,
+    )
+    .expect("write");
+    let child = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["run", "slow", "go"])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Wait until the command is running, then Ctrl-C.
+    let log = project.join("effects.log");
+    for _ in 0..100 {
+        if log.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let run_id = text(&out.stdout)
+        .lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .expect("run id first")
+        .to_owned();
+    // The call was in flight: resume stops and names it (exit 3) ...
+    let out = weft(dir.path(), &["resume", &run_id]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("slow_1"),
+        "{}",
+        text(&out.stderr)
+    );
+    // ... and finishes once the user approves re-running it.
+    let out = weft(
+        dir.path(),
+        &["resume", &run_id, "--rerun-uncertain", "--force"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("finished"),
+        "{}",
+        text(&out.stdout)
+    );
+    let runs = weft(dir.path(), &["runs", "show", &run_id, "--json"]);
+    assert!(
+        text(&runs.stdout).contains("completed"),
+        "{}",
+        text(&runs.stdout)
+    );
+}
