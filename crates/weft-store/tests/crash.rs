@@ -151,7 +151,7 @@ async fn sigkill_at_random_points_then_resume() {
     let mut kills = 0usize;
     let mut runs_done = 0usize;
     let mut approvals = 0usize;
-    while kills < kills_wanted && runs_done < 12 {
+    while kills < kills_wanted && runs_done < 40 {
         let case = Case::new(dir.path(), &db, &format!("crash{runs_done}"));
         let run = case.create().await;
         let mut killed_pids: HashSet<u32> = HashSet::new();
@@ -163,7 +163,7 @@ async fn sigkill_at_random_points_then_resume() {
             let mut child = case.resume(&run, rerun).spawn().unwrap();
             let pid = child.id().unwrap();
             let kill = kills < kills_wanted;
-            let delay = Duration::from_millis(rng.u64(5..120));
+            let delay = Duration::from_millis(rng.u64(5..80));
             let exited = if kill {
                 tokio::select! {
                     status = child.wait() => Some(status.unwrap()),
