@@ -221,3 +221,19 @@ mod tests {
         );
     }
 }
+
+/// Copies a tool's provider-namespaced options (`tool.metadata.{namespace}`, e.g.
+/// `{"anthropic": {"cache_control": …}}`) into its wire entry, for each namespace in order.
+pub(crate) fn merge_tool_metadata(
+    tool: &crate::tool::Tool,
+    namespaces: &[&str],
+    entry: &mut Map<String, Value>,
+) {
+    for namespace in namespaces {
+        if let Some(Value::Object(extra)) = tool.metadata.as_ref().and_then(|m| m.get(*namespace)) {
+            for (key, value) in extra {
+                entry.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}

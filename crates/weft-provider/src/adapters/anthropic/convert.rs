@@ -54,12 +54,7 @@ pub(crate) fn request_body(
                 entry.insert("name".into(), json!(tool.name));
                 entry.insert("description".into(), json!(tool.description));
                 entry.insert("input_schema".into(), tool.parameters.clone());
-                if let Some(Value::Object(extra)) = tool.metadata.as_ref().and_then(|m| m.get(NAME))
-                {
-                    for (key, value) in extra {
-                        entry.insert(key.clone(), value.clone());
-                    }
-                }
+                crate::adapters::driver::merge_tool_metadata(tool, &[NAME], &mut entry);
                 Value::Object(entry)
             })
             .collect();

@@ -38,16 +38,8 @@ pub(crate) fn request_body(
                     "name": tool.name, "description": tool.description, "parameters": tool.parameters});
                 // Tool options namespaced `openai` or by this provider's name, e.g.
                 // `{"openai": {"strict": true}}`, go into the function definition.
-                let namespaces = ["openai", provider];
-                for extra in namespaces
-                    .iter()
-                    .filter_map(|ns| tool.metadata.as_ref()?.get(*ns)?.as_object())
-                {
-                    if let Some(target) = function.as_object_mut() {
-                        for (key, value) in extra {
-                            target.insert(key.clone(), value.clone());
-                        }
-                    }
+                if let Some(target) = function.as_object_mut() {
+                    crate::adapters::driver::merge_tool_metadata(tool, &["openai", provider], target);
                 }
                 json!({"type": "function", "function": function})
             })
