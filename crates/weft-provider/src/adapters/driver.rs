@@ -197,6 +197,22 @@ pub(crate) fn with_modality(mut error: UppError, modality: Modality) -> UppError
     error
 }
 
+/// Copies a tool's provider-namespaced options (`tool.metadata.{namespace}`, e.g.
+/// `{"anthropic": {"cache_control": …}}`) into its wire entry, for each namespace in order.
+pub(crate) fn merge_tool_metadata(
+    tool: &crate::tool::Tool,
+    namespaces: &[&str],
+    entry: &mut Map<String, Value>,
+) {
+    for namespace in namespaces {
+        if let Some(Value::Object(extra)) = tool.metadata.as_ref().and_then(|m| m.get(*namespace)) {
+            for (key, value) in extra {
+                entry.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,21 +235,5 @@ mod tests {
             Value::Object(body),
             json!({"tools": [1, 2], "generationConfig": {"a": 1, "b": 2}, "model": "x", "n": 1})
         );
-    }
-}
-
-/// Copies a tool's provider-namespaced options (`tool.metadata.{namespace}`, e.g.
-/// `{"anthropic": {"cache_control": …}}`) into its wire entry, for each namespace in order.
-pub(crate) fn merge_tool_metadata(
-    tool: &crate::tool::Tool,
-    namespaces: &[&str],
-    entry: &mut Map<String, Value>,
-) {
-    for namespace in namespaces {
-        if let Some(Value::Object(extra)) = tool.metadata.as_ref().and_then(|m| m.get(*namespace)) {
-            for (key, value) in extra {
-                entry.insert(key.clone(), value.clone());
-            }
-        }
     }
 }
