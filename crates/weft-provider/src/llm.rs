@@ -319,7 +319,12 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
     })
 }
 
-fn merge_config(defaults: &ProviderConfig, mut config: ProviderConfig) -> ProviderConfig {
+/// The caller's config with the provider's defaults filling what it leaves unset (headers:
+/// defaults first, the caller's win).
+pub(crate) fn merge_config(
+    defaults: &ProviderConfig,
+    mut config: ProviderConfig,
+) -> ProviderConfig {
     if config.api_key.is_none() {
         config.api_key.clone_from(&defaults.api_key);
     }
