@@ -193,12 +193,7 @@ pub struct EmbeddingOptions {
 pub fn embedding(options: EmbeddingOptions) -> Result<EmbeddingInstance, UppError> {
     let handler = options.model.provider.embedding_handler()?;
     let model = handler.bind(&options.model.model_id, &options.model.options)?;
-    let mut config = options.config;
-    if config.base_url.is_none() {
-        config
-            .base_url
-            .clone_from(&options.model.provider.default_config.base_url);
-    }
+    let config = crate::llm::merge_config(&options.model.provider.default_config, options.config);
     Ok(EmbeddingInstance {
         model,
         config: Arc::new(config),
