@@ -49,6 +49,27 @@ pub fn redact(text: &str, known: Option<&str>) -> String {
     out
 }
 
+/// Whether [`redact`] could change `text`: it holds a key-shaped prefix or `known` (when
+/// longer than 8 characters). `false` is exact: `redact` would return `text` unchanged. A
+/// JSON text can be checked whole before parsing it, since none of these are escaped in JSON
+/// (a `known` key with a quote, backslash or control character makes this answer `true`).
+///
+/// # Examples
+///
+/// ```
+/// use weft_provider::redact::may_contain_secret;
+///
+/// assert!(!may_contain_secret(r#"{"text":"task-force"}"#, None));
+/// assert!(may_contain_secret(r#"{"key":"sk-proj-abc123"}"#, None));
+/// ```
+pub fn may_contain_secret(text: &str, known: Option<&str>) -> bool {
+    PREFIXES.iter().any(|p| text.contains(p))
+        || known.is_some_and(|key| {
+            key.len() > 8
+                && (text.contains(key) || key.chars().any(|c| c == '"' || c == '\\' || c < ' '))
+        })
+}
+
 /// [`redact`] applied to every string inside a JSON value.
 pub fn redact_json(value: &mut serde_json::Value, known: Option<&str>) {
     match value {
@@ -80,5 +101,27 @@ mod tests {
             "task-force and desk-top"
         );
         assert_eq!(redact("sk-ant-api03-xx***yy.", None), "[REDACTED].");
+    }
+
+    #[test]
+    fn may_contain_secret_is_false_only_when_redact_changes_nothing() {
+        let key = "mysecretkey123";
+        for text in [
+            "plain text",
+            "task-force and desk-top",
+            "key=mysecretkey123 end",
+            "AIzaSyD-abc_def ok",
+            "Bearer abcdef",
+            "xai-1234 gsk_5678",
+            "sk-",
+            "",
+        ] {
+            if !may_contain_secret(text, Some(key)) {
+                assert_eq!(redact(text, Some(key)), text, "{text}");
+            }
+        }
+        assert!(may_contain_secret("key=mysecretkey123 end", Some(key)));
+        assert!(!may_contain_secret("short key", Some("short")));
+        assert!(may_contain_secret("{}", Some("needs\"escaping")));
     }
 }

@@ -38,7 +38,7 @@ fn checkpoints(steps: usize) -> Vec<Checkpoint> {
                 step,
                 agent_id: "bench".into(),
             },
-            state: state.to_json(),
+            state: state.clone(),
             pending_tool_calls: Vec::new(),
             completed_tool_calls: Vec::new(),
             usage: Some(TokenUsage {
@@ -82,7 +82,7 @@ fn sqlite(c: &mut Criterion) {
                 .await
                 .unwrap();
             if [1usize, 10, 100, 250, 500, 750, 1000].contains(&(i + 1)) {
-                curve.push((i + 1, stats.bytes, cp.state.messages.len()));
+                curve.push((i + 1, stats.bytes, cp.state.message_count()));
             }
         }
         store.flush().await.unwrap();

@@ -9,6 +9,13 @@ use serde_json::Value;
 pub trait Redactor: Send + Sync + fmt::Debug {
     /// Redacts `value`.
     fn redact(&self, value: &mut Value);
+
+    /// Whether redacting the value whose JSON text is `serialized` could change it. `false`
+    /// lets the store write the text as is, without parsing it; the default is `true`.
+    fn may_redact(&self, serialized: &str) -> bool {
+        let _ = serialized;
+        true
+    }
 }
 
 /// `weft_provider::redact::redact_json` (API-key shaped tokens: `sk-…`, `AIza…`,
@@ -26,6 +33,15 @@ impl Redactor for DefaultRedactor {
             weft_provider::redact::redact_json(value, Some(secret));
         }
     }
+
+    fn may_redact(&self, serialized: &str) -> bool {
+        use weft_provider::redact::may_contain_secret;
+        may_contain_secret(serialized, None)
+            || self
+                .known
+                .iter()
+                .any(|secret| may_contain_secret(serialized, Some(secret)))
+    }
 }
 
 /// Keeps everything (tests, or when payloads are known to hold no secrets).
@@ -34,4 +50,8 @@ pub struct NoRedaction;
 
 impl Redactor for NoRedaction {
     fn redact(&self, _value: &mut Value) {}
+
+    fn may_redact(&self, _serialized: &str) -> bool {
+        false
+    }
 }

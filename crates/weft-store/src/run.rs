@@ -355,7 +355,7 @@ impl Runner {
                 step: 0,
                 agent_id: agent_id.clone(),
             },
-            state: state.to_json(),
+            state,
             pending_tool_calls: Vec::new(),
             completed_tool_calls: Vec::new(),
             usage: Some(TokenUsage::default()),
@@ -490,8 +490,7 @@ impl Runner {
             .latest_checkpoint(&record.thread_id)
             .await?
             .ok_or_else(|| RunError::NoCheckpoint(run_id.to_owned()))?;
-        let state = AgentState::from_json(latest.checkpoint.state.clone())
-            .map_err(|e| RunError::Agent(e.to_string()))?;
+        let state = latest.checkpoint.state.clone();
         if resuming {
             let reused = calls
                 .iter()

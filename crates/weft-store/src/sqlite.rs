@@ -3,8 +3,10 @@
 //! **Threads:** all SQLite work happens off the async runtime. One dedicated writer thread
 //! owns the write connection and drains a bounded queue in batches: a batch is one
 //! transaction; if it fails, each job is retried in its own transaction so a failing job
-//! fails alone; replies are sent only after the commit. Reads run on `spawn_blocking`
-//! with a small pool of read connections (WAL lets them run beside the writer).
+//! fails alone; replies are sent only after the commit. A checkpointer thread copies the WAL
+//! back into the database beside it (passive checkpoints, a few per second while writes
+//! happen), so the writer only appends to the WAL. Reads run on `spawn_blocking` with a
+//! small pool of read connections (WAL lets them run beside the writer).
 //!
 //! **Durability:** `synchronous = NORMAL` (the default) makes a commit survive a process
 //! crash (SIGKILL); [`Synchronous::Full`] also survives power loss, at the cost of an fsync
@@ -128,6 +130,15 @@ fn open_connection(
         },
     )?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // Reads of index pages (a checkpoint's random UUID id lands on a random page) come from
+    // memory: a 64 MiB page cache for the writer, memory-mapped I/O for everyone.
+    if write {
+        conn.pragma_update(None, "cache_size", -65_536)?;
+        // WAL checkpoints run on their own thread (see `checkpointer_loop`); this is only
+        // the backstop that bounds the WAL (≈ 200 MiB) if that thread falls behind.
+        conn.pragma_update(None, "wal_autocheckpoint", 50_000)?;
+    }
+    conn.pragma_update(None, "mmap_size", 268_435_456)?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
@@ -214,13 +225,20 @@ impl SqliteBackend {
 
         let (tx, rx) = mpsc::channel(options.queue_capacity.max(1));
         let max_batch = options.max_batch.max(1);
+        let spawn_failed = |e: std::io::Error| StoreError::Io {
+            path: options.path.display().to_string(),
+            message: format!("cannot start a store thread: {e}"),
+        };
+        let checkpoints = open_connection(&options.path, options.synchronous, false)?;
+        let (wake, woken) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("weft-store-sqlite-checkpointer".into())
+            .spawn(move || checkpointer_loop(&checkpoints, &woken))
+            .map_err(spawn_failed)?;
         std::thread::Builder::new()
             .name("weft-store-sqlite-writer".into())
-            .spawn(move || writer_loop(writer, rx, max_batch))
-            .map_err(|e| StoreError::Io {
-                path: options.path.display().to_string(),
-                message: format!("cannot start the writer thread: {e}"),
-            })?;
+            .spawn(move || writer_loop(writer, rx, max_batch, &wake))
+            .map_err(spawn_failed)?;
         Ok(SqliteBackend {
             tx,
             readers: Arc::new(Mutex::new(readers)),
@@ -229,7 +247,12 @@ impl SqliteBackend {
     }
 }
 
-fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, max_batch: usize) {
+fn writer_loop(
+    mut conn: Connection,
+    mut rx: mpsc::Receiver<Job>,
+    max_batch: usize,
+    wake_checkpointer: &std::sync::mpsc::SyncSender<()>,
+) {
     let mut batch = Vec::with_capacity(max_batch);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -240,7 +263,28 @@ fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Job>, max_batch: usi
             }
         }
         commit_batch(&mut conn, &mut batch);
+        // A full channel means a wake-up is already pending.
+        let _ = wake_checkpointer.try_send(());
     }
+}
+
+/// Most WAL checkpoints per second.
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Copies the WAL back into the database file beside the writer (`PASSIVE`: it never blocks
+/// the writer or the readers), at most every [`CHECKPOINT_INTERVAL`] while commits happen.
+/// Ends with the writer (when its wake-up sender is dropped), after a last checkpoint.
+fn checkpointer_loop(conn: &Connection, woken: &std::sync::mpsc::Receiver<()>) {
+    let checkpoint = || {
+        if let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+            tracing::debug!(%error, "WAL checkpoint failed; the next one retries");
+        }
+    };
+    while woken.recv().is_ok() {
+        std::thread::sleep(CHECKPOINT_INTERVAL);
+        checkpoint();
+    }
+    checkpoint();
 }
 
 fn run_jobs<'a>(

@@ -27,7 +27,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use weft_agent::checkpoint::{Checkpoint, CheckpointError, CheckpointMetadata, CheckpointStore};
-use weft_agent::{AgentStateJson, PlanStep, SubagentExecutionTrace};
+use weft_agent::{AgentState, AgentStateJson, PlanStep, SubagentExecutionTrace};
 use weft_provider::{Message, TokenUsage, ToolCall, ToolExecution};
 
 use crate::error::{StoreError, corrupt};
@@ -154,6 +154,15 @@ struct LastCheckpoint {
     usage: Usage,
 }
 
+/// The state of the thread's latest saved step checkpoint, with the `seq` ranges of its
+/// history: a state that [`AgentState::extends`] it only writes what it added.
+#[derive(Debug, Clone)]
+struct SavedHistory {
+    state: AgentState,
+    messages: Vec<[i64; 2]>,
+    reasoning: Vec<[i64; 2]>,
+}
+
 #[derive(Debug, Default)]
 struct ThreadCache {
     loaded: bool,
@@ -163,6 +172,7 @@ struct ThreadCache {
     by_id: HashMap<String, i64>,
     reasoning: Vec<(String, i64)>,
     last: Option<LastCheckpoint>,
+    saved: Option<SavedHistory>,
 }
 
 struct Shared {
@@ -422,10 +432,15 @@ impl Store {
         value: &T,
         checkpoint: bool,
     ) -> Result<String, StoreError> {
-        let mut v = serde_json::to_value(value).map_err(|e| StoreError::Invalid(e.to_string()))?;
-        if !checkpoint || self.shared.redact_checkpoints {
-            self.redact(&mut v);
+        let invalid = |e: serde_json::Error| StoreError::Invalid(e.to_string());
+        let text = serde_json::to_string(value).map_err(invalid)?;
+        if (checkpoint && !self.shared.redact_checkpoints)
+            || !self.shared.redactor.may_redact(&text)
+        {
+            return Ok(text);
         }
+        let mut v: Value = serde_json::from_str(&text).map_err(invalid)?;
+        self.redact(&mut v);
         Ok(v.to_string())
     }
 
@@ -465,9 +480,24 @@ struct StateHeadRef<'a> {
     step: u64,
     metadata: &'a Map<String, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    plan: &'a Option<Vec<PlanStep>>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    subagent_traces: &'a [SubagentExecutionTrace],
+    plan: Option<&'a [PlanStep]>,
+    #[serde(skip_serializing_if = "Traces::is_empty")]
+    subagent_traces: Traces<'a>,
+}
+
+/// The sub-agent traces of a state, serialized as an array.
+struct Traces<'a>(&'a AgentState);
+
+impl Traces<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.subagent_traces().len() == 0
+    }
+}
+
+impl Serialize for Traces<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.subagent_traces())
+    }
 }
 
 /// What `state_blob` holds: the state without its history, the `seq` ranges of the history,
@@ -484,13 +514,19 @@ struct StateBlob<H> {
     sop_phase: Option<Value>,
 }
 
+/// Appends `seq` to a list of inclusive ranges, merging it into the last one when it follows.
+fn push_range(ranges: &mut Vec<[i64; 2]>, seq: i64) {
+    match ranges.last_mut() {
+        Some(r) if r[1] + 1 == seq => r[1] = seq,
+        _ => ranges.push([seq, seq]),
+    }
+}
+
+#[cfg(test)]
 fn ranges(seqs: &[i64]) -> Vec<[i64; 2]> {
     let mut out: Vec<[i64; 2]> = Vec::new();
     for &s in seqs {
-        match out.last_mut() {
-            Some(r) if r[1] + 1 == s => r[1] = s,
-            _ => out.push([s, s]),
-        }
+        push_range(&mut out, s);
     }
     out
 }
@@ -509,7 +545,7 @@ pub struct StoredCheckpoint {
 impl StoredCheckpoint {
     /// The runtime spec's context variables: the state's metadata.
     pub fn context_variables(&self) -> &Map<String, Value> {
-        &self.checkpoint.state.metadata
+        self.checkpoint.state.metadata()
     }
 }
 
@@ -603,6 +639,108 @@ impl Store {
         Ok(())
     }
 
+    /// Stages the inserts of the history items of `state` the thread does not hold yet and
+    /// returns the `seq` ranges of its messages and reasoning traces.
+    fn stage_history(
+        &self,
+        thread_id: &str,
+        state: &AgentState,
+        cache: &mut ThreadCache,
+        stmts: &mut Vec<Stmt>,
+    ) -> Result<(Vec<[i64; 2]>, Vec<[i64; 2]>), StoreError> {
+        Ok(match cache.saved.take() {
+            // The common case: the step appended to the saved history. O(new items).
+            Some(saved) if state.extends(&saved.state) => {
+                let mut messages = saved.messages;
+                for i in saved.state.message_count()..state.message_count() {
+                    if let Some(message) = state.message(i) {
+                        let seq = self.stage_message(thread_id, message, cache, stmts)?;
+                        push_range(&mut messages, seq);
+                    }
+                }
+                let mut reasoning = saved.reasoning;
+                let known = saved.state.reasoning().len();
+                for (i, text) in state.reasoning().enumerate().skip(known) {
+                    let seq = self.stage_reasoning(thread_id, i, text, cache, stmts);
+                    push_range(&mut reasoning, seq);
+                }
+                cache.reasoning.truncate(state.reasoning().len());
+                (messages, reasoning)
+            }
+            // A replaced history (context compression) or the first save in this process:
+            // every message is looked up by id.
+            _ => {
+                let mut messages = Vec::new();
+                for message in state.messages() {
+                    let seq = self.stage_message(thread_id, message, cache, stmts)?;
+                    push_range(&mut messages, seq);
+                }
+                let mut reasoning = Vec::new();
+                for (i, text) in state.reasoning().enumerate() {
+                    let seq = match cache.reasoning.get(i) {
+                        Some((known, seq)) if known == text => *seq,
+                        _ => self.stage_reasoning(thread_id, i, text, cache, stmts),
+                    };
+                    push_range(&mut reasoning, seq);
+                }
+                cache.reasoning.truncate(state.reasoning().len());
+                (messages, reasoning)
+            }
+        })
+    }
+
+    /// The `seq` of `message` in the thread's history, staging its insert when new.
+    fn stage_message(
+        &self,
+        thread_id: &str,
+        message: &Message,
+        cache: &mut ThreadCache,
+        stmts: &mut Vec<Stmt>,
+    ) -> Result<i64, StoreError> {
+        let id = message.id();
+        if let Some(&seq) = cache.by_id.get(id) {
+            return Ok(seq);
+        }
+        let seq = cache.next_seq;
+        stmts.push(stmt!(
+            "INSERT INTO checkpoint_messages (thread_id, seq, kind, item_key, body) VALUES ($1, $2, 'm', $3, $4)",
+            thread_id,
+            seq,
+            id,
+            self.redacted_string(message, true)?
+        ));
+        cache.next_seq += 1;
+        cache.by_id.insert(id.to_owned(), seq);
+        Ok(seq)
+    }
+
+    /// Stages the insert of reasoning trace `index` and returns its `seq`.
+    fn stage_reasoning(
+        &self,
+        thread_id: &str,
+        index: usize,
+        text: &str,
+        cache: &mut ThreadCache,
+        stmts: &mut Vec<Stmt>,
+    ) -> i64 {
+        let seq = cache.next_seq;
+        cache.next_seq += 1;
+        let mut body = Value::String(text.to_owned());
+        if self.shared.redact_checkpoints && self.shared.redactor.may_redact(text) {
+            self.redact(&mut body);
+        }
+        stmts.push(stmt!(
+            "INSERT INTO checkpoint_messages (thread_id, seq, kind, item_key, body) VALUES ($1, $2, 'r', $3, $4)",
+            thread_id,
+            seq,
+            index.to_string(),
+            body.as_str().unwrap_or_default()
+        ));
+        cache.reasoning.truncate(index);
+        cache.reasoning.push((text.to_owned(), seq));
+        seq
+    }
+
     /// Saves a step-end checkpoint of `thread_id` (what `CheckpointStore::save` does),
     /// writing only the history items the thread does not hold yet.
     ///
@@ -625,77 +763,39 @@ impl Store {
         let mut cache = cache.lock().await;
         self.ensure_cache(thread_id, &mut cache).await?;
         let mut stmts = Vec::new();
-        let mut new_items = 0u64;
         let state = &checkpoint.state;
-
-        let mut message_seqs = Vec::with_capacity(state.messages.len());
-        for message in &state.messages {
-            let id = message.id();
-            if let Some(&seq) = cache.by_id.get(id) {
-                message_seqs.push(seq);
-                continue;
+        let staged = self.stage_history(thread_id, state, &mut cache, &mut stmts);
+        let (message_ranges, reasoning_ranges) = match staged {
+            Ok(ranges) => ranges,
+            Err(error) => {
+                // The cache already counts rows that will not be written: rebuild it.
+                cache.loaded = false;
+                return Err(error);
             }
-            let seq = cache.next_seq;
-            cache.next_seq += 1;
-            stmts.push(stmt!(
-                "INSERT INTO checkpoint_messages (thread_id, seq, kind, item_key, body) VALUES ($1, $2, 'm', $3, $4)",
-                thread_id,
-                seq,
-                id,
-                self.redacted_string(message, true)?
-            ));
-            cache.by_id.insert(id.to_owned(), seq);
-            message_seqs.push(seq);
-            new_items += 1;
-        }
-        let mut reasoning_seqs = Vec::with_capacity(state.reasoning.len());
-        for (i, text) in state.reasoning.iter().enumerate() {
-            if let Some((known, seq)) = cache.reasoning.get(i)
-                && known == text
-            {
-                reasoning_seqs.push(*seq);
-                continue;
-            }
-            let seq = cache.next_seq;
-            cache.next_seq += 1;
-            let mut body = Value::String(text.clone());
-            if self.shared.redact_checkpoints {
-                self.redact(&mut body);
-            }
-            stmts.push(stmt!(
-                "INSERT INTO checkpoint_messages (thread_id, seq, kind, item_key, body) VALUES ($1, $2, 'r', $3, $4)",
-                thread_id,
-                seq,
-                i.to_string(),
-                body.as_str().unwrap_or_default()
-            ));
-            cache.reasoning.truncate(i);
-            cache.reasoning.push((text.clone(), seq));
-            reasoning_seqs.push(seq);
-            new_items += 1;
-        }
-        cache.reasoning.truncate(state.reasoning.len());
+        };
+        let new_items = stmts.len() as u64;
 
         let blob = StateBlob {
             format: 1,
             state: StateHeadRef {
-                version: &state.version,
-                id: &state.id,
-                step: state.step,
-                metadata: &state.metadata,
-                plan: &state.plan,
-                subagent_traces: &state.subagent_traces,
+                version: weft_agent::STATE_VERSION,
+                id: state.id(),
+                step: state.step(),
+                metadata: state.metadata(),
+                plan: state.plan(),
+                subagent_traces: Traces(state),
             },
-            messages: ranges(&message_seqs),
-            reasoning: ranges(&reasoning_seqs),
-            sop_phase: state.metadata.get("sopPhase").cloned(),
+            messages: message_ranges,
+            reasoning: reasoning_ranges,
+            sop_phase: state.metadata().get("sopPhase").cloned(),
         };
         let state_blob = self.redacted_string(&blob, true)?;
-        let min_seq = message_seqs
+        let min_seq = blob
+            .messages
             .iter()
-            .chain(reasoning_seqs.iter())
+            .chain(blob.reasoning.iter())
+            .map(|r| r[0])
             .min()
-            .copied()
             .unwrap_or(cache.next_seq);
         let (input, output) = checkpoint
             .usage
@@ -724,20 +824,25 @@ impl Store {
             usage,
             kind: "step",
             agent_id: &checkpoint.metadata.agent_id,
-            agent_step: state.step,
+            agent_step: state.step(),
             run_id: self.run_id.as_deref(),
-            message_count: state.messages.len() as u64,
+            message_count: state.message_count() as u64,
             min_seq,
         }));
         let stats = SaveStats {
             new_items,
             bytes: stmt_bytes(&stmts),
         };
+        cache.saved = Some(SavedHistory {
+            state: state.clone(),
+            messages: blob.messages,
+            reasoning: blob.reasoning,
+        });
         cache.last = Some(LastCheckpoint {
             state_blob,
             agent_id: checkpoint.metadata.agent_id.clone(),
-            agent_step: state.step,
-            message_count: state.messages.len() as u64,
+            agent_step: state.step(),
+            message_count: state.message_count() as u64,
             min_seq,
             usage,
         });
@@ -923,7 +1028,7 @@ impl Store {
                 step: summary.agent_step,
                 agent_id: summary.agent_id.clone(),
             },
-            state: AgentStateJson {
+            state: AgentState::from_json(AgentStateJson {
                 version: blob.state.version,
                 id: blob.state.id,
                 messages,
@@ -932,7 +1037,8 @@ impl Store {
                 reasoning,
                 plan: blob.state.plan,
                 subagent_traces: blob.state.subagent_traces,
-            },
+            })
+            .map_err(|e| corrupt("checkpoints", e))?,
             pending_tool_calls: pending,
             completed_tool_calls: completed,
             usage: Some(usage),

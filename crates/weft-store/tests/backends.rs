@@ -22,7 +22,7 @@ fn checkpoint_of(thread: &str, state: &AgentState, usage: u64) -> Checkpoint {
             step: state.step(),
             agent_id: "agent-1".into(),
         },
-        state: state.to_json(),
+        state: state.clone(),
         pending_tool_calls: vec![ToolCall::new("c9", "write", json!({"path": "a"}))],
         completed_tool_calls: vec![ToolExecution {
             tool_name: "read".into(),
@@ -79,7 +79,7 @@ async fn checkpoint_roundtrip(store: &Store) {
         Some((100, 50))
     );
     assert_eq!(loaded.metadata, cp.metadata);
-    assert_eq!(AgentState::from_json(loaded.state).unwrap(), state);
+    assert_eq!(loaded.state, state);
     let stored = store.latest_checkpoint(thread).await.unwrap().unwrap();
     assert_eq!(stored.sop_phase, Some(json!("implement")));
     assert_eq!(stored.context_variables().get("ticket"), Some(&json!(42)));
@@ -146,10 +146,7 @@ async fn checkpoints_store_history_once(store: &Store) {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(
-            AgentState::from_json(cp.checkpoint.state).unwrap(),
-            saved[i]
-        );
+        assert_eq!(cp.checkpoint.state, saved[i]);
     }
     // A replaced history (context compression) keeps working and keeps old rows intact.
     let compressed = state
@@ -160,15 +157,67 @@ async fn checkpoints_store_history_once(store: &Store) {
         .await
         .unwrap();
     let latest = store.latest_checkpoint(thread).await.unwrap().unwrap();
-    assert_eq!(
-        AgentState::from_json(latest.checkpoint.state).unwrap(),
-        compressed
-    );
+    assert_eq!(latest.checkpoint.state, compressed);
     let old = store.checkpoint_at(thread, 20).await.unwrap().unwrap();
-    assert_eq!(
-        AgentState::from_json(old.checkpoint.state).unwrap(),
-        saved[19]
-    );
+    assert_eq!(old.checkpoint.state, saved[19]);
+}
+
+/// Saves that branch from an older state, replace the history, or continue a state loaded
+/// from the database each write exactly the items the thread lacks, and load back exactly.
+async fn branches_and_replacements_load_exactly(store: &Store) {
+    let thread = "t-branches";
+    let save = |state: AgentState, step: u64| async move {
+        store
+            .save_checkpoint(thread, &checkpoint_of(thread, &state, step))
+            .await
+            .unwrap()
+            .new_items
+    };
+    let s0 = AgentState::initial()
+        .with_message(Message::user("start"))
+        .with_reasoning("plan it")
+        .with_step(1);
+    assert_eq!(save(s0.clone(), 1).await, 2);
+    let a = s0.with_message(Message::assistant("branch a")).with_step(2);
+    assert_eq!(save(a.clone(), 2).await, 1);
+    // A sibling branch of `a`: only its own message is new.
+    let b = s0.with_message(Message::assistant("branch b")).with_step(2);
+    assert_eq!(save(b.clone(), 3).await, 1);
+    let b2 = b
+        .with_reasoning("then this")
+        .with_message(Message::user("go on"))
+        .with_step(3);
+    assert_eq!(save(b2.clone(), 4).await, 2);
+    let replaced = b2
+        .with_context([Message::user("summary"), Message::user("go on")])
+        .with_step(4);
+    assert_eq!(save(replaced.clone(), 5).await, 2);
+    let after = replaced
+        .with_message(Message::assistant("done"))
+        .with_step(5);
+    assert_eq!(save(after.clone(), 6).await, 1);
+    for (step, expected) in [
+        (1, &s0),
+        (2, &a),
+        (3, &b),
+        (4, &b2),
+        (5, &replaced),
+        (6, &after),
+    ] {
+        let cp = store.checkpoint_at(thread, step).await.unwrap().unwrap();
+        assert_eq!(&cp.checkpoint.state, expected, "checkpoint {step}");
+    }
+    // A state read back from the database (its items are new allocations) continues: only
+    // what it added is written.
+    let loaded = store.latest_checkpoint(thread).await.unwrap().unwrap();
+    let next = loaded
+        .checkpoint
+        .state
+        .with_message(Message::user("next"))
+        .with_step(6);
+    assert_eq!(save(next.clone(), 7).await, 1);
+    let cp = store.latest_checkpoint(thread).await.unwrap().unwrap();
+    assert_eq!(cp.checkpoint.state, next);
 }
 
 async fn tool_checkpoints_and_retention(store: &Store) {
@@ -189,10 +238,7 @@ async fn tool_checkpoints_and_retention(store: &Store) {
     let latest = store.latest_checkpoint(thread).await.unwrap().unwrap();
     assert_eq!(latest.summary.kind, "tool");
     assert_eq!(latest.checkpoint.pending_tool_calls, pending);
-    assert_eq!(
-        AgentState::from_json(latest.checkpoint.state).unwrap(),
-        state
-    );
+    assert_eq!(latest.checkpoint.state, state);
     assert!(
         store
             .save_tool_checkpoint("no-such-thread", &pending, &[])
@@ -240,7 +286,7 @@ async fn tool_checkpoints_and_retention(store: &Store) {
         .unwrap();
     assert_eq!(dropped, 5);
     let latest = store.latest_checkpoint(thread).await.unwrap().unwrap();
-    assert_eq!(AgentState::from_json(latest.checkpoint.state).unwrap(), s);
+    assert_eq!(latest.checkpoint.state, s);
 }
 
 async fn async_durability_keeps_order(store: &Store) {
@@ -258,10 +304,7 @@ async fn async_durability_keeps_order(store: &Store) {
     fast.flush().await.unwrap();
     let latest = store.latest_checkpoint(thread).await.unwrap().unwrap();
     assert_eq!(latest.summary.step, 200);
-    assert_eq!(
-        AgentState::from_json(latest.checkpoint.state).unwrap(),
-        state
-    );
+    assert_eq!(latest.checkpoint.state, state);
 }
 
 async fn events_are_ordered_queryable_and_redacted(store: &Store) {
@@ -612,6 +655,7 @@ macro_rules! backend_suite {
             }
             case!(checkpoint_roundtrip);
             case!(checkpoints_store_history_once);
+            case!(branches_and_replacements_load_exactly);
             case!(tool_checkpoints_and_retention);
             case!(async_durability_keeps_order);
             case!(events_are_ordered_queryable_and_redacted);

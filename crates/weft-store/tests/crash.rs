@@ -103,9 +103,9 @@ async fn final_state(store: &Store, run: &str) -> (Value, u64) {
         .await
         .unwrap()
         .unwrap();
-    let mut messages = serde_json::to_value(&cp.checkpoint.state.messages).unwrap();
+    let mut messages = serde_json::to_value(&cp.checkpoint.state).unwrap()["messages"].take();
     normalize(&mut messages);
-    (messages, cp.checkpoint.state.step)
+    (messages, cp.checkpoint.state.step())
 }
 
 fn lines(path: &Path) -> Vec<String> {

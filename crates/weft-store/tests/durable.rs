@@ -59,7 +59,7 @@ async fn any_agent_checkpoints_into_the_store_and_restores() {
         .await
         .unwrap()
         .unwrap();
-    let restored = AgentState::from_json(saved.state).unwrap();
+    let restored = saved.state.clone();
     assert_eq!(restored, result.state);
     assert_eq!(restored.session_id(), Some("session-1"));
     assert_eq!(saved.completed_tool_calls.len(), 0); // the last step ran no tool

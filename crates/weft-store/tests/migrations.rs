@@ -31,7 +31,7 @@ fn sample_checkpoint() -> Checkpoint {
             step: 1,
             agent_id: "fixture-agent".into(),
         },
-        state: state.to_json(),
+        state: state.clone(),
         pending_tool_calls: Vec::new(),
         completed_tool_calls: Vec::new(),
         usage: None,
@@ -86,7 +86,7 @@ async fn the_v1_fixture_keeps_opening_and_is_upgraded() {
         .await
         .unwrap()
         .unwrap();
-    let state = AgentState::from_json(cp.checkpoint.state).unwrap();
+    let state = cp.checkpoint.state;
     assert_eq!(state.message_count(), 1);
     assert_eq!(
         state.messages().next().map(Message::text).as_deref(),

@@ -24,7 +24,7 @@ pub use codec::GzipCodec;
 pub use codec::{CheckpointCodec, IdentityCodec};
 pub use file::{FileCheckpointOptions, FileCheckpoints, file_checkpoints};
 
-use crate::state::AgentStateJson;
+use crate::state::AgentState;
 
 /// When a checkpoint save is durable relative to the step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -58,8 +58,10 @@ pub struct CheckpointMetadata {
 pub struct Checkpoint {
     /// Who, when, which step.
     pub metadata: CheckpointMetadata,
-    /// The state, as `AgentState::to_json` made it.
-    pub state: AgentStateJson,
+    /// The state. It serializes as UAP's `AgentStateJSON`; holding the state itself (not
+    /// its JSON form) keeps a save O(1) for the agent and lets a store find what the step
+    /// added with [`AgentState::extends`].
+    pub state: AgentState,
     /// Tool calls requested but not finished (empty at a UAP step end).
     #[serde(default)]
     pub pending_tool_calls: Vec<ToolCall>,

@@ -1,9 +1,9 @@
 //! The agent side of checkpointing: turns a step-end state into a [`Checkpoint`] and saves it
 //! without blocking the step.
 //!
-//! **Invariant:** in `Async` mode the step only spawns a task; serialization (`to_json`) and
-//! I/O happen on that task. Saves of one agent are ordered by a sequence number under one
-//! async lock: a save that lost the race to a newer one for the same session is skipped, so
+//! **Invariant:** in `Async` mode the step only spawns a task; serialization and I/O happen
+//! on that task (the checkpoint holds the state itself: a clone is O(1)). Saves of one
+//! agent are ordered by a sequence number under one async lock: a save that lost the race to a newer one for the same session is skipped, so
 //! the store always ends with the newest state. Failures are logged (`tracing::warn!`) and
 //! never reach the run (UAP-131, UAP-134, UAP-135).
 
@@ -76,7 +76,7 @@ impl Checkpointer {
                     step: state.step(),
                     agent_id,
                 },
-                state: state.to_json(),
+                state: state.clone(),
                 pending_tool_calls: Vec::new(),
                 completed_tool_calls: record.completed,
                 usage: record.usage,

@@ -94,6 +94,64 @@ fn check_version(version: &str) -> Result<(), StateError> {
     }
 }
 
+/// The JSON form of a state, borrowed from it: what [`AgentState`]'s `Serialize` writes
+/// (the same document as [`AgentStateJson`]).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AgentStateRef<'a> {
+    version: &'static str,
+    id: &'a str,
+    messages: Items<'a, Message>,
+    step: u64,
+    metadata: &'a Map<String, Value>,
+    reasoning: Items<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<&'a [PlanStep]>,
+    #[serde(skip_serializing_if = "Items::is_empty")]
+    subagent_traces: Items<'a, SubagentExecutionTrace>,
+}
+
+/// A persistent vector of shared items, serialized as a JSON array.
+struct Items<'a, T: ?Sized>(&'a imbl::Vector<Arc<T>>);
+
+impl<T: ?Sized> Items<'_, T> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<T: Serialize + ?Sized> Serialize for Items<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|item| &**item))
+    }
+}
+
+/// Writes the UAP `AgentStateJSON` document (as [`AgentState::to_json`] would, without
+/// copying the history).
+impl Serialize for AgentState {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        AgentStateRef {
+            version: STATE_VERSION,
+            id: &self.id,
+            messages: Items(&self.messages),
+            step: self.step,
+            metadata: &self.metadata,
+            reasoning: Items(&self.reasoning),
+            plan: self.plan.as_deref(),
+            subagent_traces: Items(&self.subagent_traces),
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Reads an `AgentStateJSON` document and validates it as [`AgentState::from_json`] does.
+impl<'de> Deserialize<'de> for AgentState {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let json = AgentStateJson::deserialize(deserializer)?;
+        AgentState::from_json(json).map_err(serde::de::Error::custom)
+    }
+}
+
 fn malformed(error: impl std::fmt::Display) -> StateError {
     StateError::Malformed(error.to_string())
 }
@@ -113,12 +171,13 @@ impl AgentState {
         }
     }
 
-    /// Serializes the whole state to a JSON string.
+    /// Serializes the whole state to a JSON string (straight from the shared history; no
+    /// copy of it is made).
     ///
     /// # Errors
     /// Only if a metadata value cannot be serialized (not possible for `serde_json::Value`).
     pub fn to_json_string(&self) -> Result<String, StateError> {
-        serde_json::to_string(&self.to_json()).map_err(malformed)
+        serde_json::to_string(self).map_err(malformed)
     }
 
     /// Restores a state exactly (same id, same content).

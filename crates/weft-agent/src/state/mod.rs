@@ -9,6 +9,12 @@
 //! 10,000-message history costs O(1)–O(log n) and allocates only the touched tree nodes;
 //! the messages themselves are never copied. Metadata and the plan sit behind `Arc`s and are
 //! copied only when changed (they are small).
+//!
+//! **Invariant (history lineage):** a message (or reasoning trace) gets its `Arc` when it is
+//! inserted, and no operation removes, reorders or re-inserts items of a vector: appends
+//! extend a shared vector, `with_context` builds a new one from new `Arc`s. So two states
+//! holding the same `Arc` at the same position share everything before it, which is what
+//! makes [`AgentState::extends`] O(log n).
 
 mod json;
 mod plan;
@@ -196,6 +202,43 @@ impl AgentState {
             && self.reasoning == other.reasoning
             && self.plan == other.plan
             && self.subagent_traces == other.subagent_traces
+    }
+
+    /// Whether this state's history (messages and reasoning traces) starts with all of
+    /// `earlier`'s: true when `self` was derived from `earlier` by appending, false after a
+    /// `with_context` replacement or for unrelated states. O(log n): it compares the shared
+    /// items at `earlier`'s last positions, never the whole history (see the lineage
+    /// invariant above). Stores use it to write only what a step added.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use weft_agent::AgentState;
+    /// use weft_provider::Message;
+    ///
+    /// let s1 = AgentState::initial().with_message(Message::user("Hello"));
+    /// let s2 = s1.with_message(Message::assistant("Hi")).with_step(1);
+    /// assert!(s2.extends(&s1));
+    /// assert!(!s1.extends(&s2));
+    /// assert!(!s2.with_context([Message::user("Hello")]).extends(&s1));
+    /// ```
+    pub fn extends(&self, earlier: &AgentState) -> bool {
+        fn prefix<T: ?Sized>(
+            longer: &imbl::Vector<Arc<T>>,
+            shorter: &imbl::Vector<Arc<T>>,
+        ) -> bool {
+            match shorter.len().checked_sub(1) {
+                None => true,
+                Some(last) => {
+                    longer.len() > last
+                        && longer
+                            .get(last)
+                            .zip(shorter.get(last))
+                            .is_some_and(|(a, b)| Arc::ptr_eq(a, b))
+                }
+            }
+        }
+        prefix(&self.messages, &earlier.messages) && prefix(&self.reasoning, &earlier.reasoning)
     }
 
     // ----- deriving -----
