@@ -357,3 +357,140 @@ fn sigint_during_a_side_effect_then_resume_names_the_call_and_finishes_when_appr
         text(&runs.stdout)
     );
 }
+
+/// A `dual_ai` project whose reviewer (side B) thinks for 3 s before its first answer.
+fn write_pair(dir: &Path) {
+    for sub in ["agents", "prompts", "tools"] {
+        std::fs::create_dir_all(dir.join(sub)).expect("mkdir");
+    }
+    let files = [
+        ("weft.toml", "model = \"scripted-turns:a.json\"\n"),
+        (
+            "agents/pair.toml",
+            "name = \"pair\"\ntype = \"dual_ai\"\nmaxSessionTurns = 6\n[sideA]\nprompt = \"pa\"\nlabel = \"Worker\"\n[sideB]\nprompt = \"pb\"\nlabel = \"Reviewer\"\nsessionStop = { name = \"done\", messageProperty = \"summary\" }\n",
+        ),
+        ("prompts/pa.toml", "name = \"pa\"\n"),
+        (
+            "prompts/pb.toml",
+            "name = \"pb\"\nmodel = \"scripted-turns:b.json\"\ntools = [\"done\"]\n",
+        ),
+        (
+            "tools/done.toml",
+            "name = \"done\"\nparameters = { type = \"object\", properties = { summary = { type = \"string\" } } }\n",
+        ),
+        (
+            "a.json",
+            r#"{"responses":[{"text":"draft 1"},{"text":"draft 2"}]}"#,
+        ),
+        (
+            "b.json",
+            r#"{"responses":[{"text":"fix the title","delayMs":3000},{"toolCalls":[{"id":"d1","name":"done","arguments":{"summary":"approved"}}]}]}"#,
+        ),
+    ];
+    for (path, body) in files {
+        std::fs::write(dir.join(path), body).expect("write");
+    }
+}
+
+fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect()
+}
+
+#[test]
+fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
+    use std::io::BufRead as _;
+
+    // The uninterrupted run, for reference.
+    let whole = tempfile::tempdir().expect("tempdir");
+    write_pair(&whole.path().join("pair"));
+    let out = weft(whole.path(), &["run", "pair", "--json", "task"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let reference = json_lines(&text(&out.stdout));
+    let end_of = |events: &[Value]| {
+        events
+            .iter()
+            .find(|e| e["type"] == "session_end")
+            .map(|e| {
+                (
+                    e["status"].clone(),
+                    e["reason"].clone(),
+                    e["message"].clone(),
+                )
+            })
+            .expect("session_end")
+    };
+    assert_eq!(
+        end_of(&reference),
+        (
+            Value::from("completed"),
+            Value::from("sessionStop"),
+            Value::from("approved")
+        )
+    );
+
+    // Ctrl-C while the reviewer thinks (turn 2, side B) ...
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_pair(&dir.path().join("pair"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["run", "pair", "--json", "task"])
+        .current_dir(dir.path())
+        .env_remove("WEFT_DATABASE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut first = Vec::new();
+    for line in lines.by_ref() {
+        let event: Value = serde_json::from_str(&line.expect("line")).expect("JSON line");
+        let reviewer_started = event["type"] == "turn_start" && event["side"] == "sideB";
+        first.push(event);
+        if reviewer_started {
+            break;
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    first.extend(lines.map(|l| serde_json::from_str(&l.expect("line")).expect("JSON line")));
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "{first:?}");
+    let run_id = first[0]["runId"].as_str().expect("run id").to_owned();
+
+    // ... and resume: the worker's finished turn is not taken again; the reviewer's is.
+    let out = weft(dir.path(), &["resume", &run_id, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let resumed = json_lines(&text(&out.stdout));
+    assert_eq!(resumed[0]["type"], "run_start");
+    assert_eq!(resumed[0]["resumed"], true);
+    let turns: Vec<(Value, Value)> = resumed
+        .iter()
+        .filter(|e| e["type"] == "turn_start")
+        .map(|e| (e["side"].clone(), e["turn"].clone()))
+        .collect();
+    assert_eq!(
+        turns,
+        vec![
+            (Value::from("sideB"), Value::from(2)),
+            (Value::from("sideA"), Value::from(3)),
+            (Value::from("sideB"), Value::from(4)),
+        ]
+    );
+    assert_eq!(end_of(&resumed), end_of(&reference));
+    let show = weft(dir.path(), &["runs", "show", &run_id, "--json"]);
+    let show: Value = serde_json::from_str(&text(&show.stdout)).expect("runs show JSON");
+    assert_eq!(show["status"], "completed", "{show}");
+    assert_eq!(show["steps"], 4, "{show}");
+}

@@ -59,7 +59,7 @@ pub fn redact(text: &str, known: Option<&str>) -> String {
 /// ```
 /// use weft_provider::redact::may_contain_secret;
 ///
-/// assert!(!may_contain_secret(r#"{"text":"task-force"}"#, None));
+/// assert!(!may_contain_secret(r#"{"text":"hello"}"#, None));
 /// assert!(may_contain_secret(r#"{"key":"sk-proj-abc123"}"#, None));
 /// ```
 pub fn may_contain_secret(text: &str, known: Option<&str>) -> bool {

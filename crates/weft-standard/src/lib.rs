@@ -47,7 +47,7 @@ pub use definition::{
 pub use error::{Problem, ProjectError, SessionError};
 pub use project::{BUILTIN_TOOLS, Project};
 pub use session::{
-    Durable, MAX_HANDOFFS, SessionEvent, SessionOptions, SessionOutcome, SessionStatus, StopReason,
-    run_session,
+    Durable, MAX_HANDOFFS, SESSION_MARK_KEY, SessionEvent, SessionOptions, SessionOutcome,
+    SessionStatus, StopReason, run_session,
 };
 pub use side::DEFAULT_MAX_STEPS;

@@ -249,9 +249,12 @@ pub struct SessionOptions {
     pub events: Option<mpsc::UnboundedSender<SessionEvent>>,
     /// Durable execution; `None` runs in memory.
     pub durable: Option<Durable>,
-    /// Side A's starting state. When it already ends with a user message and the input is
-    /// empty, the session starts from it as is (a durable run's initial checkpoint).
+    /// Side A's starting state. With an empty input the session goes on from it (see
+    /// [`run_session`]).
     pub initial_state: AgentState,
+    /// Side B's starting state (`dual_ai`; `None`: empty). A resumed session passes side
+    /// B's latest checkpoint here.
+    pub initial_state_b: Option<AgentState>,
     /// The thread id checkpoints are saved under (side B uses `THREAD.sideB`).
     pub thread_id: Option<String>,
 }
@@ -267,6 +270,7 @@ impl SessionOptions {
             events: None,
             durable: None,
             initial_state: AgentState::initial(),
+            initial_state_b: None,
             thread_id: None,
         }
     }
@@ -337,7 +341,8 @@ impl Driver<'_> {
         }
     }
 
-    /// Runs one side turn of `agent`. Returns the end, the new state.
+    /// Runs side turn number `turn_no` of `agent` (or goes on with it, when `mark` says it
+    /// had begun before a resume). Returns the end, the new state.
     async fn side_turn(
         &mut self,
         agent_def: &AgentDefinition,
@@ -346,6 +351,20 @@ impl Driver<'_> {
         state: &AgentState,
         turn_no: u64,
     ) -> Result<(TurnEnd, AgentState), (AgentError, AgentState)> {
+        // Every checkpoint of the turn says where the session was (see `SessionMark`).
+        let prior_steps = match SessionMark::of(state) {
+            Some(mark) if mark.turn == turn_no && mark.side == side => {
+                state.step().saturating_sub(mark.turn_start_step)
+            }
+            _ => 0,
+        };
+        let mark = SessionMark {
+            agent: agent_def.name.clone(),
+            side,
+            turn: turn_no,
+            turn_start_step: state.step() - prior_steps,
+        };
+        let state = &mark.stamp(state);
         let fail = |m: String| (AgentError::Config(m), state.clone());
         let config = side_config(agent_def, side)
             .ok_or_else(|| fail(format!("{} has no {}", agent_def.name, side.key())))?;
@@ -366,12 +385,6 @@ impl Driver<'_> {
         let durable_run = self.options.durable.as_ref().map(|d| d.run.clone());
         let tools = prompt_tools(self.project, prompt, &self.workspace, durable_run.as_ref())
             .map_err(|e| fail(e.to_string()))?;
-        let handoffs = prompt
-            .tools
-            .iter()
-            .filter(|t| matches!(self.project.tool_kind(t), Some(ToolKind::Agent(_))))
-            .cloned()
-            .collect();
         let end = Arc::new(Mutex::new(None));
         let status: StatusSink = {
             let tx = self.options.events.clone();
@@ -392,14 +405,14 @@ impl Driver<'_> {
                 }
             })
         };
+        let plan = stop_plan(self.project, agent_def, side)
+            .ok_or_else(|| fail(format!("{} has no {}", agent_def.name, side.key())))?;
         let strategy = SideTurn {
-            plan: StopPlan {
-                side: config.clone(),
-                handoffs,
-            },
+            plan,
             input,
             status,
             end: end.clone(),
+            prior_steps,
         };
         let mut agent_options = AgentOptions::new(model)
             .system(self.project.system_text(agent_def, prompt))
@@ -552,12 +565,150 @@ impl Driver<'_> {
     }
 }
 
+/// The stop rules of `side` of `agent`: its config and the handoff tools of its prompt.
+fn stop_plan(project: &Project, agent: &AgentDefinition, side: Side) -> Option<StopPlan> {
+    let config = side_config(agent, side)?;
+    let handoffs = project
+        .prompt(&config.prompt)
+        .map(|prompt| {
+            prompt
+                .tools
+                .iter()
+                .filter(|t| matches!(project.tool_kind(t), Some(ToolKind::Agent(_))))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(StopPlan {
+        side: config.clone(),
+        handoffs,
+    })
+}
+
+/// The state metadata key under which every side turn records where its session is
+/// ([`SessionMark`]): checkpoints carry it, so a session resumes from them exactly.
+pub const SESSION_MARK_KEY: &str = "weftSession";
+
+/// Where a session was when a state was saved: the active agent (after handoffs), the side,
+/// the session turn number, and the state's step when that turn began.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SessionMark {
+    agent: String,
+    side: Side,
+    turn: u64,
+    turn_start_step: u64,
+}
+
+impl SessionMark {
+    fn of(state: &AgentState) -> Option<SessionMark> {
+        serde_json::from_value(state.metadata().get(SESSION_MARK_KEY)?.clone()).ok()
+    }
+
+    fn stamp(&self, state: &AgentState) -> AgentState {
+        if SessionMark::of(state).as_ref() == Some(self) {
+            return state.clone();
+        }
+        state.with_metadata(
+            SESSION_MARK_KEY,
+            serde_json::to_value(self).unwrap_or(Value::Null),
+        )
+    }
+}
+
+/// Where a session goes on from: the agent, the side whose turn comes, the turns begun so
+/// far, the input of that turn, and (when the turn numbered `turns` already ended before a
+/// resume) its end, to be handled before any model call.
+struct Position<'p> {
+    agent: &'p AgentDefinition,
+    side: Side,
+    turns: u64,
+    input: Option<Message>,
+    state_a: AgentState,
+    state_b: AgentState,
+    ended: Option<TurnEnd>,
+}
+
+impl<'p> Position<'p> {
+    /// The position of a session whose states are `state_a` / `state_b`: a fresh start
+    /// (no marks), or where the marks of the latest checkpoints say it stopped.
+    fn of(
+        project: &'p Project,
+        start: &'p AgentDefinition,
+        input: Option<Message>,
+        state_a: AgentState,
+        state_b: AgentState,
+    ) -> Result<Self, SessionError> {
+        let fresh = Position {
+            agent: start,
+            side: Side::A,
+            turns: 0,
+            input,
+            state_a,
+            state_b,
+            ended: None,
+        };
+        if fresh.input.is_some() {
+            return Ok(fresh);
+        }
+        let marks = [
+            SessionMark::of(&fresh.state_a),
+            SessionMark::of(&fresh.state_b),
+        ];
+        let Some(mark) = marks.into_iter().flatten().max_by_key(|m| m.turn) else {
+            // A durable run's initial checkpoint: the input is the state's last message.
+            return match fresh.state_a.last_message() {
+                Some(Message::User(_)) => Ok(fresh),
+                _ => Err(SessionError::NoInput),
+            };
+        };
+        let agent = project
+            .agent(&mark.agent)
+            .ok_or_else(|| SessionError::UnknownAgent(mark.agent.clone()))?;
+        let state = match mark.side {
+            Side::A => &fresh.state_a,
+            Side::B => &fresh.state_b,
+        };
+        let steps = state.step().saturating_sub(mark.turn_start_step);
+        let ended =
+            stop_plan(project, agent, mark.side).and_then(|plan| plan.ended_in(state, steps));
+        Ok(Position {
+            agent,
+            side: mark.side,
+            // A turn that had not ended is taken again under its own number.
+            turns: if ended.is_some() {
+                mark.turn
+            } else {
+                mark.turn - 1
+            },
+            ended,
+            ..fresh
+        })
+    }
+
+    fn state(&self, side: Side) -> &AgentState {
+        match side {
+            Side::A => &self.state_a,
+            Side::B => &self.state_b,
+        }
+    }
+
+    fn set_state(&mut self, side: Side, state: AgentState) {
+        match side {
+            Side::A => self.state_a = state,
+            Side::B => self.state_b = state,
+        }
+    }
+}
+
 /// Runs `agent_name` of `project` on `input` to a stop.
 ///
-/// An empty `input` with an `initial_state` that ends with a user message starts from that
-/// state (a durable run created by weft-store). Errors of the model or the tools end the
-/// session as [`SessionStatus::Failed`] with [`StopReason::Error`]; the signal ends it as
-/// [`SessionStatus::Interrupted`].
+/// With an empty `input`, the session goes on from `options.initial_state` (and
+/// `options.initial_state_b`): a durable run's initial checkpoint, or the latest checkpoints
+/// of a stopped session, whose [`SESSION_MARK_KEY`] marks say which agent, side and turn
+/// come next; a turn that had ended is handled (stop, handoff, next side) before any model
+/// call. Errors of the model or the tools end the session as [`SessionStatus::Failed`]
+/// with [`StopReason::Error`]; the signal ends it as [`SessionStatus::Interrupted`].
 ///
 /// # Errors
 /// [`SessionError::UnknownAgent`], [`SessionError::Workspace`], [`SessionError::NoInput`].
@@ -576,11 +727,16 @@ pub async fn run_session(
         .ok_or_else(|| SessionError::UnknownAgent(agent_name.to_owned()))?;
     let workspace =
         Workspace::new(&options.workspace).map_err(|e| SessionError::Workspace(e.to_string()))?;
-    let resume_from_state =
-        input.is_empty() && matches!(options.initial_state.last_message(), Some(Message::User(_)));
-    if input.is_empty() && !resume_from_state {
-        return Err(SessionError::NoInput);
-    }
+    let position = Position::of(
+        project,
+        start,
+        (!input.is_empty()).then(|| Message::user(input)),
+        options.initial_state.clone(),
+        options
+            .initial_state_b
+            .clone()
+            .unwrap_or_else(AgentState::initial),
+    )?;
     let mut driver = Driver {
         project,
         options,
@@ -590,13 +746,12 @@ pub async fn run_session(
         models: HashMap::new(),
     };
     driver.emit(SessionEvent::SessionStart {
-        agent: start.name.clone(),
-        agent_type: start.agent_type,
+        agent: position.agent.name.clone(),
+        agent_type: position.agent.agent_type,
     });
-    let first_input = (!resume_from_state).then(|| Message::user(input));
-    let mut outcome = match start.agent_type {
-        AgentType::AiHuman => ai_human(&mut driver, start, first_input).await,
-        AgentType::DualAi => dual_ai(&mut driver, start, first_input).await,
+    let mut outcome = match position.agent.agent_type {
+        AgentType::AiHuman => ai_human(&mut driver, position).await,
+        AgentType::DualAi => dual_ai(&mut driver, position).await,
     };
     outcome.steps = driver.steps;
     outcome.usage = driver.usage.clone();
@@ -677,36 +832,50 @@ fn turn_reason(end: &TurnEnd) -> (StopReason, String) {
     }
 }
 
-async fn ai_human(
+/// Takes the side turn the position says comes next, or hands back the end of the turn that
+/// had ended before a resume. Returns the turn's end, or the outcome of its error.
+async fn next_turn(
     driver: &mut Driver<'_>,
-    start: &AgentDefinition,
-    input: Option<Message>,
-) -> SessionOutcome {
-    let mut current = start;
-    let mut state = driver.options.initial_state.clone();
-    let mut input = input;
+    pos: &mut Position<'_>,
+) -> Result<TurnEnd, SessionOutcome> {
+    if let Some(end) = pos.ended.take() {
+        return Ok(end);
+    }
+    pos.turns += 1;
+    let side = pos.side;
+    let state = pos.state(side).clone();
+    match driver
+        .side_turn(pos.agent, side, pos.input.take(), &state, pos.turns)
+        .await
+    {
+        Ok((end, next)) => {
+            pos.set_state(side, next);
+            Ok(end)
+        }
+        Err((error, state)) => {
+            pos.set_state(side, state);
+            let mut o = error_outcome(error, &pos.agent.name, pos.state_a.clone());
+            o.turns = pos.turns;
+            Err(o)
+        }
+    }
+}
+
+async fn ai_human(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutcome {
     let mut thread_events = Vec::new();
-    let mut turns = 0u64;
     loop {
-        turns += 1;
-        let (end, next) = match driver
-            .side_turn(current, Side::A, input.take(), &state, turns)
-            .await
-        {
-            Ok(pair) => pair,
-            Err((error, s)) => {
-                let mut o = error_outcome(error, &current.name, s);
+        let end = match next_turn(driver, &mut pos).await {
+            Ok(end) => end,
+            Err(mut o) => {
                 o.thread_events = thread_events;
-                o.turns = turns;
                 return o;
             }
         };
-        state = next;
         let (reason, output) = turn_reason(&end);
         driver.emit(SessionEvent::TurnEnd {
-            agent: current.name.clone(),
+            agent: pos.agent.name.clone(),
             side: Side::A,
-            turn: turns,
+            turn: pos.turns,
             reason,
             output: output.clone(),
         });
@@ -714,12 +883,13 @@ async fn ai_human(
             && let Some(target) = driver.project.agent(to)
             && u32::try_from(thread_events.len()).unwrap_or(u32::MAX) < MAX_HANDOFFS
         {
+            let current = &pos.agent.name;
             driver.emit(SessionEvent::Handoff {
-                from: current.name.clone(),
+                from: current.clone(),
                 to: to.clone(),
                 message: message.clone(),
             });
-            let event_data = json!({"from": current.name, "to": to, "message": message});
+            let event_data = json!({"from": current, "to": to, "message": message});
             if let Some(durable) = &driver.options.durable {
                 durable
                     .run
@@ -730,16 +900,22 @@ async fn ai_human(
                 timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                 event_type: "agent.handoff".into(),
                 event_data,
-                source_agent: Some(current.name.clone()),
+                source_agent: Some(current.clone()),
                 target_agents: Some(vec![to.clone()]),
                 extra: Default::default(),
             });
-            current = target;
+            pos.agent = target;
             continue;
         }
         let mut o = match terminal(&end) {
             Some((status, reason, payload)) => {
-                let mut o = outcome(status, reason, payload.message, &current.name, state);
+                let mut o = outcome(
+                    status,
+                    reason,
+                    payload.message,
+                    &pos.agent.name,
+                    pos.state_a,
+                );
                 o.attachments = payload.attachments;
                 o
             }
@@ -747,79 +923,66 @@ async fn ai_human(
                 SessionStatus::Completed,
                 reason,
                 output,
-                &current.name,
-                state,
+                &pos.agent.name,
+                pos.state_a,
             ),
         };
         o.thread_events = thread_events;
-        o.turns = turns;
+        o.turns = pos.turns;
         return o;
     }
 }
 
-async fn dual_ai(
-    driver: &mut Driver<'_>,
-    agent_def: &AgentDefinition,
-    input: Option<Message>,
-) -> SessionOutcome {
-    let mut state_a = driver.options.initial_state.clone();
-    let mut state_b = AgentState::initial();
-    let mut side = Side::A;
-    let mut input = input;
-    let mut turns = 0u64;
+async fn dual_ai(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutcome {
     let finish = |mut o: SessionOutcome, b: AgentState, turns: u64| {
         o.state_b = Some(b);
         o.turns = turns;
         o
     };
     loop {
-        if agent_def.max_session_turns.is_some_and(|max| turns >= max) {
+        if pos.ended.is_none()
+            && pos
+                .agent
+                .max_session_turns
+                .is_some_and(|max| pos.turns >= max)
+        {
             let o = outcome(
                 SessionStatus::Failed,
                 StopReason::MaxSessionTurns,
-                format!("the session reached maxSessionTurns ({turns}) without sessionStop"),
-                &agent_def.name,
-                state_a,
+                format!(
+                    "the session reached maxSessionTurns ({}) without sessionStop",
+                    pos.turns
+                ),
+                &pos.agent.name,
+                pos.state_a,
             );
-            return finish(o, state_b, turns);
+            return finish(o, pos.state_b, pos.turns);
         }
-        turns += 1;
-        let state = if side == Side::A { &state_a } else { &state_b };
-        let result = driver
-            .side_turn(agent_def, side, input.take(), state, turns)
-            .await;
-        let (end, next) = match result {
-            Ok(pair) => pair,
-            Err((error, s)) => {
-                if side == Side::A {
-                    state_a = s
-                } else {
-                    state_b = s
-                }
-                let o = error_outcome(error, &agent_def.name, state_a);
-                return finish(o, state_b, turns);
-            }
+        let end = match next_turn(driver, &mut pos).await {
+            Ok(end) => end,
+            Err(o) => return finish(o, pos.state_b, pos.turns),
         };
-        if side == Side::A {
-            state_a = next
-        } else {
-            state_b = next
-        }
         let (reason, output) = turn_reason(&end);
         driver.emit(SessionEvent::TurnEnd {
-            agent: agent_def.name.clone(),
-            side,
-            turn: turns,
+            agent: pos.agent.name.clone(),
+            side: pos.side,
+            turn: pos.turns,
             reason,
             output: output.clone(),
         });
         if let Some((status, reason, payload)) = terminal(&end) {
-            let mut o = outcome(status, reason, payload.message, &agent_def.name, state_a);
+            let mut o = outcome(
+                status,
+                reason,
+                payload.message,
+                &pos.agent.name,
+                pos.state_a,
+            );
             o.attachments = payload.attachments;
-            return finish(o, state_b, turns);
+            return finish(o, pos.state_b, pos.turns);
         }
         // The other side receives this side's output as a user message.
-        input = Some(Message::user(output));
-        side = side.other();
+        pos.input = Some(Message::user(output));
+        pos.side = pos.side.other();
     }
 }

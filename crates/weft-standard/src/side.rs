@@ -130,6 +130,38 @@ impl StopPlan {
     }
 }
 
+impl StopPlan {
+    /// How the side turn that produced `state` ended, judged from its last step alone (a
+    /// resumed session asks this of its latest checkpoint): `None` when the turn still has
+    /// to go on (the state ends with an input, or the last step does not stop it). `steps`
+    /// is the number of steps the turn had taken. `sessionStatus` calls are not re-published.
+    pub(crate) fn ended_in(&self, state: &AgentState, steps: u64) -> Option<TurnEnd> {
+        let count = state.message_count();
+        let last = state.message(count.checked_sub(1)?)?;
+        let messages: Vec<Message> = match last {
+            Message::Assistant(_) => vec![last.clone()],
+            Message::ToolResult(_) => match state.message(count.checked_sub(2)?)? {
+                call @ Message::Assistant(_) => vec![call.clone(), last.clone()],
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let Some(Message::Assistant(response)) = messages.first().cloned() else {
+            return None;
+        };
+        let turn = Turn {
+            messages,
+            response,
+            tool_executions: Vec::new(),
+            usage: weft_provider::TokenUsage::default(),
+            cycles: 0,
+            data: None,
+        };
+        let quiet: StatusSink = Arc::new(|_| {});
+        self.evaluate(&turn, steps, &quiet)
+    }
+}
+
 fn text_of(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
@@ -153,6 +185,9 @@ pub(crate) struct SideTurn {
     pub(crate) input: Option<Message>,
     pub(crate) status: StatusSink,
     pub(crate) end: Arc<Mutex<Option<TurnEnd>>>,
+    /// Steps this turn took before (a turn resumed from a checkpoint), counted against
+    /// `maxSteps`.
+    pub(crate) prior_steps: u64,
 }
 
 impl std::fmt::Debug for SideTurn {
@@ -173,7 +208,7 @@ impl ExecutionStrategy for SideTurn {
         let mut state = ctx.state.clone();
         let mut pending = self.input.clone();
         let mut total: Option<Turn> = None;
-        let mut steps = 0u64;
+        let mut steps = self.prior_steps;
         let mut rounds = 0u32;
         loop {
             let committed = state.clone();

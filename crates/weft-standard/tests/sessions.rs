@@ -354,3 +354,190 @@ async fn tool_calls_run_sequentially_in_model_order() {
         ["start1", "end1", "start2", "end2", "start3", "end3"]
     );
 }
+
+/// What a session's end looks like, for comparing an uninterrupted run with resumed ones.
+fn ending(
+    o: &weft_standard::SessionOutcome,
+) -> (
+    SessionStatus,
+    StopReason,
+    String,
+    String,
+    Vec<String>,
+    Vec<String>,
+) {
+    (
+        o.status,
+        o.reason,
+        o.message.clone(),
+        o.agent.clone(),
+        roles(&o.state_a.messages_vec()),
+        o.state_b
+            .as_ref()
+            .map(|b| roles(&b.messages_vec()))
+            .unwrap_or_default(),
+    )
+}
+
+/// Runs `agent` durably into a fresh SQLite store, then resumes it from every crash point
+/// (each prefix of the checkpoints, in the order they were written: the latest side A and
+/// side B states of the prefix) in a new session, and checks that every resume ends exactly
+/// as the uninterrupted run did. The models answer from the conversation (`capture`), as a
+/// recorded model would.
+async fn resumes_from_every_checkpoint(p: &Project, agent: &str, providers: ProviderRegistry) {
+    use weft_agent::checkpoint::CheckpointMode;
+    use weft_agent::{AgentState, SESSION_ID_KEY};
+    use weft_store::Store;
+    use weft_store::durable::RunContext;
+
+    let db = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&format!("sqlite:{}", db.path().join("weft.db").display()))
+        .await
+        .expect("store");
+    let providers = Arc::new(providers);
+    let thread = "thread-1";
+    let mut options = SessionOptions::new(p.dir());
+    options.providers = providers.clone();
+    options.thread_id = Some(thread.into());
+    options.initial_state = AgentState::initial()
+        .with_message(Message::user("task"))
+        .with_metadata(SESSION_ID_KEY, json!(thread));
+    options.durable = Some(weft_standard::Durable {
+        run: Arc::new(RunContext::new(
+            store.clone(),
+            "run-1",
+            thread,
+            "agent-1",
+            [],
+            Default::default(),
+        )),
+        store: store.clone(),
+        mode: CheckpointMode::Sync,
+    });
+    let whole = run_session(p, agent, "", &options).await.expect("session");
+    let expected = ending(&whole);
+
+    // Every checkpoint of both sides, in the order they were written.
+    let side_b = format!("{thread}.sideB");
+    let mut written = Vec::new();
+    for (side, id) in [(0, thread), (1, side_b.as_str())] {
+        for summary in store.list_checkpoints(id).await.expect("list") {
+            let cp = store
+                .checkpoint_at(id, summary.step)
+                .await
+                .expect("load")
+                .expect("exists");
+            written.push((summary.timestamp.clone(), side, cp.checkpoint.state));
+        }
+    }
+    written.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(written.len() >= 4, "{} checkpoints", written.len());
+    for crash in 0..=written.len() {
+        let mut resumed = SessionOptions::new(p.dir());
+        resumed.providers = providers.clone();
+        resumed.initial_state = options.initial_state.clone();
+        for (_, side, state) in &written[..crash] {
+            if *side == 0 {
+                resumed.initial_state = state.clone();
+            } else {
+                resumed.initial_state_b = Some(state.clone());
+            }
+        }
+        let o = run_session(p, agent, "", &resumed)
+            .await
+            .expect("resumed session");
+        assert_eq!(ending(&o), expected, "resumed after checkpoint {crash}");
+    }
+}
+
+#[tokio::test]
+async fn dual_ai_resumes_from_every_checkpoint_to_the_same_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = dir.path().join("a.json");
+    let b = dir.path().join("b.json");
+    let agent = "name = \"pair\"\ntype = \"dual_ai\"\nmaxSessionTurns = 8\n[sideA]\nprompt = \"pa\"\n[sideB]\nprompt = \"pb\"\nsessionStop = { name = \"done\", messageProperty = \"summary\" }\n";
+    let pa = format!(
+        "name = \"pa\"\nmodel = \"capture:{}\"\ntools = [\"note\"]\n",
+        a.display()
+    );
+    let pb = format!(
+        "name = \"pb\"\nmodel = \"capture:{}\"\ntools = [\"note\", \"done\"]\n",
+        b.display()
+    );
+    let p = project(
+        dir.path(),
+        &[
+            ("agents/pair.toml", agent),
+            ("prompts/pa.toml", pa.as_str()),
+            ("prompts/pb.toml", pb.as_str()),
+        ],
+        &[
+            (
+                "a.json",
+                json!({"responses": [
+                    {"toolCalls": [call("a1", "note", json!({}))]}, {"text": "draft 1"},
+                    {"toolCalls": [call("a2", "note", json!({}))]}, {"text": "draft 2"}]}),
+            ),
+            (
+                "b.json",
+                json!({"responses": [
+                    {"toolCalls": [call("b1", "note", json!({}))]}, {"text": "fix the title"},
+                    {"toolCalls": [call("b2", "done", json!({"summary": "approved"}))]}]}),
+            ),
+        ],
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    resumes_from_every_checkpoint(&p, "pair", capture_registry(seen)).await;
+}
+
+#[tokio::test]
+async fn handoff_session_resumes_from_every_checkpoint_to_the_same_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = dir.path().join("a.json");
+    let b = dir.path().join("b.json");
+    let p = project(
+        dir.path(),
+        &[
+            (
+                "agents/triage.toml",
+                "name = \"triage\"\n[sideA]\nprompt = \"triage\"\nstopTool = \"finish\"\n",
+            ),
+            (
+                "agents/billing.toml",
+                "name = \"billing\"\nexposeAsTool = true\ntoolDescription = \"Billing.\"\n[sideA]\nprompt = \"billing\"\nstopTool = \"finish\"\nstopToolResponseProperty = \"answer\"\n",
+            ),
+            (
+                "prompts/triage.toml",
+                format!(
+                    "name = \"triage\"\nmodel = \"capture:{}\"\ntools = [\"note\", \"billing\", \"finish\"]\n",
+                    a.display()
+                )
+                .as_str(),
+            ),
+            (
+                "prompts/billing.toml",
+                format!(
+                    "name = \"billing\"\nmodel = \"capture:{}\"\ntools = [\"note\", \"finish\"]\n",
+                    b.display()
+                )
+                .as_str(),
+            ),
+        ],
+        &[
+            (
+                "a.json",
+                json!({"responses": [
+                    {"toolCalls": [call("t1", "note", json!({}))]},
+                    {"toolCalls": [call("t2", "billing", json!({"message": "refund"}))]}]}),
+            ),
+            (
+                // Billing sees triage's two assistant messages too (the history is shared).
+                "b.json",
+                json!({"responses": [{}, {}, {"toolCalls": [call("b1", "note", json!({}))]},
+                    {"text": "checking", "toolCalls": [call("b2", "finish", json!({"answer": "refund issued"}))]}]}),
+            ),
+        ],
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    resumes_from_every_checkpoint(&p, "triage", capture_registry(seen)).await;
+}

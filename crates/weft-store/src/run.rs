@@ -242,6 +242,30 @@ pub struct ResumeOptions {
     pub force: bool,
 }
 
+/// What [`Runner::prepare`] found.
+#[derive(Debug)]
+pub enum Preparation {
+    /// The run can go on.
+    Ready(Box<Prepared>),
+    /// Nothing to run: it had completed, or it stopped on uncertain calls.
+    Finished(RunOutcome),
+}
+
+/// A run ready to go on in this process.
+#[derive(Debug)]
+pub struct Prepared {
+    /// Its record, now `running` and owned by this process.
+    pub record: RunRecord,
+    /// Its spec.
+    pub spec: RunSpec,
+    /// The store with the run's durability, scoped to the run.
+    pub store: Store,
+    /// Its ledger context (recorded results, approved re-runs).
+    pub context: Arc<RunContext>,
+    /// The latest checkpoint of its thread.
+    pub checkpoint: crate::store::StoredCheckpoint,
+}
+
 /// Starts and resumes durable runs.
 #[derive(Debug, Clone)]
 pub struct Runner {
@@ -406,22 +430,31 @@ impl Runner {
         self.drive(run_id, options, true).await
     }
 
-    async fn drive(
+    /// Makes run `run_id` ready to go on in this process: the uncertain-call rule over its
+    /// tool ledger (the flags of `tools`, else those the ledger recorded), a `recovery`
+    /// event when `resuming`, its ledger context (recorded results are re-used), its latest
+    /// checkpoint, and the record marked `running` and owned by this process. Programs that
+    /// drive a run their own way (`weft run` projects) resume through this too.
+    ///
+    /// # Errors
+    /// Unknown run, unreadable spec, no checkpoint, storage failures, a live owner.
+    pub async fn prepare(
         &self,
         run_id: &str,
         options: ResumeOptions,
         resuming: bool,
-    ) -> Result<RunOutcome, RunError> {
+        tools: &[Tool],
+    ) -> Result<Preparation, RunError> {
         let mut record = self
             .store
             .run(run_id)
             .await?
             .ok_or_else(|| RunError::UnknownRun(run_id.to_owned()))?;
         if record.status == RunStatus::Completed {
-            return Ok(RunOutcome::Completed {
+            return Ok(Preparation::Finished(RunOutcome::Completed {
                 run_id: run_id.to_owned(),
                 output: record.output.unwrap_or_default(),
-            });
+            }));
         }
         if resuming
             && !options.force
@@ -441,11 +474,6 @@ impl Runner {
                 message: e.to_string(),
             })?;
         let store = self.store.with_durability(spec.durability).for_run(run_id);
-        let tools: Vec<Tool> = spec
-            .tools
-            .iter()
-            .map(|t| self.tools.build(t))
-            .collect::<Result<_, _>>()?;
         let by_name: HashMap<&str, &Tool> = tools.iter().map(|t| (t.name.as_str(), t)).collect();
 
         // The uncertain-call rule.
@@ -480,30 +508,29 @@ impl Runner {
             record.status = RunStatus::Interrupted;
             record.updated_at = now_string();
             self.store.put_run(&record).await?;
-            return Ok(RunOutcome::NeedsApproval {
+            return Ok(Preparation::Finished(RunOutcome::NeedsApproval {
                 run_id: run_id.to_owned(),
                 calls: blocked,
-            });
+            }));
         }
 
         let latest = store
             .latest_checkpoint(&record.thread_id)
             .await?
             .ok_or_else(|| RunError::NoCheckpoint(run_id.to_owned()))?;
-        let state = latest.checkpoint.state.clone();
         if resuming {
             let reused = calls
                 .iter()
                 .filter(|c| c.status == ToolCallStatus::Completed)
                 .count();
-            ctx.begin_turn(state.step());
+            ctx.begin_turn(latest.checkpoint.state.step());
             ctx.event(
                 event_type::RECOVERY,
                 None,
                 json!({
                     "fromCheckpoint": latest.summary.id,
                     "checkpointStep": latest.summary.step,
-                    "agentStep": state.step(),
+                    "agentStep": latest.checkpoint.state.step(),
                     "recordedResults": reused,
                     "rerunUncertain": approved.iter().collect::<Vec<_>>(),
                 }),
@@ -515,6 +542,45 @@ impl Runner {
         record.owner_host = Some(host_name());
         record.updated_at = now_string();
         self.store.put_run(&record).await?;
+        Ok(Preparation::Ready(Box::new(Prepared {
+            record,
+            spec,
+            store,
+            context: ctx,
+            checkpoint: latest,
+        })))
+    }
+
+    async fn drive(
+        &self,
+        run_id: &str,
+        options: ResumeOptions,
+        resuming: bool,
+    ) -> Result<RunOutcome, RunError> {
+        let spec: RunSpec = match self.store.run(run_id).await? {
+            Some(record) => serde_json::from_value(record.spec).map_err(|e| RunError::Spec {
+                run: run_id.to_owned(),
+                message: e.to_string(),
+            })?,
+            None => return Err(RunError::UnknownRun(run_id.to_owned())),
+        };
+        let tools: Vec<Tool> = spec
+            .tools
+            .iter()
+            .map(|t| self.tools.build(t))
+            .collect::<Result<_, _>>()?;
+        let prepared = match self.prepare(run_id, options, resuming, &tools).await? {
+            Preparation::Ready(prepared) => prepared,
+            Preparation::Finished(outcome) => return Ok(outcome),
+        };
+        let Prepared {
+            mut record,
+            spec,
+            store,
+            context: ctx,
+            checkpoint: latest,
+        } = *prepared;
+        let state = latest.checkpoint.state.clone();
 
         let model = self
             .providers

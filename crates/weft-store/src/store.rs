@@ -514,6 +514,9 @@ struct StateBlob<H> {
     sop_phase: Option<Value>,
 }
 
+/// Inclusive ranges of `seq` in `checkpoint_messages`: a state's history (`[[0, 41]]`).
+type SeqRanges = Vec<[i64; 2]>;
+
 /// Appends `seq` to a list of inclusive ranges, merging it into the last one when it follows.
 fn push_range(ranges: &mut Vec<[i64; 2]>, seq: i64) {
     match ranges.last_mut() {
@@ -647,7 +650,7 @@ impl Store {
         state: &AgentState,
         cache: &mut ThreadCache,
         stmts: &mut Vec<Stmt>,
-    ) -> Result<(Vec<[i64; 2]>, Vec<[i64; 2]>), StoreError> {
+    ) -> Result<(SeqRanges, SeqRanges), StoreError> {
         Ok(match cache.saved.take() {
             // The common case: the step appended to the saved history. O(new items).
             Some(saved) if state.extends(&saved.state) => {

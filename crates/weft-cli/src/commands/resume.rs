@@ -1,13 +1,16 @@
 //! `weft resume RUN [--rerun-uncertain]`: continues an interrupted run from its latest
-//! checkpoint to its end, re-using every recorded tool result. Exit codes are those of the
-//! command that started the run: 0 completed, 1 failed, 2 usage/storage error, 3 stopped on
-//! an uncertain call (re-run it with `--rerun-uncertain`).
+//! checkpoint to its end, re-using every recorded tool result. A run started by `weft run`
+//! goes on as the Standard Agents session it was (its stop rules, handoffs, both `dual_ai`
+//! sides), with the same live view or `--json` lines. Exit codes are those of the command
+//! that started the run: 0 completed, 1 failed, 2 usage/storage error, 3 stopped on an
+//! uncertain call (re-run it with `--rerun-uncertain`), 130 interrupted again.
 
 use std::process::ExitCode;
 
 use clap::Args;
 use serde_json::json;
-use weft_store::run::{ResumeOptions, RunOutcome, Runner, ToolRegistry};
+use weft_store::Runs as _;
+use weft_store::run::{Preparation, Prepared, ResumeOptions, RunOutcome, Runner, ToolRegistry};
 
 use super::runs::{StoreArgs, open_store, runtime};
 
@@ -27,68 +30,146 @@ pub(crate) struct ResumeArgs {
     run: String,
 }
 
-/// The tools a run needs: a run started by `weft run` records its project and agent (the
-/// `standard` key of its spec), whose prompts' tools are rebuilt the same way; other runs
-/// use the registry's built-in tools.
-async fn registry_for(store: &weft_store::Store, run_id: &str) -> anyhow::Result<ToolRegistry> {
-    use weft_store::Runs as _;
-    let record = store.run(run_id).await?;
-    let standard = record
-        .as_ref()
-        .and_then(|r| r.spec.get("standard"))
-        .cloned();
-    let Some(standard) = standard else {
-        return Ok(ToolRegistry::with_builtins());
+/// What `weft run` recorded about a project run (the `standard` key of its spec).
+struct ProjectRun {
+    project: weft_standard::Project,
+    agent: String,
+    model: Option<String>,
+}
+
+/// The project run `run_id` was started as, when `weft run` started it.
+fn project_run(record: &weft_store::RunRecord) -> anyhow::Result<Option<ProjectRun>> {
+    let Some(standard) = record.spec.get("standard") else {
+        return Ok(None);
     };
+    let run_id = &record.run_id;
     let dir = standard["project"]
         .as_str()
         .ok_or_else(|| anyhow::anyhow!("run {run_id} records a project without a folder"))?;
-    let name = standard["agent"].as_str().unwrap_or_default();
+    let agent = standard["agent"].as_str().unwrap_or_default().to_owned();
     let project = weft_standard::Project::load(dir)
         .map_err(|e| anyhow::anyhow!("cannot load the project of run {run_id} from {dir}: {e}"))?;
-    let agent = project
-        .agent(name)
-        .ok_or_else(|| anyhow::anyhow!("the project in {dir} has no agent {name:?} any more"))?;
-    Ok(super::run::registry(&project, agent))
+    anyhow::ensure!(
+        project.agent(&agent).is_some(),
+        "the project in {dir} has no agent {agent:?} any more"
+    );
+    Ok(Some(ProjectRun {
+        project,
+        agent,
+        model: standard["model"].as_str().map(str::to_owned),
+    }))
 }
 
 /// Runs `weft resume`.
 pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let store = open_store(&args.store).await?;
-        let registry = registry_for(&store, &args.run).await?;
-        let runner = Runner::new(store, registry).with_providers(super::run::providers());
-        let outcome = runner
-            .resume(
-                &args.run,
-                ResumeOptions {
-                    rerun_uncertain: args.rerun_uncertain,
-                    force: args.force,
-                },
-            )
-            .await?;
-        if args.store.json {
-            let v = match &outcome {
-                RunOutcome::Completed { run_id, output } => json!({"run_id": run_id, "status": "completed", "output": output}),
-                RunOutcome::Failed { run_id, error } => json!({"run_id": run_id, "status": "failed", "error": error}),
-                RunOutcome::NeedsApproval { run_id, calls } => json!({"run_id": run_id, "status": "interrupted",
-                    "uncertain_calls": calls.iter().map(|c| json!({"tool_call_id": c.tool_call_id, "tool": c.tool_name})).collect::<Vec<_>>()}),
-            };
-            println!("{v}");
-        } else {
-            match &outcome {
-                RunOutcome::Completed { output, .. } => println!("{output}"),
-                RunOutcome::Failed { run_id, error } => eprintln!("weft: run {run_id} failed: {error}"),
-                RunOutcome::NeedsApproval { run_id, calls } => {
-                    for c in calls {
-                        eprintln!(
-                            "weft: run {run_id}: tool call {} ({}) was in flight when the run stopped and may have had its effect; re-run it with `weft resume {run_id} --rerun-uncertain`",
-                            c.tool_call_id, c.tool_name
-                        );
-                    }
+        let record = store
+            .run(&args.run)
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("run {:?} not found", args.run))?;
+        let options = ResumeOptions {
+            rerun_uncertain: args.rerun_uncertain,
+            force: args.force,
+        };
+        let project = project_run(&record)?;
+        let registry = match &project {
+            Some(p) => p
+                .project
+                .agent(&p.agent)
+                .map(|agent| super::run::registry(&p.project, agent))
+                .unwrap_or_default(),
+            None => ToolRegistry::with_builtins(),
+        };
+        let runner = Runner::new(store.clone(), registry).with_providers(super::run::providers());
+        let outcome = match project {
+            // A project run goes on as a Standard Agents session (stop rules, handoffs,
+            // dual_ai sides), from its latest checkpoints.
+            Some(p) => match runner.prepare(&args.run, options, true, &[]).await? {
+                Preparation::Ready(prepared) => {
+                    return resume_project(&p, store, *prepared, args.store.json).await;
+                }
+                Preparation::Finished(outcome) => outcome,
+            },
+            None => runner.resume(&args.run, options).await?,
+        };
+        report(&outcome, args.store.json);
+        Ok(ExitCode::from(outcome.exit_code()))
+    })
+}
+
+/// Goes on with a project run from its latest checkpoints (side B's too), live.
+async fn resume_project(
+    p: &ProjectRun,
+    store: weft_store::Store,
+    prepared: Prepared,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let Prepared {
+        record,
+        spec,
+        store: run_store,
+        context,
+        checkpoint,
+    } = prepared;
+    let agent = p
+        .project
+        .agent(&p.agent)
+        .ok_or_else(|| anyhow::anyhow!("the project has no agent {:?}", p.agent))?;
+    let state_b = run_store
+        .latest_checkpoint(&format!("{}.sideB", record.thread_id))
+        .await?
+        .map(|c| c.checkpoint.state);
+    let workspace = std::fs::canonicalize(p.project.dir())?;
+    super::run::execute(
+        &p.project,
+        agent,
+        super::run::Execution {
+            store,
+            record,
+            run_store,
+            context,
+            durability: spec.durability,
+            model_override: p.model.clone(),
+            json,
+            workspace,
+            state_a: checkpoint.checkpoint.state,
+            state_b,
+            resumed: true,
+        },
+    )
+    .await
+}
+
+/// Prints how a resume ended (for runs that are not project runs, and for resumes that
+/// stopped before running anything).
+fn report(outcome: &RunOutcome, json: bool) {
+    if json {
+        let v = match outcome {
+            RunOutcome::Completed { run_id, output } => {
+                json!({"run_id": run_id, "status": "completed", "output": output})
+            }
+            RunOutcome::Failed { run_id, error } => {
+                json!({"run_id": run_id, "status": "failed", "error": error})
+            }
+            RunOutcome::NeedsApproval { run_id, calls } => {
+                json!({"run_id": run_id, "status": "interrupted",
+                "uncertain_calls": calls.iter().map(|c| json!({"tool_call_id": c.tool_call_id, "tool": c.tool_name})).collect::<Vec<_>>()})
+            }
+        };
+        println!("{v}");
+    } else {
+        match outcome {
+            RunOutcome::Completed { output, .. } => println!("{output}"),
+            RunOutcome::Failed { run_id, error } => eprintln!("weft: run {run_id} failed: {error}"),
+            RunOutcome::NeedsApproval { run_id, calls } => {
+                for c in calls {
+                    eprintln!(
+                        "weft: run {run_id}: tool call {} ({}) was in flight when the run stopped and may have had its effect; re-run it with `weft resume {run_id} --rerun-uncertain`",
+                        c.tool_call_id, c.tool_name
+                    );
                 }
             }
         }
-        Ok(ExitCode::from(outcome.exit_code()))
-    })
+    }
 }

@@ -29,9 +29,7 @@ use weft_standard::{
 };
 use weft_store::durable::RunContext;
 use weft_store::run::{RunSpec, Runner, ToolRegistry, ToolSpec, default_providers};
-use weft_store::{
-    Durability, Pricing, RunStatus, Runs, Store, StoreOptions, StoreUrl, Usage, now_string,
-};
+use weft_store::{Durability, Pricing, RunRecord, RunStatus, Runs, Store, Usage, now_string};
 
 /// `weft run` flags.
 #[derive(Debug, Args)]
@@ -223,14 +221,6 @@ pub(crate) fn registry(project: &Project, agent: &AgentDefinition) -> ToolRegist
     registry
 }
 
-async fn open_store(url: Option<&str>) -> anyhow::Result<Store> {
-    let dir = std::env::current_dir().context("no working directory")?;
-    let url = StoreUrl::resolve(url, &dir)?;
-    Store::open_with(&url, StoreOptions::default())
-        .await
-        .with_context(|| format!("cannot open the store {url}"))
-}
-
 async fn drive(
     project: &Project,
     agent: &AgentDefinition,
@@ -240,7 +230,7 @@ async fn drive(
 ) -> anyhow::Result<ExitCode> {
     let workspace =
         std::fs::canonicalize(project.dir()).context("cannot resolve the project folder")?;
-    let store = open_store(args.store.as_deref()).await?;
+    let store = super::runs::open_store_at(args.store.as_deref()).await?;
     let side_a = &agent.side_a;
     let prompt_a = project.prompt(&side_a.prompt).context("side A's prompt")?;
     let mut model_override = args.model.clone();
@@ -281,30 +271,16 @@ async fn drive(
         .run(&run_id)
         .await?
         .context("the new run is not in the store")?;
-    // What a resume needs beyond the run spec: the project and the agent.
+    // What a resume needs beyond the run spec: the project, the agent, the model override.
     if let Value::Object(map) = &mut record.spec {
         map.insert(
             "standard".into(),
-            json!({"project": workspace, "agent": agent.name, "type": agent.agent_type}),
+            json!({"project": workspace, "agent": agent.name, "type": agent.agent_type,
+                   "model": model_override}),
         );
     }
     record.owner_pid = Some(std::process::id());
     store.put_run(&record).await?;
-    let colors =
-        !args.json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    if args.json {
-        println!(
-            "{}",
-            json!({"type": "run_start", "runId": run_id, "threadId": record.thread_id, "agent": agent.name,
-            "durability": if durability == Durability::Sync { "sync" } else { "async" }})
-        );
-    } else {
-        println!(
-            "{}",
-            paint(colors, "2", &format!("run {run_id} · agent {}", agent.name))
-        );
-    }
-
     let run_store = store.with_durability(durability).for_run(&run_id);
     let context = Arc::new(RunContext::new(
         run_store.clone(),
@@ -314,6 +290,96 @@ async fn drive(
         [],
         HashSet::new(),
     ));
+    let state_a = AgentState::initial()
+        .with_message(Message::user(input.as_str()))
+        .with_metadata(SESSION_ID_KEY, Value::String(record.thread_id.clone()));
+    execute(
+        project,
+        agent,
+        Execution {
+            record,
+            store,
+            run_store,
+            context,
+            durability,
+            model_override,
+            json: args.json,
+            workspace,
+            state_a,
+            state_b: None,
+            resumed: false,
+        },
+    )
+    .await
+}
+
+/// A project run about to go on in this process: a new one (`weft run`) or a resumed one
+/// (`weft resume`).
+pub(crate) struct Execution {
+    /// The run's record (`running`, owned by this process).
+    pub(crate) record: RunRecord,
+    /// The store.
+    pub(crate) store: Store,
+    /// The store with the run's durability, scoped to the run.
+    pub(crate) run_store: Store,
+    /// The run's ledger context.
+    pub(crate) context: Arc<RunContext>,
+    /// The run's durability.
+    pub(crate) durability: Durability,
+    /// `--model` of the command that started the run.
+    pub(crate) model_override: Option<String>,
+    /// JSON lines instead of the live view.
+    pub(crate) json: bool,
+    /// The project folder (the tools' sandbox root).
+    pub(crate) workspace: PathBuf,
+    /// Side A's state to go on from (its latest checkpoint).
+    pub(crate) state_a: AgentState,
+    /// Side B's (`dual_ai`).
+    pub(crate) state_b: Option<AgentState>,
+    /// Whether this goes on from an earlier process.
+    pub(crate) resumed: bool,
+}
+
+/// Runs (or goes on with) the session of a project run, showing it live or as JSON lines,
+/// and records how it ended. Exit codes: 0 completed, 1 failed, 130 interrupted.
+pub(crate) async fn execute(
+    project: &Project,
+    agent: &AgentDefinition,
+    run: Execution,
+) -> anyhow::Result<ExitCode> {
+    let Execution {
+        mut record,
+        store,
+        run_store,
+        context,
+        durability,
+        model_override,
+        json,
+        workspace,
+        state_a,
+        state_b,
+        resumed,
+    } = run;
+    let run_id = record.run_id.clone();
+    let colors = !json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    if json {
+        println!(
+            "{}",
+            json!({"type": "run_start", "runId": run_id, "threadId": record.thread_id, "agent": agent.name,
+            "durability": if durability == Durability::Sync { "sync" } else { "async" }, "resumed": resumed})
+        );
+    } else {
+        let resumed = if resumed { " · resumed" } else { "" };
+        println!(
+            "{}",
+            paint(
+                colors,
+                "2",
+                &format!("run {run_id} · agent {}{resumed}", agent.name)
+            )
+        );
+    }
+    let steps_before = state_a.step() + state_b.as_ref().map_or(0, AgentState::step);
     let signal = CancellationToken::new();
     let (tx, rx) = mpsc::unbounded_channel();
     let mut options = SessionOptions::new(&workspace);
@@ -322,9 +388,8 @@ async fn drive(
     options.signal = signal.clone();
     options.events = Some(tx);
     options.thread_id = Some(record.thread_id.clone());
-    options.initial_state = AgentState::initial()
-        .with_message(Message::user(input.as_str()))
-        .with_metadata(SESSION_ID_KEY, Value::String(record.thread_id.clone()));
+    options.initial_state = state_a;
+    options.initial_state_b = state_b;
     options.durable = Some(Durable {
         run: context,
         store: run_store.clone(),
@@ -334,7 +399,7 @@ async fn drive(
             CheckpointMode::Async
         },
     });
-    let renderer = tokio::spawn(render(rx, args.json, colors));
+    let renderer = tokio::spawn(render(rx, json, colors));
     let ctrl_c = signal.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
@@ -347,12 +412,17 @@ async fn drive(
     let outcome = outcome?;
     let _ = run_store.flush().await;
 
-    let cost = Pricing::default().cost(outcome.usage.input_tokens, outcome.usage.output_tokens);
+    // Steps are counted from the states (exact across processes); tokens add this
+    // process's to what earlier ones recorded when they ended.
+    let steps = outcome.state_a.step() + outcome.state_b.as_ref().map_or(0, AgentState::step);
+    let input_tokens = record.usage.input_tokens + outcome.usage.input_tokens;
+    let output_tokens = record.usage.output_tokens + outcome.usage.output_tokens;
+    let cost = Pricing::default().cost(input_tokens, output_tokens);
     let now = now_string();
-    record.steps = outcome.steps;
+    record.steps = steps;
     record.usage = Usage {
-        input_tokens: outcome.usage.input_tokens,
-        output_tokens: outcome.usage.output_tokens,
+        input_tokens,
+        output_tokens,
         cost,
     };
     record.updated_at = now.clone();
@@ -375,12 +445,13 @@ async fn drive(
         }
     };
     store.put_run(&record).await?;
-    let tokens = outcome.usage.input_tokens + outcome.usage.output_tokens;
-    if args.json {
+    let tokens = input_tokens + output_tokens;
+    let this_time = steps.saturating_sub(steps_before);
+    if json {
         println!(
             "{}",
-            json!({"type": "run_end", "runId": run_id, "status": word, "exitCode": code, "steps": outcome.steps,
-            "inputTokens": outcome.usage.input_tokens, "outputTokens": outcome.usage.output_tokens, "cost": cost,
+            json!({"type": "run_end", "runId": run_id, "status": word, "exitCode": code, "steps": steps,
+            "inputTokens": input_tokens, "outputTokens": output_tokens, "cost": cost,
             "resume": (code == 130).then(|| format!("weft resume {run_id}"))})
         );
     } else {
@@ -388,9 +459,11 @@ async fn drive(
             eprintln!("weft: the agent failed: {}", outcome.message);
         }
         let mut line = format!(
-            "{word} · {} steps · {tokens} tokens ({} in, {} out) · ${cost:.4} · run {run_id}",
-            outcome.steps, outcome.usage.input_tokens, outcome.usage.output_tokens
+            "{word} · {steps} steps · {tokens} tokens ({input_tokens} in, {output_tokens} out) · ${cost:.4} · run {run_id}"
         );
+        if resumed {
+            line.push_str(&format!(" ({this_time} steps after the resume)"));
+        }
         if code == 130 {
             line.push_str(&format!("\nresume with: weft resume {run_id}"));
         }

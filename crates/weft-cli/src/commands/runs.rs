@@ -52,8 +52,13 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// Opens the store named by `--store` (or the default).
 pub(crate) async fn open_store(args: &StoreArgs) -> anyhow::Result<Store> {
+    open_store_at(args.store.as_deref()).await
+}
+
+/// Opens the store at `url` (or the default).
+pub(crate) async fn open_store_at(url: Option<&str>) -> anyhow::Result<Store> {
     let dir = std::env::current_dir().context("no working directory")?;
-    let url = StoreUrl::resolve(args.store.as_deref(), &dir)?;
+    let url = StoreUrl::resolve(url, &dir)?;
     Store::open_with(&url, StoreOptions::default())
         .await
         .with_context(|| format!("cannot open the store {url}"))
