@@ -1,5 +1,6 @@
-//! `weft init` + `weft run` end to end, as a subprocess: the live view, the `--json`
-//! schema, exit codes, Ctrl-C (SIGINT → 130 and a resume hint), and a sandbox escape
+//! `weft init` + `weft run` end to end, as a subprocess: the live view (insta snapshots in
+//! `tests/snapshots/`, run ids redacted), the `--json` schema, exit codes, Ctrl-C (SIGINT →
+//! 130 and a resume hint), `weft resume` going on with a session, and a sandbox escape
 //! refused through `weft run`.
 
 use std::path::Path;
@@ -42,19 +43,7 @@ fn init_then_run_shows_the_live_view() {
     let dir = scaffold();
     let out = weft(dir.path(), &["run", "demo", "Add a greeting file"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let expected = r#"run RUN · agent coder
-[Coder]
-First I look at what is in the project.
-→ list_dir {"path":"."}
-  ← {"entries":["agents/","prompts/","scripts/","tools/","weft.toml"],"truncated":false}
-→ write_file {"path":"hello.txt","content":"Hello from Weft!\n"}
-  ← {"path":"hello.txt","bytes":17}
-→ read_file {"path":"hello.txt"}
-  ← "Hello from Weft!\n"
-I looked around the project and wrote hello.txt with a greeting.
-completed · 4 steps · 0 tokens (0 in, 0 out) · $0.0000 · run RUN
-"#;
-    assert_eq!(redact(&text(&out.stdout)), expected);
+    insta::assert_snapshot!("live_view_coder", redact(&text(&out.stdout)));
     assert_eq!(
         std::fs::read_to_string(dir.path().join("demo/hello.txt")).expect("written"),
         "Hello from Weft!\n"
@@ -69,13 +58,7 @@ fn dual_ai_scaffold_runs_to_session_stop() {
         &["run", "demo", "--agent", "review_pair", "Write a blurb"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let stdout = text(&out.stdout);
-    assert!(
-        stdout.contains("[Worker]")
-            && stdout.contains("[Reviewer]")
-            && stdout.contains("• status: reviewing"),
-        "{stdout}"
-    );
+    insta::assert_snapshot!("live_view_review_pair", redact(&text(&out.stdout)));
 }
 
 #[test]
