@@ -477,3 +477,75 @@ fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
     assert_eq!(show["status"], "completed", "{show}");
     assert_eq!(show["steps"], 4, "{show}");
 }
+
+#[test]
+fn a_project_run_logs_the_runtime_events() {
+    let dir = scaffold();
+    let out = weft(
+        dir.path(),
+        &["run", "demo", "--json", "Add a greeting file"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let run_id = json_lines(&text(&out.stdout))[0]["runId"]
+        .as_str()
+        .expect("runId")
+        .to_owned();
+    let out = weft(dir.path(), &["events", &run_id, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let events = json_lines(&text(&out.stdout));
+    let types: Vec<&str> = events
+        .iter()
+        .map(|e| e["type"].as_str().expect("type"))
+        .collect();
+    let step = [
+        "turn_start",
+        "tool_call_start",
+        "tool_call_end",
+        "turn_end",
+        "checkpoint",
+    ];
+    let mut expected = vec!["run_start", "routing"];
+    for _ in 0..3 {
+        expected.extend(step);
+    }
+    expected.extend(["turn_start", "turn_end", "checkpoint", "completion"]);
+    assert_eq!(types, expected);
+    let mut last_turn = 0;
+    for e in &events {
+        for key in ["run_id", "agent_id", "timestamp"] {
+            assert!(
+                e[key].as_str().is_some_and(|v| !v.is_empty()),
+                "{key} in {e}"
+            );
+        }
+        let turn = e["turn"].as_u64().expect("turn");
+        assert!(turn >= last_turn, "turns go forward: {e}");
+        last_turn = turn;
+        if e["type"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("tool_call"))
+        {
+            assert!(e["tool_call_id"].as_str().is_some(), "{e}");
+        }
+    }
+    assert_eq!(last_turn, 4);
+    let routing = &events[1]["payload"];
+    assert_eq!(
+        (
+            routing["agent"].as_str(),
+            routing["side"].as_str(),
+            routing["reason"].as_str()
+        ),
+        (Some("coder"), Some("sideA"), Some("project"))
+    );
+    assert!(
+        routing["requested"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("scripted-turns:"))
+            && routing["resolved"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("scripted-turns:"))
+            && routing["policy"] == "quality",
+        "{routing}"
+    );
+}

@@ -407,12 +407,34 @@ impl Driver<'_> {
         };
         let plan = stop_plan(self.project, agent_def, side)
             .ok_or_else(|| fail(format!("{} has no {}", agent_def.name, side.key())))?;
+        if let Some(run) = &durable_run {
+            // Which model serves this side turn, and why (the runtime spec's routing event).
+            let source = if self.options.model_override.is_some() {
+                "override"
+            } else if prompt.model.is_some() {
+                "prompt"
+            } else {
+                "project"
+            };
+            // RT-041's fields: a configured model is used as is (policy `quality`); policy
+            // routing between models belongs to the runtime's router.
+            run.event(
+                weft_store::event_type::ROUTING,
+                None,
+                json!({"agent": agent_def.name, "side": side.key(), "turn": turn_no,
+                       "requested": reference, "resolved": model.to_reference_string(),
+                       "reason": source, "policy": "quality"}),
+            )
+            .await;
+        }
         let strategy = SideTurn {
             plan,
             input,
             status,
             end: end.clone(),
             prior_steps,
+            run: durable_run.clone(),
+            side_key: side.key(),
         };
         let mut agent_options = AgentOptions::new(model)
             .system(self.project.system_text(agent_def, prompt))
@@ -755,6 +777,25 @@ pub async fn run_session(
     };
     outcome.steps = driver.steps;
     outcome.usage = driver.usage.clone();
+    if let Some(durable) = &options.durable {
+        let payload = json!({"agent": outcome.agent, "reason": outcome.reason, "message": outcome.message,
+                             "steps": outcome.state_a.step()});
+        match outcome.status {
+            SessionStatus::Completed => {
+                durable
+                    .run
+                    .event(weft_store::event_type::COMPLETION, None, payload)
+                    .await;
+            }
+            SessionStatus::Failed => {
+                durable
+                    .run
+                    .event(weft_store::event_type::ERROR, None, payload)
+                    .await;
+            }
+            SessionStatus::Interrupted => {}
+        }
+    }
     driver.emit(SessionEvent::SessionEnd {
         status: outcome.status,
         reason: outcome.reason,

@@ -22,6 +22,9 @@ use weft_agent::{
 };
 use weft_provider::{ErrorCode, InferenceInput, Message, ToolResult, Turn};
 
+use weft_store::durable::RunContext;
+use weft_store::event_type;
+
 use crate::definition::{LifecyclePayload, SessionToolBinding, SideConfig};
 
 /// The step cap of a side whose `stopOnResponse` is false and that sets no `maxSteps`.
@@ -188,6 +191,11 @@ pub(crate) struct SideTurn {
     /// Steps this turn took before (a turn resumed from a checkpoint), counted against
     /// `maxSteps`.
     pub(crate) prior_steps: u64,
+    /// The durable run whose event log gets `turn_start`, `turn_end` and `checkpoint`
+    /// events for every step (`None`: in memory).
+    pub(crate) run: Option<Arc<RunContext>>,
+    /// The side, for event payloads.
+    pub(crate) side_key: &'static str,
 }
 
 impl std::fmt::Debug for SideTurn {
@@ -220,6 +228,15 @@ impl ExecutionStrategy for SideTurn {
             }
             let step = state.step() + 1;
             state = state.with_step(step);
+            if let Some(run) = &self.run {
+                run.begin_turn(step);
+                run.event(
+                    event_type::TURN_START,
+                    None,
+                    serde_json::json!({"side": self.side_key, "messages": state.message_count()}),
+                )
+                .await;
+            }
             ctx.events.set_step(step);
             ctx.strategy.step_start(step, &state);
             if ctx.events.is_streaming() {
@@ -264,6 +281,21 @@ impl ExecutionStrategy for SideTurn {
             };
             state = state.with_messages(turn.messages.iter().cloned());
             state = ctx.finish_step(step, &turn, state).await;
+            if let Some(run) = &self.run {
+                run.event(
+                    event_type::TURN_END,
+                    None,
+                    serde_json::json!({"side": self.side_key, "toolCalls": turn.tool_executions.len(),
+                        "inputTokens": turn.usage.input_tokens, "outputTokens": turn.usage.output_tokens}),
+                )
+                .await;
+                run.event(
+                    event_type::CHECKPOINT,
+                    None,
+                    serde_json::json!({"side": self.side_key, "agentStep": step, "messages": state.message_count()}),
+                )
+                .await;
+            }
             steps += 1;
             if turn.response.has_tool_calls() {
                 rounds += 1;
