@@ -1,5 +1,6 @@
-//! Criterion benchmarks: framework overhead per loop step, `with_message` and branching on a
-//! 10,000-message state. Run with `cargo bench -p weft-agent --bench agent`.
+//! Criterion benchmarks: framework overhead per loop step, 20-step runs on a 2,000-message
+//! history (generated and streamed: no step may copy the history), `with_message` and
+//! branching on a 10,000-message state. Run with `cargo bench -p weft-agent --bench agent`.
 #![allow(missing_docs, clippy::unwrap_used)]
 
 use std::hint::black_box;
@@ -56,6 +57,58 @@ fn bench_loop(c: &mut Criterion) {
     group.finish();
 }
 
+/// Calls `noop` until the run made 20 tool calls, then answers: 21 steps per run.
+fn twenty_steps() -> weft_provider::ModelReference {
+    scripted::function_model(|req: &LlmRequest| {
+        let since_input = req
+            .messages
+            .iter()
+            .rev()
+            .take_while(|m| !matches!(m, Message::User(_)))
+            .filter(|m| m.is_tool_result())
+            .count();
+        Ok(if since_input < 20 {
+            ScriptedResponse::tool_call(format!("c{since_input}"), "noop", json!({}))
+        } else {
+            ScriptedResponse::text("done")
+        })
+    })
+}
+
+fn bench_long_history(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let agent = agent(AgentOptions::new(twenty_steps()).tool(noop())).unwrap();
+    let state = AgentState::initial().with_messages((0..2_000).map(|i| {
+        if i % 2 == 0 {
+            Message::user(format!("question {i}: {}", "words ".repeat(20)))
+        } else {
+            Message::assistant(format!("answer {i}: {}", "words ".repeat(40)))
+        }
+    }));
+    let mut group = c.benchmark_group("history_2k");
+    group.throughput(criterion::Throughput::Elements(21));
+    group.bench_function("generate_21_steps", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(agent.generate("go", black_box(&state)))
+                .unwrap()
+        })
+    });
+    group.bench_function("stream_21_steps", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let mut stream = agent.stream("go", black_box(&state));
+                while futures_util::StreamExt::next(&mut stream).await.is_some() {}
+                stream.result().await.unwrap()
+            })
+        })
+    });
+    group.finish();
+}
+
 fn big_state() -> AgentState {
     AgentState::initial().with_messages((0..10_000).map(|i| Message::user(format!("message {i}"))))
 }
@@ -83,5 +136,5 @@ fn bench_state(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_loop, bench_state);
+criterion_group!(benches, bench_loop, bench_long_history, bench_state);
 criterion_main!(benches);

@@ -502,7 +502,24 @@ impl LlmInstance {
         rounds_done: u32,
         signal: CancellationToken,
     ) -> Result<StreamResult, UppError> {
-        self.spawn_stream(history, input, signal, Some(rounds_done))
+        self.spawn_stream(Arc::new(history), input, signal, Some(rounds_done), false)
+    }
+
+    /// [`LlmInstance::stream_step`] over a shared conversation, as
+    /// [`LlmInstance::generate_step_shared`] does it: the step's messages are appended to
+    /// `conversation` in place, and [`StreamResult::turn_and_conversation`] hands it back,
+    /// so a caller that keeps it between steps copies no history.
+    ///
+    /// # Errors
+    /// As [`LlmInstance::stream`].
+    pub fn stream_step_shared(
+        &self,
+        conversation: Arc<Vec<Message>>,
+        input: impl IntoInputs,
+        rounds_done: u32,
+        signal: CancellationToken,
+    ) -> Result<StreamResult, UppError> {
+        self.spawn_stream(conversation, input, signal, Some(rounds_done), true)
     }
 
     /// A copy of this instance whose tools receive `extensions` in their
@@ -536,15 +553,22 @@ impl LlmInstance {
         history: &[Message],
         input: impl IntoInputs,
     ) -> Result<StreamResult, UppError> {
-        self.spawn_stream(history.to_vec(), input, CancellationToken::new(), None)
+        self.spawn_stream(
+            Arc::new(history.to_vec()),
+            input,
+            CancellationToken::new(),
+            None,
+            false,
+        )
     }
 
     fn spawn_stream(
         &self,
-        history: Vec<Message>,
+        history: Arc<Vec<Message>>,
         input: impl IntoInputs,
         signal: CancellationToken,
         one_step: Option<u32>,
+        keep_conversation: bool,
     ) -> Result<StreamResult, UppError> {
         if !self.capabilities().streaming {
             return Err(UppError::llm(
@@ -562,21 +586,21 @@ impl LlmInstance {
         tokio::spawn(async move {
             let result = run_loop(
                 inner,
-                Arc::new(history),
+                history,
                 new_messages,
                 task_signal,
                 Some(events_tx),
                 one_step,
-                false,
+                keep_conversation,
             )
-            .await
-            .map(|(turn, _)| turn);
+            .await;
             let _ = turn_tx.send(result);
         });
         Ok(StreamResult {
             events: events_rx,
             turn: Some(turn_rx),
             finished: None,
+            conversation: None,
             signal,
             provider: self.inner.model.provider().to_owned(),
         })
@@ -808,11 +832,16 @@ fn parse_structured(message: &AssistantMessage, provider: &str) -> Result<Value,
 #[derive(Debug)]
 pub struct StreamResult {
     events: mpsc::UnboundedReceiver<Result<StreamEvent, UppError>>,
-    turn: Option<oneshot::Receiver<Result<Turn, UppError>>>,
+    turn: Option<oneshot::Receiver<LoopResult>>,
     finished: Option<Result<Turn, UppError>>,
+    /// The kept conversation of a `stream_step_shared` turn, once it arrived.
+    conversation: Option<Arc<Vec<Message>>>,
     signal: CancellationToken,
     provider: String,
 }
+
+/// What the tool loop hands back: the turn and, when the caller keeps it, the conversation.
+type LoopResult = Result<(Turn, Option<Arc<Vec<Message>>>), UppError>;
 
 impl StreamResult {
     /// Aborts the turn: the in-flight request and tools see the signal, pending tools are
@@ -830,10 +859,21 @@ impl StreamResult {
     ///
     /// # Errors
     /// The turn's error, `CANCELLED` after [`StreamResult::abort`].
-    pub async fn turn(mut self) -> Result<Turn, UppError> {
+    pub async fn turn(self) -> Result<Turn, UppError> {
+        self.turn_and_conversation().await.map(|(turn, _)| turn)
+    }
+
+    /// Waits for the complete turn and, for a [`LlmInstance::stream_step_shared`] step, the
+    /// conversation with the step's messages appended (`None` otherwise).
+    ///
+    /// # Errors
+    /// As [`StreamResult::turn`].
+    pub async fn turn_and_conversation(
+        mut self,
+    ) -> Result<(Turn, Option<Arc<Vec<Message>>>), UppError> {
         while self.events.recv().await.is_some() {}
         if let Some(result) = self.finished.take() {
-            return result;
+            return result.map(|turn| (turn, self.conversation.take()));
         }
         match self.turn.take() {
             Some(rx) => rx
@@ -864,7 +904,10 @@ impl Stream for StreamResult {
                                 Err(UppError::cancelled(&self.provider, Modality::Llm))
                             });
                             let error = result.as_ref().err().cloned();
-                            self.finished = Some(result);
+                            self.finished = Some(result.map(|(turn, conversation)| {
+                                self.conversation = conversation;
+                                turn
+                            }));
                             if let Some(error) = error {
                                 return Poll::Ready(Some(Err(error)));
                             }

@@ -218,6 +218,7 @@ impl ExecutionStrategy for SideTurn {
         let mut total: Option<Turn> = None;
         let mut steps = self.prior_steps;
         let mut rounds = 0u32;
+        let mut conversation: Option<Arc<Vec<Message>>> = None;
         loop {
             let committed = state.clone();
             let cancelled = |s: &AgentState| AgentError::Cancelled {
@@ -252,28 +253,34 @@ impl ExecutionStrategy for SideTurn {
                 .into_iter()
                 .collect();
             let signal = ctx.signal.child_token();
+            // The provider's conversation is kept from step to step of the turn (the state
+            // only grows by each turn's messages here), so a step copies no history.
+            let history = conversation
+                .take()
+                .unwrap_or_else(|| Arc::new(state.messages_vec()));
             let result = if ctx.events.is_streaming() {
-                match ctx
-                    .llm
-                    .stream_step(state.messages_vec(), inputs, rounds, signal)
-                {
+                match ctx.llm.stream_step_shared(history, inputs, rounds, signal) {
                     Ok(mut stream) => {
                         while let Some(event) = stream.next().await {
                             if let Ok(event) = event {
                                 ctx.events.emit(AgentStreamEvent::Upp(event));
                             }
                         }
-                        stream.turn().await
+                        stream.turn_and_conversation().await
                     }
                     Err(error) => Err(error),
                 }
             } else {
                 ctx.llm
-                    .generate_step(state.messages_vec(), inputs, rounds, signal)
+                    .generate_step_shared(history, inputs, rounds, signal)
                     .await
+                    .map(|(turn, kept)| (turn, Some(kept)))
             };
             let turn = match result {
-                Ok(turn) => turn,
+                Ok((turn, kept)) => {
+                    conversation = kept;
+                    turn
+                }
                 Err(e) if e.code == ErrorCode::Cancelled || ctx.signal.is_cancelled() => {
                     return Err(cancelled(&committed));
                 }

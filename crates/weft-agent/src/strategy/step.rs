@@ -148,36 +148,32 @@ impl<'a> Run<'a> {
         }
         inputs.extend(extra);
         let signal = self.ctx.signal.child_token();
+        let conversation = self.shared_history();
         let result = if self.ctx.events.is_streaming() {
-            let history = self.history();
-            match llm.stream_step(history, inputs, self.rounds, signal) {
+            match llm.stream_step_shared(conversation, inputs, self.rounds, signal) {
                 Ok(mut stream) => {
                     while let Some(event) = stream.next().await {
                         if let Ok(event) = event {
                             self.ctx.events.emit(AgentStreamEvent::Upp(event));
                         }
                     }
-                    stream.turn().await
+                    stream.turn_and_conversation().await
                 }
                 Err(error) => Err(error),
             }
         } else {
-            let conversation = self.shared_history();
-            match llm
-                .generate_step_shared(conversation, inputs, self.rounds, signal)
+            llm.generate_step_shared(conversation, inputs, self.rounds, signal)
                 .await
-            {
-                Ok((turn, conversation)) => {
-                    self.conversation = Some(SharedConversation {
-                        messages: conversation,
-                        mirrors: self.state.message_vector().clone(),
-                        step_len: self.step_messages.len() + turn.messages.len(),
-                    });
-                    Ok(turn)
-                }
-                Err(error) => Err(error),
-            }
+                .map(|(turn, kept)| (turn, Some(kept)))
         };
+        let result = result.map(|(turn, kept)| {
+            self.conversation = kept.map(|messages| SharedConversation {
+                messages,
+                mirrors: self.state.message_vector().clone(),
+                step_len: self.step_messages.len() + turn.messages.len(),
+            });
+            turn
+        });
         let turn = result.map_err(|e| self.map_error(e))?;
         self.pending_input = None;
         if tools_ran(&turn) {
