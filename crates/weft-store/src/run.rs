@@ -721,6 +721,7 @@ impl ExecutionStrategy for DurableLoop {
         let mut total: Option<Turn> = None;
         let mut usage = self.base_usage.clone();
         let mut rounds = 0u32;
+        let mut conversation: Option<Arc<Vec<Message>>> = None;
         if let Some(text) = final_text(&state) {
             // Finished before the crash: the answer is in the checkpoint.
             let turn = Turn {
@@ -751,10 +752,16 @@ impl ExecutionStrategy for DurableLoop {
                 )
                 .await;
             ctx.strategy.step_start(step, &state);
-            let turn = ctx
+            // The provider's conversation is kept between steps (the state only grows by
+            // each step's messages here): no step copies the history.
+            let history = conversation
+                .take()
+                .unwrap_or_else(|| Arc::new(state.messages_vec()));
+            let (turn, kept) = ctx
                 .llm
-                .generate_step(state.messages_vec(), (), rounds, ctx.signal.child_token())
+                .generate_step_shared(history, (), rounds, ctx.signal.child_token())
                 .await?;
+            conversation = Some(kept);
             state = state.with_messages(turn.messages.iter().cloned());
             usage.merge(&turn.usage);
             usage.cycles = None;
