@@ -341,23 +341,17 @@ impl Driver<'_> {
         }
     }
 
-    /// Runs side turn number `turn_no` of `agent` (or goes on with it, when `mark` says it
-    /// had begun before a resume). Returns the end, the new state.
+    /// Runs side turn number `turn_no` of `agent`, or goes on with it when it had taken
+    /// `prior_steps` steps before a resume. Returns the end, the new state.
     async fn side_turn(
         &mut self,
         agent_def: &AgentDefinition,
         side: Side,
         input: Option<Message>,
         state: &AgentState,
-        turn_no: u64,
+        (turn_no, prior_steps): (u64, u64),
     ) -> Result<(TurnEnd, AgentState), (AgentError, AgentState)> {
         // Every checkpoint of the turn says where the session was (see `SessionMark`).
-        let prior_steps = match SessionMark::of(state) {
-            Some(mark) if mark.turn == turn_no && mark.side == side => {
-                state.step().saturating_sub(mark.turn_start_step)
-            }
-            _ => 0,
-        };
         let mark = SessionMark {
             agent: agent_def.name.clone(),
             side,
@@ -649,6 +643,8 @@ struct Position<'p> {
     state_a: AgentState,
     state_b: AgentState,
     ended: Option<TurnEnd>,
+    /// Steps the next turn took before a resume (it goes on under its own number).
+    resumed_steps: u64,
 }
 
 impl<'p> Position<'p> {
@@ -669,6 +665,7 @@ impl<'p> Position<'p> {
             state_a,
             state_b,
             ended: None,
+            resumed_steps: 0,
         };
         if fresh.input.is_some() {
             return Ok(fresh);
@@ -697,12 +694,13 @@ impl<'p> Position<'p> {
         Ok(Position {
             agent,
             side: mark.side,
-            // A turn that had not ended is taken again under its own number.
+            // A turn that had not ended goes on under its own number, its steps counted.
             turns: if ended.is_some() {
                 mark.turn
             } else {
                 mark.turn - 1
             },
+            resumed_steps: if ended.is_some() { 0 } else { steps },
             ended,
             ..fresh
         })
@@ -885,8 +883,15 @@ async fn next_turn(
     pos.turns += 1;
     let side = pos.side;
     let state = pos.state(side).clone();
+    let prior_steps = std::mem::take(&mut pos.resumed_steps);
     match driver
-        .side_turn(pos.agent, side, pos.input.take(), &state, pos.turns)
+        .side_turn(
+            pos.agent,
+            side,
+            pos.input.take(),
+            &state,
+            (pos.turns, prior_steps),
+        )
         .await
     {
         Ok((end, next)) => {

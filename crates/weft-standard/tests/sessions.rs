@@ -455,7 +455,9 @@ async fn dual_ai_resumes_from_every_checkpoint_to_the_same_end() {
     let dir = tempfile::tempdir().expect("tempdir");
     let a = dir.path().join("a.json");
     let b = dir.path().join("b.json");
-    let agent = "name = \"pair\"\ntype = \"dual_ai\"\nmaxSessionTurns = 8\n[sideA]\nprompt = \"pa\"\n[sideB]\nprompt = \"pb\"\nsessionStop = { name = \"done\", messageProperty = \"summary\" }\n";
+    // Side A's turns end by `maxSteps` (2 steps: a note, then a text that does not stop
+    // it), so a resume in the middle of one must count the step taken before.
+    let agent = "name = \"pair\"\ntype = \"dual_ai\"\nmaxSessionTurns = 8\n[sideA]\nprompt = \"pa\"\nstopOnResponse = false\nmaxSteps = 2\n[sideB]\nprompt = \"pb\"\nsessionStop = { name = \"done\", messageProperty = \"summary\" }\n";
     let pa = format!(
         "name = \"pa\"\nmodel = \"capture:{}\"\ntools = [\"note\"]\n",
         a.display()
@@ -540,4 +542,51 @@ async fn handoff_session_resumes_from_every_checkpoint_to_the_same_end() {
     );
     let seen = Arc::new(Mutex::new(Vec::new()));
     resumes_from_every_checkpoint(&p, "triage", capture_registry(seen)).await;
+}
+
+#[tokio::test]
+async fn a_new_input_on_a_finished_session_starts_a_fresh_turn() {
+    // Continuing a conversation: the earlier turn's steps do not count against `maxSteps`.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = dir.path().join("a.json");
+    let p = project(
+        dir.path(),
+        &[
+            (
+                "agents/a.toml",
+                "name = \"a\"\n[sideA]\nprompt = \"p\"\nmaxSteps = 2\n",
+            ),
+            (
+                "prompts/p.toml",
+                format!(
+                    "name = \"p\"\nmodel = \"capture:{}\"\ntools = [\"note\"]\n",
+                    a.display()
+                )
+                .as_str(),
+            ),
+        ],
+        &[(
+            "a.json",
+            json!({"responses": [
+                {"toolCalls": [call("n1", "note", json!({}))]}, {"text": "first"},
+                {"toolCalls": [call("n2", "note", json!({}))]}, {"text": "second"}]}),
+        )],
+    );
+    let mut options = SessionOptions::new(p.dir());
+    options.providers = Arc::new(capture_registry(Arc::new(Mutex::new(Vec::new()))));
+    let first = run_session(&p, "a", "one", &options)
+        .await
+        .expect("session");
+    assert_eq!(
+        (first.reason, first.message.as_str()),
+        (StopReason::Response, "first")
+    );
+    options.initial_state = first.state_a;
+    let second = run_session(&p, "a", "two", &options)
+        .await
+        .expect("session");
+    assert_eq!(
+        (second.reason, second.message.as_str(), second.steps),
+        (StopReason::Response, "second", 2)
+    );
 }
