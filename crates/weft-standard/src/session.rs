@@ -698,7 +698,7 @@ impl<'p> Position<'p> {
             turns: if ended.is_some() {
                 mark.turn
             } else {
-                mark.turn - 1
+                mark.turn.saturating_sub(1)
             },
             resumed_steps: if ended.is_some() { 0 } else { steps },
             ended,
@@ -871,14 +871,34 @@ fn turn_reason(end: &TurnEnd) -> (StopReason, String) {
     }
 }
 
+/// Whether a turn's end was read back from a checkpoint (a resume) rather than just taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Replayed(bool);
+
+/// Whether the run's log already holds the `agent.handoff` of session turn `turn`: a resume
+/// that replays a handoff logs it only if the crash came before it was logged.
+async fn handoff_logged(durable: &Durable, turn: u64) -> bool {
+    use weft_store::EventLog as _;
+    let query = weft_store::EventQuery {
+        run_id: Some(durable.run.run_id().to_owned()),
+        types: vec!["agent.handoff".into()],
+        ..weft_store::EventQuery::default()
+    };
+    durable
+        .store
+        .events(&query)
+        .await
+        .is_ok_and(|events| events.iter().any(|e| e.payload["turn"] == turn))
+}
+
 /// Takes the side turn the position says comes next, or hands back the end of the turn that
 /// had ended before a resume. Returns the turn's end, or the outcome of its error.
 async fn next_turn(
     driver: &mut Driver<'_>,
     pos: &mut Position<'_>,
-) -> Result<TurnEnd, SessionOutcome> {
+) -> Result<(TurnEnd, Replayed), SessionOutcome> {
     if let Some(end) = pos.ended.take() {
-        return Ok(end);
+        return Ok((end, Replayed(true)));
     }
     pos.turns += 1;
     let side = pos.side;
@@ -896,7 +916,7 @@ async fn next_turn(
     {
         Ok((end, next)) => {
             pos.set_state(side, next);
-            Ok(end)
+            Ok((end, Replayed(false)))
         }
         Err((error, state)) => {
             pos.set_state(side, state);
@@ -910,8 +930,8 @@ async fn next_turn(
 async fn ai_human(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutcome {
     let mut thread_events = Vec::new();
     loop {
-        let end = match next_turn(driver, &mut pos).await {
-            Ok(end) => end,
+        let (end, replayed) = match next_turn(driver, &mut pos).await {
+            Ok(pair) => pair,
             Err(mut o) => {
                 o.thread_events = thread_events;
                 return o;
@@ -935,8 +955,11 @@ async fn ai_human(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutc
                 to: to.clone(),
                 message: message.clone(),
             });
-            let event_data = json!({"from": current, "to": to, "message": message});
-            if let Some(durable) = &driver.options.durable {
+            let event_data =
+                json!({"from": current, "to": to, "message": message, "turn": pos.turns});
+            if let Some(durable) = &driver.options.durable
+                && !(replayed == Replayed(true) && handoff_logged(durable, pos.turns).await)
+            {
                 durable
                     .run
                     .event("agent.handoff", None, event_data.clone())
@@ -1005,7 +1028,7 @@ async fn dual_ai(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutco
             return finish(o, pos.state_b, pos.turns);
         }
         let end = match next_turn(driver, &mut pos).await {
-            Ok(end) => end,
+            Ok((end, _)) => end,
             Err(o) => return finish(o, pos.state_b, pos.turns),
         };
         let (reason, output) = turn_reason(&end);

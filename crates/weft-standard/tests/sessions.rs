@@ -492,13 +492,12 @@ async fn dual_ai_resumes_from_every_checkpoint_to_the_same_end() {
     resumes_from_every_checkpoint(&p, "pair", capture_registry(seen)).await;
 }
 
-#[tokio::test]
-async fn handoff_session_resumes_from_every_checkpoint_to_the_same_end() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let a = dir.path().join("a.json");
-    let b = dir.path().join("b.json");
-    let p = project(
-        dir.path(),
+/// Triage notes, then hands off to billing, which notes and finishes with its stop tool.
+fn handoff_project(dir: &Path) -> Project {
+    let a = dir.join("a.json");
+    let b = dir.join("b.json");
+    project(
+        dir,
         &[
             (
                 "agents/triage.toml",
@@ -539,9 +538,110 @@ async fn handoff_session_resumes_from_every_checkpoint_to_the_same_end() {
                     {"text": "checking", "toolCalls": [call("b2", "finish", json!({"answer": "refund issued"}))]}]}),
             ),
         ],
-    );
+    )
+}
+
+#[tokio::test]
+async fn handoff_session_resumes_from_every_checkpoint_to_the_same_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = handoff_project(dir.path());
     let seen = Arc::new(Mutex::new(Vec::new()));
     resumes_from_every_checkpoint(&p, "triage", capture_registry(seen)).await;
+}
+
+/// Durable options for run `run` of thread `thread-1` in `store`, starting from `state`.
+fn durable_options(
+    p: &Project,
+    store: &weft_store::Store,
+    run: &str,
+    state: weft_agent::AgentState,
+) -> SessionOptions {
+    let mut options = SessionOptions::new(p.dir());
+    options.providers = Arc::new(capture_registry(Arc::new(Mutex::new(Vec::new()))));
+    options.thread_id = Some("thread-1".into());
+    options.initial_state = state;
+    options.durable = Some(weft_standard::Durable {
+        run: Arc::new(weft_store::durable::RunContext::new(
+            store.clone(),
+            run,
+            "thread-1",
+            "agent-1",
+            [],
+            Default::default(),
+        )),
+        store: store.clone(),
+        mode: weft_agent::checkpoint::CheckpointMode::Sync,
+    });
+    options
+}
+
+async fn handoffs_logged(store: &weft_store::Store, run: &str) -> usize {
+    use weft_store::EventLog as _;
+    let query = weft_store::EventQuery {
+        run_id: Some(run.into()),
+        types: vec!["agent.handoff".into()],
+        ..weft_store::EventQuery::default()
+    };
+    store.events(&query).await.expect("events").len()
+}
+
+#[tokio::test]
+async fn a_resumed_handoff_is_logged_exactly_once() {
+    use weft_agent::{AgentState, SESSION_ID_KEY};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = handoff_project(dir.path());
+    let db = tempfile::tempdir().expect("tempdir");
+    let store = weft_store::Store::open(&format!("sqlite:{}", db.path().join("weft.db").display()))
+        .await
+        .expect("store");
+    let start = AgentState::initial()
+        .with_message(Message::user("task"))
+        .with_metadata(SESSION_ID_KEY, json!("thread-1"));
+    let whole = run_session(
+        &p,
+        "triage",
+        "",
+        &durable_options(&p, &store, "run-1", start),
+    )
+    .await
+    .expect("session");
+    assert_eq!(whole.agent, "billing");
+    assert_eq!(handoffs_logged(&store, "run-1").await, 1);
+    // The checkpoint whose last step is the handoff call: triage's last one.
+    let mut handed_off = None;
+    for summary in store.list_checkpoints("thread-1").await.expect("list") {
+        let cp = store
+            .checkpoint_at("thread-1", summary.step)
+            .await
+            .expect("load")
+            .expect("exists");
+        if cp.checkpoint.state.metadata()[weft_standard::SESSION_MARK_KEY]["agent"] == "triage" {
+            handed_off = Some(cp.checkpoint.state);
+        }
+    }
+    let handed_off = handed_off.expect("a triage checkpoint");
+    // Resumed after the handoff was logged: not logged again.
+    let again = run_session(
+        &p,
+        "triage",
+        "",
+        &durable_options(&p, &store, "run-1", handed_off.clone()),
+    )
+    .await
+    .expect("resumed");
+    assert_eq!(ending(&again), ending(&whole));
+    assert_eq!(handoffs_logged(&store, "run-1").await, 1);
+    // Resumed where the crash came before the log write (a run whose log lacks it): logged.
+    let again = run_session(
+        &p,
+        "triage",
+        "",
+        &durable_options(&p, &store, "run-2", handed_off),
+    )
+    .await
+    .expect("resumed");
+    assert_eq!(ending(&again), ending(&whole));
+    assert_eq!(handoffs_logged(&store, "run-2").await, 1);
 }
 
 #[tokio::test]
