@@ -4,7 +4,8 @@
 //!
 //! # Checkpoint layout (the O(new data) invariant)
 //!
-//! A checkpoint never rewrites the history. Messages (and reasoning traces) are stored once,
+//! A checkpoint never rewrites the history. Messages (and reasoning and sub-agent traces) are
+//! stored once,
 //! append-only, in `checkpoint_messages` keyed by `(thread_id, seq)`; a checkpoint row holds
 //! the small rest of the state (id, step, metadata, plan) plus the *ranges* of `seq` that
 //! make up its message list (`[[0, 41]]` for a plain growing history). Saving step n writes
@@ -159,8 +160,33 @@ struct LastCheckpoint {
 #[derive(Debug, Clone)]
 struct SavedHistory {
     state: AgentState,
-    messages: Vec<[i64; 2]>,
-    reasoning: Vec<[i64; 2]>,
+    ranges: HistoryRanges,
+}
+
+/// Where a state's history lives in `checkpoint_messages`.
+#[derive(Debug, Clone, Default)]
+struct HistoryRanges {
+    messages: SeqRanges,
+    reasoning: SeqRanges,
+    traces: SeqRanges,
+}
+
+/// The kinds of history items without ids, stored by position (`item_key` = the index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Indexed {
+    /// Reasoning traces (`r`).
+    Reasoning,
+    /// Sub-agent execution traces (`t`, JSON).
+    Trace,
+}
+
+impl Indexed {
+    fn kind(self) -> &'static str {
+        match self {
+            Indexed::Reasoning => "r",
+            Indexed::Trace => "t",
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -170,7 +196,10 @@ struct ThreadCache {
     next_seq: i64,
     next_step: i64,
     by_id: HashMap<String, i64>,
+    /// Stored reasoning traces by position: (body, seq).
     reasoning: Vec<(String, i64)>,
+    /// Stored sub-agent traces by position: (JSON body, seq).
+    traces: Vec<(String, i64)>,
     last: Option<LastCheckpoint>,
     saved: Option<SavedHistory>,
 }
@@ -481,27 +510,11 @@ struct StateHeadRef<'a> {
     metadata: &'a Map<String, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     plan: Option<&'a [PlanStep]>,
-    #[serde(skip_serializing_if = "Traces::is_empty")]
-    subagent_traces: Traces<'a>,
 }
 
-/// The sub-agent traces of a state, serialized as an array.
-struct Traces<'a>(&'a AgentState);
-
-impl Traces<'_> {
-    fn is_empty(&self) -> bool {
-        self.0.subagent_traces().len() == 0
-    }
-}
-
-impl Serialize for Traces<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.subagent_traces())
-    }
-}
-
-/// What `state_blob` holds: the state without its history, the `seq` ranges of the history,
-/// and the runtime spec's `sopPhase` (the `contextVariables` are the state's metadata).
+/// What `state_blob` holds: the state without its history, the `seq` ranges of the history
+/// (messages, reasoning traces, sub-agent traces), and the runtime spec's `sopPhase` (the
+/// `contextVariables` are the state's metadata).
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct StateBlob<H> {
@@ -510,6 +523,9 @@ struct StateBlob<H> {
     messages: Vec<[i64; 2]>,
     #[serde(default)]
     reasoning: Vec<[i64; 2]>,
+    /// The sub-agent traces' rows (format 2). Format 1 kept them inline in `state`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    traces: Option<SeqRanges>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     sop_phase: Option<Value>,
 }
@@ -573,6 +589,40 @@ fn stmt_bytes(stmts: &[Stmt]) -> u64 {
         .sum()
 }
 
+/// The `seq` of id-less item `index` of `kind` with `body`: the stored one when the thread
+/// holds the same body at that position, else a staged insert.
+fn stage_indexed(
+    thread_id: &str,
+    kind: Indexed,
+    index: usize,
+    body: String,
+    cache: &mut ThreadCache,
+    stmts: &mut Vec<Stmt>,
+) -> i64 {
+    let known = match kind {
+        Indexed::Reasoning => &mut cache.reasoning,
+        Indexed::Trace => &mut cache.traces,
+    };
+    if let Some((stored, seq)) = known.get(index)
+        && *stored == body
+    {
+        return *seq;
+    }
+    let seq = cache.next_seq;
+    cache.next_seq += 1;
+    stmts.push(stmt!(
+        "INSERT INTO checkpoint_messages (thread_id, seq, kind, item_key, body) VALUES ($1, $2, $3, $4, $5)",
+        thread_id,
+        seq,
+        kind.kind(),
+        index.to_string(),
+        body.as_str()
+    ));
+    known.truncate(index);
+    known.push((body, seq));
+    seq
+}
+
 impl Store {
     async fn ensure_cache(
         &self,
@@ -596,7 +646,7 @@ impl Store {
         let max_step = max_step.first().map_or(Ok(0), |r| r.int(0))?;
         let items = self
             .query(stmt!(
-                "SELECT seq, kind, item_key, CASE WHEN kind = 'r' THEN body ELSE '' END \
+                "SELECT seq, kind, item_key, CASE WHEN kind = 'm' THEN '' ELSE body END \
                  FROM checkpoint_messages WHERE thread_id = $1 ORDER BY seq",
                 thread_id
             ))
@@ -610,8 +660,11 @@ impl Store {
         for row in &items {
             let seq = row.int(0)?;
             fresh.next_seq = fresh.next_seq.max(seq + 1);
-            if row.text(1)? == "r" {
+            let kind = row.text(1)?;
+            if kind == "r" {
                 fresh.reasoning.push((row.text(3)?, seq));
+            } else if kind == "t" {
+                fresh.traces.push((row.text(3)?, seq));
             } else {
                 fresh.by_id.insert(row.text(2)?, seq);
             }
@@ -643,53 +696,52 @@ impl Store {
     }
 
     /// Stages the inserts of the history items of `state` the thread does not hold yet and
-    /// returns the `seq` ranges of its messages and reasoning traces.
+    /// returns where its whole history lives.
     fn stage_history(
         &self,
         thread_id: &str,
         state: &AgentState,
         cache: &mut ThreadCache,
         stmts: &mut Vec<Stmt>,
-    ) -> Result<(SeqRanges, SeqRanges), StoreError> {
-        Ok(match cache.saved.take() {
+    ) -> Result<HistoryRanges, StoreError> {
+        let (mut ranges, known) = match cache.saved.take() {
             // The common case: the step appended to the saved history. O(new items).
             Some(saved) if state.extends(&saved.state) => {
-                let mut messages = saved.messages;
-                for i in saved.state.message_count()..state.message_count() {
-                    if let Some(message) = state.message(i) {
-                        let seq = self.stage_message(thread_id, message, cache, stmts)?;
-                        push_range(&mut messages, seq);
-                    }
-                }
-                let mut reasoning = saved.reasoning;
-                let known = saved.state.reasoning().len();
-                for (i, text) in state.reasoning().enumerate().skip(known) {
-                    let seq = self.stage_reasoning(thread_id, i, text, cache, stmts);
-                    push_range(&mut reasoning, seq);
-                }
-                cache.reasoning.truncate(state.reasoning().len());
-                (messages, reasoning)
+                let known = (
+                    saved.state.message_count(),
+                    saved.state.reasoning().len(),
+                    saved.state.subagent_traces().len(),
+                );
+                (saved.ranges, Some(known))
             }
-            // A replaced history (context compression) or the first save in this process:
-            // every message is looked up by id.
-            _ => {
-                let mut messages = Vec::new();
-                for message in state.messages() {
-                    let seq = self.stage_message(thread_id, message, cache, stmts)?;
-                    push_range(&mut messages, seq);
-                }
-                let mut reasoning = Vec::new();
-                for (i, text) in state.reasoning().enumerate() {
-                    let seq = match cache.reasoning.get(i) {
-                        Some((known, seq)) if known == text => *seq,
-                        _ => self.stage_reasoning(thread_id, i, text, cache, stmts),
-                    };
-                    push_range(&mut reasoning, seq);
-                }
-                cache.reasoning.truncate(state.reasoning().len());
-                (messages, reasoning)
+            // A replaced history (context compression), a sibling branch, or the first save
+            // in this process: every item is looked up.
+            _ => (HistoryRanges::default(), None),
+        };
+        let (messages_known, reasoning_known, traces_known) = known.unwrap_or((0, 0, 0));
+        for i in messages_known..state.message_count() {
+            if let Some(message) = state.message(i) {
+                let seq = self.stage_message(thread_id, message, cache, stmts)?;
+                push_range(&mut ranges.messages, seq);
             }
-        })
+        }
+        for (i, text) in state.reasoning().enumerate().skip(reasoning_known) {
+            let mut body = Value::String(text.to_owned());
+            if self.shared.redact_checkpoints && self.shared.redactor.may_redact(text) {
+                self.redact(&mut body);
+            }
+            let body = body.as_str().unwrap_or_default().to_owned();
+            let seq = stage_indexed(thread_id, Indexed::Reasoning, i, body, cache, stmts);
+            push_range(&mut ranges.reasoning, seq);
+        }
+        for (i, trace) in state.subagent_traces().enumerate().skip(traces_known) {
+            let body = self.redacted_string(trace, true)?;
+            let seq = stage_indexed(thread_id, Indexed::Trace, i, body, cache, stmts);
+            push_range(&mut ranges.traces, seq);
+        }
+        cache.reasoning.truncate(state.reasoning().len());
+        cache.traces.truncate(state.subagent_traces().len());
+        Ok(ranges)
     }
 
     /// The `seq` of `message` in the thread's history, staging its insert when new.
@@ -717,33 +769,6 @@ impl Store {
         Ok(seq)
     }
 
-    /// Stages the insert of reasoning trace `index` and returns its `seq`.
-    fn stage_reasoning(
-        &self,
-        thread_id: &str,
-        index: usize,
-        text: &str,
-        cache: &mut ThreadCache,
-        stmts: &mut Vec<Stmt>,
-    ) -> i64 {
-        let seq = cache.next_seq;
-        cache.next_seq += 1;
-        let mut body = Value::String(text.to_owned());
-        if self.shared.redact_checkpoints && self.shared.redactor.may_redact(text) {
-            self.redact(&mut body);
-        }
-        stmts.push(stmt!(
-            "INSERT INTO checkpoint_messages (thread_id, seq, kind, item_key, body) VALUES ($1, $2, 'r', $3, $4)",
-            thread_id,
-            seq,
-            index.to_string(),
-            body.as_str().unwrap_or_default()
-        ));
-        cache.reasoning.truncate(index);
-        cache.reasoning.push((text.to_owned(), seq));
-        seq
-    }
-
     /// Saves a step-end checkpoint of `thread_id` (what `CheckpointStore::save` does),
     /// writing only the history items the thread does not hold yet.
     ///
@@ -768,7 +793,7 @@ impl Store {
         let mut stmts = Vec::new();
         let state = &checkpoint.state;
         let staged = self.stage_history(thread_id, state, &mut cache, &mut stmts);
-        let (message_ranges, reasoning_ranges) = match staged {
+        let ranges = match staged {
             Ok(ranges) => ranges,
             Err(error) => {
                 // The cache already counts rows that will not be written: rebuild it.
@@ -779,24 +804,25 @@ impl Store {
         let new_items = stmts.len() as u64;
 
         let blob = StateBlob {
-            format: 1,
+            format: 2,
             state: StateHeadRef {
                 version: weft_agent::STATE_VERSION,
                 id: state.id(),
                 step: state.step(),
                 metadata: state.metadata(),
                 plan: state.plan(),
-                subagent_traces: Traces(state),
             },
-            messages: message_ranges,
-            reasoning: reasoning_ranges,
+            messages: ranges.messages,
+            reasoning: ranges.reasoning,
+            traces: (!ranges.traces.is_empty()).then_some(ranges.traces),
             sop_phase: state.metadata().get("sopPhase").cloned(),
         };
         let state_blob = self.redacted_string(&blob, true)?;
         let min_seq = blob
             .messages
             .iter()
-            .chain(blob.reasoning.iter())
+            .chain(&blob.reasoning)
+            .chain(blob.traces.iter().flatten())
             .map(|r| r[0])
             .min()
             .unwrap_or(cache.next_seq);
@@ -838,8 +864,11 @@ impl Store {
         };
         cache.saved = Some(SavedHistory {
             state: state.clone(),
-            messages: blob.messages,
-            reasoning: blob.reasoning,
+            ranges: HistoryRanges {
+                messages: blob.messages,
+                reasoning: blob.reasoning,
+                traces: blob.traces.unwrap_or_default(),
+            },
         });
         cache.last = Some(LastCheckpoint {
             state_blob,
@@ -968,39 +997,52 @@ impl Store {
         rows.iter().map(summary_of).collect()
     }
 
+    /// The bodies of the history rows in `ranges`, in order.
+    async fn item_bodies(
+        &self,
+        thread_id: &str,
+        ranges: &[[i64; 2]],
+    ) -> Result<Vec<String>, StoreError> {
+        let mut bodies = Vec::new();
+        for [from, to] in ranges {
+            for r in self
+                .query(stmt!(
+                    "SELECT body FROM checkpoint_messages WHERE thread_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+                    thread_id,
+                    *from,
+                    *to
+                ))
+                .await?
+            {
+                bodies.push(r.text(0)?);
+            }
+        }
+        Ok(bodies)
+    }
+
     async fn decode_checkpoint(&self, row: &Row) -> Result<StoredCheckpoint, StoreError> {
         let summary = summary_of(row)?;
         let blob: StateBlob<StateHead> =
             serde_json::from_str(&row.text(4)?).map_err(|e| corrupt("checkpoints", e))?;
-        let mut messages = Vec::with_capacity(summary.message_count as usize);
-        for [from, to] in &blob.messages {
-            for r in self
-                .query(stmt!(
-                    "SELECT body FROM checkpoint_messages WHERE thread_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
-                    summary.thread_id.as_str(),
-                    *from,
-                    *to
-                ))
+        let thread = summary.thread_id.as_str();
+        let messages = self
+            .item_bodies(thread, &blob.messages)
+            .await?
+            .iter()
+            .map(|body| serde_json::from_str::<Message>(body))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt("checkpoint_messages", e))?;
+        let reasoning = self.item_bodies(thread, &blob.reasoning).await?;
+        let subagent_traces = match &blob.traces {
+            Some(ranges) => self
+                .item_bodies(thread, ranges)
                 .await?
-            {
-                let m: Message = serde_json::from_str(&r.text(0)?).map_err(|e| corrupt("checkpoint_messages", e))?;
-                messages.push(m);
-            }
-        }
-        let mut reasoning = Vec::new();
-        for [from, to] in &blob.reasoning {
-            for r in self
-                .query(stmt!(
-                    "SELECT body FROM checkpoint_messages WHERE thread_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
-                    summary.thread_id.as_str(),
-                    *from,
-                    *to
-                ))
-                .await?
-            {
-                reasoning.push(r.text(0)?);
-            }
-        }
+                .iter()
+                .map(|body| serde_json::from_str::<SubagentExecutionTrace>(body))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| corrupt("checkpoint_messages", e))?,
+            None => blob.state.subagent_traces,
+        };
         let expected: i64 = blob.messages.iter().map(|[a, b]| b - a + 1).sum();
         if i64::try_from(messages.len()).unwrap_or(-1) != expected {
             return Err(corrupt(
@@ -1039,7 +1081,7 @@ impl Store {
                 metadata: blob.state.metadata,
                 reasoning,
                 plan: blob.state.plan,
-                subagent_traces: blob.state.subagent_traces,
+                subagent_traces,
             })
             .map_err(|e| corrupt("checkpoints", e))?,
             pending_tool_calls: pending,

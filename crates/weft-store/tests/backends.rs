@@ -218,6 +218,35 @@ async fn branches_and_replacements_load_exactly(store: &Store) {
     assert_eq!(save(next.clone(), 7).await, 1);
     let cp = store.latest_checkpoint(thread).await.unwrap().unwrap();
     assert_eq!(cp.checkpoint.state, next);
+
+    // Sub-agent traces are history items too: stored once, and a sibling with the same
+    // messages but another trace is not mistaken for an extension.
+    let trace = |name: &str| weft_agent::SubagentExecutionTrace {
+        subagent_id: format!("sub-{name}"),
+        subagent_type: "explorer".into(),
+        parent_tool_call_id: format!("call-{name}"),
+        prompt: format!("look for {name}"),
+        start_time: 1,
+        end_time: 2,
+        success: true,
+        result: Some(name.to_owned()),
+        error: None,
+        tool_executions: None,
+        usage: None,
+    };
+    let x = next.with_subagent_trace(trace("x")).with_step(7);
+    assert_eq!(save(x.clone(), 8).await, 1);
+    let y = next.with_subagent_trace(trace("y")).with_step(7);
+    assert_eq!(save(y.clone(), 9).await, 1);
+    let y2 = y
+        .with_subagent_trace(trace("z"))
+        .with_message(Message::user("after z"))
+        .with_step(8);
+    assert_eq!(save(y2.clone(), 10).await, 2);
+    for (step, expected) in [(8, &x), (9, &y), (10, &y2)] {
+        let cp = store.checkpoint_at(thread, step).await.unwrap().unwrap();
+        assert_eq!(&cp.checkpoint.state, expected, "checkpoint {step}");
+    }
 }
 
 async fn tool_checkpoints_and_retention(store: &Store) {

@@ -10,9 +10,10 @@
 //! the messages themselves are never copied. Metadata and the plan sit behind `Arc`s and are
 //! copied only when changed (they are small).
 //!
-//! **Invariant (history lineage):** a message (or reasoning trace) gets its `Arc` when it is
-//! inserted, and no operation removes, reorders or re-inserts items of a vector: appends
-//! extend a shared vector, `with_context` builds a new one from new `Arc`s. So two states
+//! **Invariant (history lineage):** a message (or reasoning or sub-agent trace) gets its
+//! `Arc` when it is inserted, and no operation removes, reorders or re-inserts items of a
+//! vector: appends extend a shared vector, `with_context` builds a new one from new `Arc`s.
+//! So two states
 //! holding the same `Arc` at the same position share everything before it, which is what
 //! makes [`AgentState::extends`] O(log n).
 
@@ -204,8 +205,8 @@ impl AgentState {
             && self.subagent_traces == other.subagent_traces
     }
 
-    /// Whether this state's history (messages and reasoning traces) starts with all of
-    /// `earlier`'s: true when `self` was derived from `earlier` by appending, false after a
+    /// Whether this state's history (messages, reasoning traces and sub-agent traces) starts
+    /// with all of `earlier`'s: true when `self` was derived from `earlier` by appending, false after a
     /// `with_context` replacement or for unrelated states. O(log n): it compares the shared
     /// items at `earlier`'s last positions, never the whole history (see the lineage
     /// invariant above). Stores use it to write only what a step added.
@@ -238,7 +239,9 @@ impl AgentState {
                 }
             }
         }
-        prefix(&self.messages, &earlier.messages) && prefix(&self.reasoning, &earlier.reasoning)
+        prefix(&self.messages, &earlier.messages)
+            && prefix(&self.reasoning, &earlier.reasoning)
+            && prefix(&self.subagent_traces, &earlier.subagent_traces)
     }
 
     // ----- deriving -----
