@@ -363,11 +363,11 @@ fn write_pair(dir: &Path) {
         ),
         (
             "a.json",
-            r#"{"responses":[{"text":"draft 1"},{"text":"draft 2"}]}"#,
+            r#"{"responses":[{"text":"draft 1","usage":{"inputTokens":10,"outputTokens":3}},{"text":"draft 2","usage":{"inputTokens":20,"outputTokens":3}}]}"#,
         ),
         (
             "b.json",
-            r#"{"responses":[{"text":"fix the title","delayMs":3000},{"toolCalls":[{"id":"d1","name":"done","arguments":{"summary":"approved"}}]}]}"#,
+            r#"{"responses":[{"text":"fix the title","delayMs":3000,"usage":{"inputTokens":12,"outputTokens":4}},{"toolCalls":[{"id":"d1","name":"done","arguments":{"summary":"approved"}}],"usage":{"inputTokens":30,"outputTokens":5}}]}"#,
         ),
     ];
     for (path, body) in files {
@@ -476,6 +476,27 @@ fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
     let show: Value = serde_json::from_str(&text(&show.stdout)).expect("runs show JSON");
     assert_eq!(show["status"], "completed", "{show}");
     assert_eq!(show["steps"], 4, "{show}");
+    // Tokens across both processes: the checkpoints carry the run's usage up to them.
+    let run_end = resumed
+        .iter()
+        .find(|e| e["type"] == "run_end")
+        .expect("run_end");
+    let reference_end = reference
+        .iter()
+        .find(|e| e["type"] == "run_end")
+        .expect("run_end");
+    assert_eq!(
+        (&run_end["inputTokens"], &run_end["outputTokens"]),
+        (&Value::from(72), &Value::from(15)),
+        "{run_end}"
+    );
+    assert_eq!(
+        (&run_end["inputTokens"], &run_end["outputTokens"]),
+        (
+            &reference_end["inputTokens"],
+            &reference_end["outputTokens"]
+        )
+    );
 }
 
 #[test]

@@ -232,6 +232,9 @@ pub struct Durable {
     pub store: Store,
     /// `Sync` (a recorded result is never re-run) or `Async`.
     pub mode: CheckpointMode,
+    /// The run's usage before this session started (a resumed run: its latest
+    /// checkpoint's). Checkpoints record the run's usage up to them.
+    pub base_usage: TokenUsage,
 }
 
 /// Everything a session needs besides the project.
@@ -429,6 +432,17 @@ impl Driver<'_> {
             prior_steps,
             run: durable_run.clone(),
             side_key: side.key(),
+            base_usage: {
+                let mut usage = self
+                    .options
+                    .durable
+                    .as_ref()
+                    .map(|d| d.base_usage.clone())
+                    .unwrap_or_default();
+                usage.merge(&self.usage);
+                usage.cycles = None;
+                usage
+            },
         };
         let mut agent_options = AgentOptions::new(model)
             .system(self.project.system_text(agent_def, prompt))

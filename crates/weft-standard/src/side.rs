@@ -196,6 +196,8 @@ pub(crate) struct SideTurn {
     pub(crate) run: Option<Arc<RunContext>>,
     /// The side, for event payloads.
     pub(crate) side_key: &'static str,
+    /// The run's usage before this turn: checkpoints record it plus the turn's so far.
+    pub(crate) base_usage: weft_provider::TokenUsage,
 }
 
 impl std::fmt::Debug for SideTurn {
@@ -219,6 +221,7 @@ impl ExecutionStrategy for SideTurn {
         let mut steps = self.prior_steps;
         let mut rounds = 0u32;
         let mut conversation: Option<Arc<Vec<Message>>> = None;
+        let mut run_usage = self.base_usage.clone();
         loop {
             let committed = state.clone();
             let cancelled = |s: &AgentState| AgentError::Cancelled {
@@ -287,7 +290,11 @@ impl ExecutionStrategy for SideTurn {
                 Err(e) => return Err(AgentError::Upp(e)),
             };
             state = state.with_messages(turn.messages.iter().cloned());
-            state = ctx.finish_step(step, &turn, state).await;
+            run_usage.merge(&turn.usage);
+            run_usage.cycles = None;
+            state = ctx
+                .finish_step_with_usage(step, &turn, state, run_usage.clone())
+                .await;
             if let Some(run) = &self.run {
                 run.event(
                     event_type::TURN_END,

@@ -413,6 +413,7 @@ async fn resumes_from_every_checkpoint(p: &Project, agent: &str, providers: Prov
         )),
         store: store.clone(),
         mode: CheckpointMode::Sync,
+        base_usage: Default::default(),
     });
     let whole = run_session(p, agent, "", &options).await.expect("session");
     let expected = ending(&whole);
@@ -571,6 +572,7 @@ fn durable_options(
         )),
         store: store.clone(),
         mode: weft_agent::checkpoint::CheckpointMode::Sync,
+        base_usage: Default::default(),
     });
     options
 }

@@ -195,8 +195,23 @@ impl ExecutionContext {
 
     /// Completes a step the way the built-ins do: folds the sub-agent traces collected
     /// during the step into `state`, fires `on_step_end`, emits `step_end`, and saves a
-    /// checkpoint (fire-and-forget unless the agent's mode is `Sync`). Returns the state.
+    /// checkpoint (fire-and-forget unless the agent's mode is `Sync`) whose usage is the
+    /// step's. Returns the state.
     pub async fn finish_step(&self, step: u64, turn: &Turn, state: AgentState) -> AgentState {
+        self.finish_step_with_usage(step, turn, state, turn.usage.clone())
+            .await
+    }
+
+    /// [`ExecutionContext::finish_step`] with the usage the checkpoint records: a strategy
+    /// that runs inside a longer run passes that run's usage so far (the checkpoint's
+    /// `usage` is the run's up to it).
+    pub async fn finish_step_with_usage(
+        &self,
+        step: u64,
+        turn: &Turn,
+        state: AgentState,
+        usage: TokenUsage,
+    ) -> AgentState {
         let traces = self.events.take_traces();
         let state = if traces.is_empty() {
             state
@@ -207,13 +222,8 @@ impl ExecutionContext {
             turn: turn.clone(),
             state,
         };
-        self.end_step_effects(
-            step,
-            &result,
-            turn.tool_executions.clone(),
-            Some(turn.usage.clone()),
-        )
-        .await;
+        self.end_step_effects(step, &result, turn.tool_executions.clone(), Some(usage))
+            .await;
         result.state
     }
 

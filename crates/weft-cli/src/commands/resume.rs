@@ -116,10 +116,22 @@ async fn resume_project(
         .project
         .agent(&p.agent)
         .ok_or_else(|| anyhow::anyhow!("the project has no agent {:?}", p.agent))?;
-    let state_b = run_store
+    let side_b = run_store
         .latest_checkpoint(&format!("{}.sideB", record.thread_id))
-        .await?
-        .map(|c| c.checkpoint.state);
+        .await?;
+    // Checkpoints record the run's usage up to them: the later one of the two sides has
+    // the larger total.
+    let total = |u: &Option<weft_provider::TokenUsage>| {
+        u.as_ref().map_or(0, |u| u.input_tokens + u.output_tokens)
+    };
+    let base_usage = [Some(&checkpoint), side_b.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(|c| c.checkpoint.usage.clone())
+        .max_by_key(total)
+        .flatten()
+        .unwrap_or_default();
+    let state_b = side_b.map(|c| c.checkpoint.state);
     let workspace = std::fs::canonicalize(p.project.dir())?;
     super::run::execute(
         &p.project,
@@ -135,6 +147,7 @@ async fn resume_project(
             workspace,
             state_a: checkpoint.checkpoint.state,
             state_b,
+            base_usage,
             resumed: true,
         },
     )

@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use weft_agent::checkpoint::CheckpointMode;
 use weft_agent::{AgentState, SESSION_ID_KEY};
-use weft_provider::Message;
+use weft_provider::{Message, TokenUsage};
 use weft_standard::{
     AgentDefinition, Durable, Project, ProjectError, SessionEvent, SessionOptions, SessionStatus,
     run_session,
@@ -307,6 +307,7 @@ async fn drive(
             workspace,
             state_a,
             state_b: None,
+            base_usage: TokenUsage::default(),
             resumed: false,
         },
     )
@@ -336,6 +337,8 @@ pub(crate) struct Execution {
     pub(crate) state_a: AgentState,
     /// Side B's (`dual_ai`).
     pub(crate) state_b: Option<AgentState>,
+    /// The run's usage before this process (its latest checkpoint's).
+    pub(crate) base_usage: TokenUsage,
     /// Whether this goes on from an earlier process.
     pub(crate) resumed: bool,
 }
@@ -358,6 +361,7 @@ pub(crate) async fn execute(
         workspace,
         state_a,
         state_b,
+        base_usage,
         resumed,
     } = run;
     let run_id = record.run_id.clone();
@@ -398,6 +402,7 @@ pub(crate) async fn execute(
         } else {
             CheckpointMode::Async
         },
+        base_usage: base_usage.clone(),
     });
     let renderer = tokio::spawn(render(rx, json, colors));
     let ctrl_c = signal.clone();
@@ -412,11 +417,11 @@ pub(crate) async fn execute(
     let outcome = outcome?;
     let _ = run_store.flush().await;
 
-    // Steps are counted from the states (exact across processes); tokens add this
-    // process's to what earlier ones recorded when they ended.
+    // Steps are counted from the states, tokens from the latest checkpoint before this
+    // process plus this process's: both exact across processes.
     let steps = outcome.state_a.step() + outcome.state_b.as_ref().map_or(0, AgentState::step);
-    let input_tokens = record.usage.input_tokens + outcome.usage.input_tokens;
-    let output_tokens = record.usage.output_tokens + outcome.usage.output_tokens;
+    let input_tokens = base_usage.input_tokens + outcome.usage.input_tokens;
+    let output_tokens = base_usage.output_tokens + outcome.usage.output_tokens;
     let cost = Pricing::default().cost(input_tokens, output_tokens);
     let now = now_string();
     record.steps = steps;
