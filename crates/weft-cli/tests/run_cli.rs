@@ -17,6 +17,15 @@ fn weft(cwd: &Path, args: &[&str]) -> Output {
         .expect("weft runs")
 }
 
+/// Sends SIGINT to `child`, as Ctrl-C in a terminal does.
+fn ctrl_c(child: &std::process::Child) {
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -221,11 +230,7 @@ fn sigint_stops_with_130_and_a_resume_hint() {
         .spawn()
         .expect("spawn");
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    ctrl_c(&child);
     let out = child.wait_with_output().expect("wait");
     let stdout = text(&out.stdout);
     assert_eq!(
@@ -283,11 +288,7 @@ fn sigint_during_a_side_effect_then_resume_names_the_call_and_finishes_when_appr
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    ctrl_c(&child);
     let out = child.wait_with_output().expect("wait");
     assert_eq!(
         out.status.code(),
@@ -436,11 +437,7 @@ fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
         }
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    ctrl_c(&child);
     first.extend(lines.map(|l| serde_json::from_str(&l.expect("line")).expect("JSON line")));
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(130), "{first:?}");

@@ -862,16 +862,23 @@ fn error_outcome(error: AgentError, agent: &str, state: AgentState) -> SessionOu
 }
 
 /// Maps a turn end to the session's status/reason/message when it ends the session.
-fn terminal(end: &TurnEnd) -> Option<(SessionStatus, StopReason, LifecyclePayload)> {
-    match end {
-        TurnEnd::SessionStop(p) => {
-            Some((SessionStatus::Completed, StopReason::SessionStop, p.clone()))
-        }
-        TurnEnd::SessionFail(p) => {
-            Some((SessionStatus::Failed, StopReason::SessionFail, p.clone()))
-        }
-        _ => None,
-    }
+/// The outcome of a session whose turn ended with `end`, when that end stops the session
+/// (`sessionStop` / `sessionFail`), with side A's state `state_a`.
+fn terminal(end: &TurnEnd, agent: &str, state_a: &AgentState) -> Option<SessionOutcome> {
+    let (status, reason, payload) = match end {
+        TurnEnd::SessionStop(p) => (SessionStatus::Completed, StopReason::SessionStop, p),
+        TurnEnd::SessionFail(p) => (SessionStatus::Failed, StopReason::SessionFail, p),
+        _ => return None,
+    };
+    let mut o = outcome(
+        status,
+        reason,
+        payload.message.clone(),
+        agent,
+        state_a.clone(),
+    );
+    o.attachments = payload.attachments.clone();
+    Some(o)
 }
 
 fn turn_reason(end: &TurnEnd) -> (StopReason, String) {
@@ -990,26 +997,15 @@ async fn ai_human(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutc
             pos.agent = target;
             continue;
         }
-        let mut o = match terminal(&end) {
-            Some((status, reason, payload)) => {
-                let mut o = outcome(
-                    status,
-                    reason,
-                    payload.message,
-                    &pos.agent.name,
-                    pos.state_a,
-                );
-                o.attachments = payload.attachments;
-                o
-            }
-            None => outcome(
+        let mut o = terminal(&end, &pos.agent.name, &pos.state_a).unwrap_or_else(|| {
+            outcome(
                 SessionStatus::Completed,
                 reason,
                 output,
                 &pos.agent.name,
                 pos.state_a,
-            ),
-        };
+            )
+        });
         o.thread_events = thread_events;
         o.turns = pos.turns;
         return o;
@@ -1053,15 +1049,7 @@ async fn dual_ai(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutco
             reason,
             output: output.clone(),
         });
-        if let Some((status, reason, payload)) = terminal(&end) {
-            let mut o = outcome(
-                status,
-                reason,
-                payload.message,
-                &pos.agent.name,
-                pos.state_a,
-            );
-            o.attachments = payload.attachments;
+        if let Some(o) = terminal(&end, &pos.agent.name, &pos.state_a) {
             return finish(o, pos.state_b, pos.turns);
         }
         // The other side receives this side's output as a user message.
