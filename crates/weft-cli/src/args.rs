@@ -12,7 +12,7 @@ use crate::commands;
     about,
     long_about = None,
     propagate_version = true,
-    after_help = "Examples:\n  weft llm --model openai:gpt-4o-mini \"Say hi\"\n  weft llm --model openai-compatible:llama3.2 --base-url http://127.0.0.1:11434/v1 --stream \"Tell me a joke\"\n  weft thread validate thread.json\n\nExit codes: 0 success, 1 the work failed (provider error, invalid input), 2 usage error, 130 interrupted."
+    after_help = "Examples:\n  weft init demo && weft run demo \"Add a greeting file\"\n  weft runs list\n  weft resume RUN\n  weft llm --model openai:gpt-4o-mini \"Say hi\"\n  weft llm --model openai-compatible:llama3.2 --base-url http://127.0.0.1:11434/v1 --stream \"Tell me a joke\"\n  weft thread validate thread.json\n\nExit codes: 0 success, 1 the work failed (provider error, invalid input, the agent failed), 2 usage error, 3 a resume stopped on an uncertain tool call, 130 interrupted."
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]

@@ -16,6 +16,12 @@ use super::runs::{StoreArgs, open_store, runtime};
 
 /// `weft resume` flags.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  weft resume RUN                    go on where RUN stopped, live\n  weft resume RUN --json             the same, as JSON\n  weft resume RUN --rerun-uncertain  approve re-running a call that was in flight at the crash\n\n\
+A run started by `weft run` goes on as the same session: its stop rules, handoffs and both dual_ai sides, from the latest checkpoints. \
+Recorded tool results are re-used, never re-run.\n\n\
+Exit codes: 0 completed, 1 failed, 2 usage or storage error, 3 stopped on an uncertain call (see --rerun-uncertain), 130 interrupted."
+)]
 pub(crate) struct ResumeArgs {
     #[command(flatten)]
     store: StoreArgs,
