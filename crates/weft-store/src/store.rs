@@ -944,17 +944,11 @@ impl Store {
         &self,
         thread_id: &str,
     ) -> Result<Option<StoredCheckpoint>, StoreError> {
-        self.flush().await?;
-        let rows = self
-            .query(Stmt::new(
-                format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = $1 ORDER BY step DESC LIMIT 1"),
-                vec![thread_id.into()],
-            ))
-            .await?;
-        match rows.first() {
-            Some(row) => Ok(Some(self.decode_checkpoint(row).await?)),
-            None => Ok(None),
-        }
+        self.one_checkpoint(
+            "thread_id = $1 ORDER BY step DESC LIMIT 1",
+            vec![thread_id.into()],
+        )
+        .await
     }
 
     /// The checkpoint with ordinal `step` of `thread_id`.
@@ -966,13 +960,22 @@ impl Store {
         thread_id: &str,
         step: u64,
     ) -> Result<Option<StoredCheckpoint>, StoreError> {
+        self.one_checkpoint(
+            "thread_id = $1 AND step = $2",
+            vec![thread_id.into(), step.into()],
+        )
+        .await
+    }
+
+    /// The first checkpoint matching `condition` (after `WHERE`), once queued writes landed.
+    async fn one_checkpoint(
+        &self,
+        condition: &str,
+        params: Vec<SqlValue>,
+    ) -> Result<Option<StoredCheckpoint>, StoreError> {
         self.flush().await?;
-        let rows = self
-            .query(Stmt::new(
-                format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE thread_id = $1 AND step = $2"),
-                vec![thread_id.into(), step.into()],
-            ))
-            .await?;
+        let sql = format!("SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE {condition}");
+        let rows = self.query(Stmt::new(sql, params)).await?;
         match rows.first() {
             Some(row) => Ok(Some(self.decode_checkpoint(row).await?)),
             None => Ok(None),
