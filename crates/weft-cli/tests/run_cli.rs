@@ -567,3 +567,29 @@ fn a_project_run_logs_the_runtime_events() {
         "{routing}"
     );
 }
+
+#[test]
+fn an_unbounded_dual_ai_agent_runs_with_a_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = dir.path().join("pair");
+    write_pair(&project);
+    std::fs::write(
+        project.join("agents/pair.toml"),
+        "name = \"pair\"\ntype = \"dual_ai\"\n[sideA]\nprompt = \"pa\"\n[sideB]\nprompt = \"pb\"\nsessionStop = \"done\"\n",
+    )
+    .expect("write");
+    std::fs::write(
+        project.join("b.json"),
+        r#"{"responses":[{"toolCalls":[{"id":"d1","name":"done","arguments":{"summary":"ok"}}]}]}"#,
+    )
+    .expect("write");
+    let out = weft(dir.path(), &["run", "pair", "task"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains(
+            "weft: warning: agents/pair.toml: maxSessionTurns: a dual_ai agent should set maxSessionTurns"
+        ),
+        "{}",
+        text(&out.stderr)
+    );
+}

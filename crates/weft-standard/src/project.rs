@@ -107,6 +107,26 @@ impl Project {
         &self.dir
     }
 
+    /// What agent `name` may run with but should not be written that way (each a
+    /// [`Problem`] that does not stop loading): a `dual_ai` agent without `maxSessionTurns`
+    /// (agents §2.2).
+    pub fn warnings(&self, name: &str) -> Vec<Problem> {
+        self.agents
+            .get(name)
+            .filter(|a| {
+                a.value.agent_type == AgentType::DualAi && a.value.max_session_turns.is_none()
+            })
+            .map(|a| {
+                Problem::new(
+                    &a.file,
+                    "maxSessionTurns",
+                    "a dual_ai agent should set maxSessionTurns so the session is bounded; without it only sessionStop or sessionFail ends it",
+                )
+            })
+            .into_iter()
+            .collect()
+    }
+
     /// `weft.toml`.
     pub fn config(&self) -> &ProjectConfig {
         &self.config

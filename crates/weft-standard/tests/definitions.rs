@@ -97,3 +97,39 @@ fn all_problems_are_reported_at_once() {
     assert_eq!(error.problems().len(), 2, "{error}");
     assert!(error.to_string().starts_with("the project has 2 problems:"));
 }
+
+#[test]
+fn a_dual_ai_agent_without_max_session_turns_loads_with_a_warning() {
+    let project = Project::load(projects("valid/json_project")).expect("loads");
+    assert!(
+        project.warnings("pair").is_empty(),
+        "maxSessionTurns is set"
+    );
+    assert!(project.warnings("no_such_agent").is_empty());
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, body) in [
+        ("weft.toml", "model = \"scripted:s.json\"\n"),
+        (
+            "agents/pair.toml",
+            "name = \"pair\"\ntype = \"dual_ai\"\n[sideA]\nprompt = \"p\"\n[sideB]\nprompt = \"p\"\n",
+        ),
+        ("prompts/p.toml", "name = \"p\"\n"),
+    ] {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, body).expect("write");
+    }
+    let project = Project::load(dir.path()).expect("a warning does not stop loading");
+    let warnings: Vec<String> = project
+        .warnings("pair")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "agents/pair.toml: maxSessionTurns: a dual_ai agent should set maxSessionTurns so the session is bounded; without it only sessionStop or sessionFail ends it"
+        ]
+    );
+}

@@ -91,6 +91,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             )
         })?,
     };
+    for warning in project.warnings(&agent.name) {
+        eprintln!("weft: warning: {warning}");
+    }
     for reference in model_references(&project, agent, args.model.as_deref()) {
         if let Some(variable) = missing_key(&reference) {
             eprintln!(
