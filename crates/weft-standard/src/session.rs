@@ -688,13 +688,21 @@ impl<'p> Position<'p> {
             SessionMark::of(&fresh.state_a),
             SessionMark::of(&fresh.state_b),
         ];
-        let Some(mark) = marks.into_iter().flatten().max_by_key(|m| m.turn) else {
-            // A durable run's initial checkpoint: the input is the state's last message.
-            return match fresh.state_a.last_message() {
-                Some(Message::User(_)) => Ok(fresh),
-                _ => Err(SessionError::NoInput),
-            };
-        };
+        if fresh.state_a.message_count() == 0 {
+            return Err(SessionError::NoInput);
+        }
+        // Without marks (a durable run's initial checkpoint, whose last message is the
+        // input, or a run saved before marks existed) the state is side A's first turn.
+        let mark = marks
+            .into_iter()
+            .flatten()
+            .max_by_key(|m| m.turn)
+            .unwrap_or_else(|| SessionMark {
+                agent: start.name.clone(),
+                side: Side::A,
+                turn: 1,
+                turn_start_step: 0,
+            });
         let agent = project
             .agent(&mark.agent)
             .ok_or_else(|| SessionError::UnknownAgent(mark.agent.clone()))?;

@@ -692,3 +692,55 @@ async fn a_new_input_on_a_finished_session_starts_a_fresh_turn() {
         (StopReason::Response, "second", 2)
     );
 }
+
+#[tokio::test]
+async fn a_state_without_session_marks_goes_on_as_side_a_first_turn() {
+    // What a run saved before session marks existed looks like: a state that ends with a
+    // tool result, no `weftSession` metadata.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = dir.path().join("a.json");
+    let prompt = format!(
+        "name = \"p\"\nmodel = \"capture:{}\"\ntools = [\"note\"]\n",
+        a.display()
+    );
+    let p = project(
+        dir.path(),
+        &[
+            (
+                "agents/one_step.toml",
+                "name = \"one_step\"\n[sideA]\nprompt = \"p\"\nmaxSteps = 1\n",
+            ),
+            (
+                "agents/helper.toml",
+                "name = \"helper\"\n[sideA]\nprompt = \"p\"\n",
+            ),
+            ("prompts/p.toml", prompt.as_str()),
+        ],
+        &[(
+            "a.json",
+            json!({"responses": [{"toolCalls": [call("n1", "note", json!({}))]}, {"text": "done"}]}),
+        )],
+    );
+    let mut options = SessionOptions::new(p.dir());
+    options.providers = Arc::new(capture_registry(Arc::new(Mutex::new(Vec::new()))));
+    let first = run_session(&p, "one_step", "task", &options)
+        .await
+        .expect("session");
+    assert_eq!(first.reason, StopReason::MaxSteps);
+    options.initial_state = first
+        .state_a
+        .with_metadata(weft_standard::SESSION_MARK_KEY, Value::Null);
+    let rest = run_session(&p, "helper", "", &options)
+        .await
+        .expect("session");
+    assert_eq!(
+        (rest.reason, rest.message.as_str(), rest.steps),
+        (StopReason::Response, "done", 1)
+    );
+    // An empty state with no input is still refused.
+    options.initial_state = weft_agent::AgentState::initial();
+    assert!(matches!(
+        run_session(&p, "helper", "", &options).await,
+        Err(weft_standard::SessionError::NoInput)
+    ));
+}
