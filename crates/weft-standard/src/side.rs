@@ -21,7 +21,6 @@ use weft_agent::{
     GenerateResult,
 };
 use weft_provider::{ErrorCode, InferenceInput, Message, ToolResult, Turn};
-
 use weft_store::durable::RunContext;
 use weft_store::event_type;
 
@@ -131,9 +130,7 @@ impl StopPlan {
         }
         None
     }
-}
 
-impl StopPlan {
     /// How the side turn that produced `state` ended, judged from its last step alone (a
     /// resumed session asks this of its latest checkpoint): `None` when the turn still has
     /// to go on (the state ends with an input, or the last step does not stop it). `steps`
