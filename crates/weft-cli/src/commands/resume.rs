@@ -78,26 +78,26 @@ pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             rerun_uncertain: args.rerun_uncertain,
             force: args.force,
         };
-        let project = project_run(&record)?;
-        let registry = match &project {
-            Some(p) => p
-                .project
-                .agent(&p.agent)
-                .map(|agent| super::run::registry(&p.project, agent))
-                .unwrap_or_default(),
-            None => ToolRegistry::with_builtins(),
-        };
-        let runner = Runner::new(store.clone(), registry).with_providers(super::run::providers());
-        let outcome = match project {
+        let providers = super::run::providers();
+        let outcome = match project_run(&record)? {
             // A project run goes on as a Standard Agents session (stop rules, handoffs,
-            // dual_ai sides), from its latest checkpoints.
-            Some(p) => match runner.prepare(&args.run, options, true, &[]).await? {
-                Preparation::Ready(prepared) => {
-                    return resume_project(&p, store, *prepared, args.store.json).await;
+            // dual_ai sides) from its latest checkpoints; its tools come from the project.
+            Some(p) => {
+                let runner =
+                    Runner::new(store.clone(), ToolRegistry::new()).with_providers(providers);
+                match runner.prepare(&args.run, options, true, &[]).await? {
+                    Preparation::Ready(prepared) => {
+                        return resume_project(&p, store, *prepared, args.store.json).await;
+                    }
+                    Preparation::Finished(outcome) => outcome,
                 }
-                Preparation::Finished(outcome) => outcome,
-            },
-            None => runner.resume(&args.run, options).await?,
+            }
+            None => {
+                Runner::new(store, ToolRegistry::with_builtins())
+                    .with_providers(providers)
+                    .resume(&args.run, options)
+                    .await?
+            }
         };
         report(&outcome, args.store.json);
         Ok(ExitCode::from(outcome.exit_code()))
