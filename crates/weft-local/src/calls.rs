@@ -8,8 +8,8 @@
 //! alternative to tool calls is a JSON value matching that schema instead of plain text.
 //!
 //! The grammars are Lark text with embedded JSON schemas (`%json {…}`), compiled by
-//! llguidance in [`crate::constrain`]. Building them needs no inference stack, so they are
-//! unit-tested in the default build.
+//! llguidance in the `constrain` module (feature `candle`). Building them needs no inference
+//! stack, so they are unit-tested in the default build.
 
 use serde_json::{Map, Value, json};
 

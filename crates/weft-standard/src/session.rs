@@ -615,8 +615,10 @@ fn stop_plan(project: &Project, agent: &AgentDefinition, side: Side) -> Option<S
     })
 }
 
-/// The state metadata key under which every side turn records where its session is
-/// ([`SessionMark`]): checkpoints carry it, so a session resumes from them exactly.
+/// The state metadata key under which every side turn records where its session is:
+/// `{"agent", "side", "turn", "turnStartStep"}` (the active agent after handoffs, whose turn
+/// it is, the session turn number, the state's step when that turn began). Checkpoints carry
+/// it, so a session resumes from them exactly.
 pub const SESSION_MARK_KEY: &str = "weftSession";
 
 /// Where a session was when a state was saved: the active agent (after handoffs), the side,

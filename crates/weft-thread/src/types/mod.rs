@@ -4,7 +4,7 @@
 //! every enum of open kinds (parts, user content) has a raw variant, so parse → serialize keeps
 //! unknown fields, `custom:*` parts and `meta:*` members (extension rules 1–4). Optional fields
 //! whose spec type is `any` keep an explicit `null`; other optional fields must be absent or of
-//! their type (a `null` there is a validation error, see [`crate::validate`]).
+//! their type (a `null` there is a validation error, see [`crate::validate()`]).
 //!
 //! Timestamps stay the strings the document holds; [`crate::Timestamp`] parses them when order
 //! matters. The typed model does not check cross-references: run [`crate::validate()`] on the
