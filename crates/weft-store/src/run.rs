@@ -655,25 +655,38 @@ impl Runner {
         store.flush().await?;
         record.updated_at = now.clone();
         self.store.put_run(&record).await?;
-        self.store
-            .put_agent(&AgentNode {
-                id: record.agent_id.clone(),
-                run_id: run_id.to_owned(),
-                parent_agent_id: None,
-                role: spec.role.clone(),
-                status: if record.status == RunStatus::Completed {
-                    AgentStatus::Completed
-                } else {
-                    AgentStatus::Failed
-                },
-                depth: 0,
-                created_at: record.started_at.clone(),
-                completed_at: Some(now),
-                usage: record.usage,
-            })
-            .await?;
+        record_root_agent(&self.store, &record, &spec.role).await?;
         Ok(outcome)
     }
+}
+
+/// Records the root agent of `run` in the lineage as the run stands: completed or failed
+/// (with `ended_at`) once the run ended, active before; usage is the run's.
+///
+/// # Errors
+/// Storage failures.
+pub async fn record_root_agent(
+    store: &Store,
+    run: &RunRecord,
+    role: &str,
+) -> Result<(), StoreError> {
+    store
+        .put_agent(&AgentNode {
+            id: run.agent_id.clone(),
+            run_id: run.run_id.clone(),
+            parent_agent_id: None,
+            role: role.to_owned(),
+            status: match run.status {
+                RunStatus::Completed => AgentStatus::Completed,
+                RunStatus::Failed => AgentStatus::Failed,
+                RunStatus::Running | RunStatus::Interrupted => AgentStatus::Active,
+            },
+            depth: 0,
+            created_at: run.started_at.clone(),
+            completed_at: run.ended_at.clone(),
+            usage: run.usage,
+        })
+        .await
 }
 
 fn strategy_usage(turn: &Turn) -> TokenUsage {

@@ -453,6 +453,7 @@ pub(crate) async fn execute(
         }
     };
     store.put_run(&record).await?;
+    weft_store::run::record_root_agent(&store, &record, &agent.name).await?;
     let tokens = input_tokens + output_tokens;
     let this_time = steps.saturating_sub(steps_before);
     if json {
