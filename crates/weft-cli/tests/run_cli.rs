@@ -474,7 +474,10 @@ fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
     assert_eq!(show["status"], "completed", "{show}");
     assert_eq!(show["steps"], 4, "{show}");
     assert_eq!(show["agents"][0]["status"], "completed", "lineage: {show}");
-    assert_eq!(show["agents"][0]["usage"]["input_tokens"], 72, "lineage: {show}");
+    assert_eq!(
+        show["agents"][0]["usage"]["input_tokens"], 72,
+        "lineage: {show}"
+    );
     // Tokens across both processes: the checkpoints carry the run's usage up to them.
     let run_end = resumed
         .iter()

@@ -468,10 +468,11 @@ pub(crate) async fn execute(
             eprintln!("weft: the agent failed: {}", outcome.message);
         }
         let mut line = format!(
-            "{word} · {steps} steps · {tokens} tokens ({input_tokens} in, {output_tokens} out) · ${cost:.4} · run {run_id}"
+            "{word} · {} · {tokens} tokens ({input_tokens} in, {output_tokens} out) · ${cost:.4} · run {run_id}",
+            count(steps, "step")
         );
         if resumed {
-            line.push_str(&format!(" ({this_time} steps after the resume)"));
+            line.push_str(&format!(" ({} after the resume)", count(this_time, "step")));
         }
         if code == 130 {
             line.push_str(&format!("\nresume with: weft resume {run_id}"));
@@ -482,6 +483,15 @@ pub(crate) async fn execute(
         );
     }
     Ok(ExitCode::from(code))
+}
+
+/// `1 step`, `4 steps`.
+fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 fn paint(colors: bool, code: &str, text: &str) -> String {
