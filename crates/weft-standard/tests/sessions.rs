@@ -428,7 +428,8 @@ async fn resumes_from_every_checkpoint(p: &Project, agent: &str, providers: Prov
                 .await
                 .expect("load")
                 .expect("exists");
-            written.push((summary.timestamp.clone(), side, cp.checkpoint.state));
+            let at = chrono::DateTime::parse_from_rfc3339(&summary.timestamp).expect("timestamp");
+            written.push((at, side, cp.checkpoint.state));
         }
     }
     written.sort_by(|a, b| a.0.cmp(&b.0));
