@@ -432,7 +432,7 @@ async fn resumes_from_every_checkpoint(p: &Project, agent: &str, providers: Prov
             written.push((at, side, cp.checkpoint.state));
         }
     }
-    written.sort_by(|a, b| a.0.cmp(&b.0));
+    written.sort_by_key(|w| w.0);
     assert!(written.len() >= 4, "{} checkpoints", written.len());
     for crash in 0..=written.len() {
         let mut resumed = SessionOptions::new(p.dir());
