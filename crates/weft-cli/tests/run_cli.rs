@@ -552,6 +552,20 @@ fn a_project_run_logs_the_runtime_events() {
         }
     }
     assert_eq!(last_turn, 4);
+    // The text view clips payloads to one short line; --full prints them whole.
+    let out = weft(dir.path(), &["events", &run_id]);
+    let first = text(&out.stdout).lines().next().expect("a line").to_owned();
+    assert!(
+        first.contains("run_start") && first.ends_with('…'),
+        "{first}"
+    );
+    assert!(first.chars().count() < 220, "{first}");
+    let out = weft(dir.path(), &["events", &run_id, "--full"]);
+    let first = text(&out.stdout).lines().next().expect("a line").to_owned();
+    assert!(
+        first.contains("Look before you change anything."),
+        "{first}"
+    );
     let routing = &events[1]["payload"];
     assert_eq!(
         (

@@ -20,18 +20,34 @@ pub(crate) struct EventsArgs {
     /// Only these event types (repeatable).
     #[arg(long = "type", value_name = "TYPE")]
     types: Vec<String>,
+    /// Print whole payloads (the text view clips each to one short line; `--json` never
+    /// clips).
+    #[arg(long)]
+    full: bool,
     /// The run id.
     run: String,
 }
 
+/// Most characters of a payload in the text view (without `--full`).
+const PAYLOAD_CHARS: usize = 140;
+
 /// Prints one event; `Ok(false)` when stdout is closed (`weft events RUN | head`).
-fn print(event: &EventRecord, json: bool) -> anyhow::Result<bool> {
+fn print(event: &EventRecord, json: bool, full: bool) -> anyhow::Result<bool> {
     use std::io::Write as _;
     let line = if json {
         serde_json::to_string(event)?
     } else {
+        let payload = event.payload.to_string();
+        let payload = if full || payload.chars().count() <= PAYLOAD_CHARS {
+            payload
+        } else {
+            format!(
+                "{}…",
+                payload.chars().take(PAYLOAD_CHARS).collect::<String>()
+            )
+        };
         format!(
-            "{}  turn {:>3}  {:<18} {}{}",
+            "{}  turn {:>3}  {:<18} {}{payload}",
             event.timestamp,
             event.turn,
             event.event_type,
@@ -40,7 +56,6 @@ fn print(event: &EventRecord, json: bool) -> anyhow::Result<bool> {
                 .as_deref()
                 .map(|c| format!("[{c}] "))
                 .unwrap_or_default(),
-            event.payload
         )
     };
     match writeln!(std::io::stdout().lock(), "{line}") {
@@ -69,7 +84,7 @@ pub(crate) fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
                 })
                 .await?;
             for event in &events {
-                if !print(event, args.store.json)? {
+                if !print(event, args.store.json, args.full)? {
                     return Ok(ExitCode::SUCCESS);
                 }
                 after = Some(event.seq);
