@@ -122,6 +122,24 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// `earlier` (when there is one) followed by `later`, as one turn: messages, tool
+    /// executions, usage and cycles add up; the response and the structured data are
+    /// `later`'s. How a run of several steps sums up its steps.
+    pub fn fold(earlier: Option<Turn>, later: Turn) -> Turn {
+        match earlier {
+            None => later,
+            Some(mut turn) => {
+                turn.messages.extend(later.messages);
+                turn.response = later.response;
+                turn.tool_executions.extend(later.tool_executions);
+                turn.usage.merge(&later.usage);
+                turn.cycles += later.cycles;
+                turn.data = later.data;
+                turn
+            }
+        }
+    }
+
     /// The final response's text.
     pub fn text(&self) -> String {
         self.response.text_content()

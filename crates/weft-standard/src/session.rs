@@ -907,7 +907,8 @@ fn turn_reason(end: &TurnEnd) -> (StopReason, String) {
 struct Replayed(bool);
 
 /// Whether the run's log already holds the `agent.handoff` of session turn `turn`: a resume
-/// that replays a handoff logs it only if the crash came before it was logged.
+/// that replays a handoff logs it only if the crash came before it was logged. A log that
+/// cannot be read counts as lacking it (a duplicate event rather than a missing one).
 async fn handoff_logged(durable: &Durable, turn: u64) -> bool {
     use weft_store::EventLog as _;
     let query = weft_store::EventQuery {

@@ -312,17 +312,7 @@ impl ExecutionStrategy for SideTurn {
                 rounds += 1;
             }
             let end = self.plan.evaluate(&turn, steps, &self.status);
-            total = Some(match total {
-                None => turn,
-                Some(mut acc) => {
-                    acc.messages.extend(turn.messages);
-                    acc.response = turn.response;
-                    acc.tool_executions.extend(turn.tool_executions);
-                    acc.usage.merge(&turn.usage);
-                    acc.cycles += turn.cycles;
-                    acc
-                }
-            });
+            total = Some(Turn::fold(total, turn));
             if let Some(end) = end {
                 if let Ok(mut slot) = self.end.lock() {
                     *slot = Some(end);

@@ -315,16 +315,6 @@ impl Backend for PgBackend {
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)
     }
-
-    async fn schema_version(&self) -> Result<i64, StoreError> {
-        let rows = self
-            .query(Stmt::new(
-                "SELECT COALESCE(MAX(version), 0) FROM weft_schema_migrations",
-                Vec::new(),
-            ))
-            .await?;
-        rows.first().map_or(Ok(0), |r| r.int(0))
-    }
 }
 
 /// Drops `schema` and everything in it (test clean-up).

@@ -803,17 +803,7 @@ impl ExecutionStrategy for DurableLoop {
                 .await;
             let tools_ran = turn.response.has_tool_calls()
                 && turn.messages.last().is_some_and(Message::is_tool_result);
-            total = Some(match total {
-                None => turn,
-                Some(mut acc) => {
-                    acc.messages.extend(turn.messages);
-                    acc.response = turn.response;
-                    acc.tool_executions.extend(turn.tool_executions);
-                    acc.usage.merge(&turn.usage);
-                    acc.cycles += turn.cycles;
-                    acc
-                }
-            });
+            total = Some(Turn::fold(total, turn));
             if !tools_ran || ctx.strategy.should_stop(&state).await {
                 break;
             }

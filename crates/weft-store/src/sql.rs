@@ -185,5 +185,13 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     async fn flush(&self) -> Result<(), StoreError>;
 
     /// The schema version of the database.
-    async fn schema_version(&self) -> Result<i64, StoreError>;
+    async fn schema_version(&self) -> Result<i64, StoreError> {
+        let rows = self
+            .query(Stmt::new(
+                "SELECT COALESCE(MAX(version), 0) FROM weft_schema_migrations",
+                Vec::new(),
+            ))
+            .await?;
+        rows.first().map_or(Ok(0), |r| r.int(0))
+    }
 }

@@ -40,23 +40,6 @@ struct SharedConversation {
     step_len: usize,
 }
 
-/// Folds `next` into `acc`: messages, executions and usage add up; the response and data
-/// are the latest.
-pub(crate) fn merge_turn(acc: Option<Turn>, next: Turn) -> Turn {
-    match acc {
-        None => next,
-        Some(mut turn) => {
-            turn.messages.extend(next.messages);
-            turn.response = next.response;
-            turn.tool_executions.extend(next.tool_executions);
-            turn.usage.merge(&next.usage);
-            turn.cycles += next.cycles;
-            turn.data = next.data;
-            turn
-        }
-    }
-}
-
 trait TurnExt {
     fn clone_without_messages(&self) -> Turn;
 }
@@ -184,7 +167,7 @@ impl<'a> Run<'a> {
             // The first call of a step: keep the turn without its messages (they are in
             // `step_messages`) and hand the caller the full one.
             None => turn.clone_without_messages(),
-            Some(acc) => merge_turn(Some(acc), turn.clone_without_messages()),
+            Some(acc) => Turn::fold(Some(acc), turn.clone_without_messages()),
         };
         self.step_turn = Some(step_turn);
         Ok(turn)
@@ -284,7 +267,7 @@ impl<'a> Run<'a> {
         self.ctx
             .end_step_effects(step, &result, completed, usage)
             .await;
-        self.total = Some(merge_turn(self.total.take(), result.turn));
+        self.total = Some(Turn::fold(self.total.take(), result.turn));
     }
 
     /// The result of the run.
