@@ -9,7 +9,8 @@ use weft_agent::checkpoint::{CheckpointMode, CheckpointStore};
 use weft_agent::{AgentOptions, AgentState, agent};
 use weft_provider::Tool;
 use weft_provider::adapters::scripted::{self, Script, ScriptedResponse};
-use weft_store::run::{ResumeOptions, RunOutcome, RunSpec, Runner, ToolRegistry, ToolSpec};
+use weft_runtime::spec::{AgentProgram, Program, RunSpec, ToolSpec};
+use weft_runtime::{ResumeOptions, RunEnd, RunOutcome, Runtime, ToolRegistry};
 use weft_store::{
     Durability, EventLog, EventQuery, RunStatus, Runs, Store, ToolCallRecord, ToolCallStatus,
     ToolLedger, now_string,
@@ -36,6 +37,7 @@ async fn any_agent_checkpoints_into_the_store_and_restores() {
         },
     );
     let model = scripted::model(Script {
+        fresh_ids: false,
         responses: vec![
             ScriptedResponse::tool_call("c1", "add", json!({"a": 2, "b": 3})),
             ScriptedResponse::text("5"),
@@ -82,27 +84,39 @@ fn script(dir: &Path, args: &[Value]) -> String {
 }
 
 fn spec(dir: &Path, model: String, idempotent: bool) -> RunSpec {
-    RunSpec {
-        model,
-        system: None,
-        tools: vec![ToolSpec {
-            name: "append_line".into(),
-            config: json!({"out": dir.join("out.txt"), "log": dir.join("log.txt"), "idempotent": idempotent}),
-        }],
-        input: "go".into(),
-        durability: Durability::Sync,
-        max_steps: None,
-        pricing: None,
-        role: "coder".into(),
-    }
+    let mut program = AgentProgram::new(model);
+    program.tools = vec![ToolSpec {
+        name: "append_line".into(),
+        config: json!({"out": dir.join("out.txt"), "log": dir.join("log.txt"), "idempotent": idempotent}),
+    }];
+    program.role = "coder".into();
+    RunSpec::new("go", Program::Agent(program))
 }
 
+fn runtime(store: &Store) -> Runtime {
+    Runtime::new(store.clone()).with_tools(ToolRegistry::with_builtins())
+}
+
+async fn resume(store: &Store, run: &str, rerun_uncertain: bool) -> RunOutcome {
+    runtime(store)
+        .resume(run, ResumeOptions { rerun_uncertain }, false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap()
+}
+
+/// Records call `call` of the run's first model response as started, as a crash during it
+/// leaves it: pending, at its position (the thread's conversation of one message, index 0).
 async fn fake_in_flight(store: &Store, run: &str, call: &str) {
     let record = store.run(run).await.unwrap().unwrap();
     store
         .with_durability(Durability::Sync)
         .tool_call_started(&ToolCallRecord {
             run_id: run.into(),
+            position: format!("{}@1#0", record.thread_id),
+            args_hash: String::new(),
             tool_call_id: call.into(),
             thread_id: record.thread_id,
             tool_name: "append_line".into(),
@@ -125,16 +139,15 @@ async fn fake_in_flight(store: &Store, run: &str, call: &str) {
 async fn an_uncertain_call_stops_the_resume_until_approved() {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
-    let runner = Runner::new(store.clone(), ToolRegistry::with_builtins());
     let model = script(dir.path(), &[json!({"line": "a"}), json!({"line": "b"})]);
-    let run = runner
+    let run = runtime(&store)
         .create(&spec(dir.path(), model, false))
         .await
         .unwrap();
     fake_in_flight(&store, &run, "call-00").await;
 
-    let outcome = runner.resume(&run, ResumeOptions::default()).await.unwrap();
-    let RunOutcome::NeedsApproval { calls, .. } = &outcome else {
+    let outcome = resume(&store, &run, false).await;
+    let RunEnd::NeedsApproval { calls } = &outcome.end else {
         panic!("{outcome:?}")
     };
     assert_eq!(
@@ -154,20 +167,10 @@ async fn an_uncertain_call_stops_the_resume_until_approved() {
         "nothing may run before approval"
     );
 
-    let outcome = runner
-        .resume(
-            &run,
-            ResumeOptions {
-                rerun_uncertain: true,
-                force: false,
-            },
-        )
-        .await
-        .unwrap();
+    let outcome = resume(&store, &run, true).await;
     assert_eq!(
-        outcome,
-        RunOutcome::Completed {
-            run_id: run.clone(),
+        outcome.end,
+        RunEnd::Completed {
             output: "finished".into()
         }
     );
@@ -197,7 +200,7 @@ async fn an_uncertain_call_stops_the_resume_until_approved() {
     );
     assert!(kinds.contains(&"completion".to_owned()));
     // Resuming a completed run is a no-op with the same answer.
-    let again = runner.resume(&run, ResumeOptions::default()).await.unwrap();
+    let again = resume(&store, &run, false).await;
     assert_eq!(again.exit_code(), 0);
 }
 
@@ -205,11 +208,13 @@ async fn an_uncertain_call_stops_the_resume_until_approved() {
 async fn an_idempotent_tool_reruns_its_uncertain_call_without_asking() {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
-    let runner = Runner::new(store.clone(), ToolRegistry::with_builtins());
     let model = script(dir.path(), &[json!({"line": "a"})]);
-    let run = runner.create(&spec(dir.path(), model, true)).await.unwrap();
+    let run = runtime(&store)
+        .create(&spec(dir.path(), model, true))
+        .await
+        .unwrap();
     fake_in_flight(&store, &run, "call-00").await;
-    let outcome = runner.resume(&run, ResumeOptions::default()).await.unwrap();
+    let outcome = resume(&store, &run, false).await;
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
 }
 
@@ -218,14 +223,19 @@ async fn a_secret_in_a_tool_argument_never_reaches_the_store() {
     let secret = "sk-test-0123456789abcdefSECRET";
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
-    let runner = Runner::new(store.clone(), ToolRegistry::with_builtins());
     let model = script(
         dir.path(),
         &[json!({"line": format!("deploy with {secret}")})],
     );
-    let outcome = runner.start(&spec(dir.path(), model, false)).await.unwrap();
+    let outcome = runtime(&store)
+        .start(spec(dir.path(), model, false), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
-    let run = outcome.run_id().to_owned();
+    let run = outcome.run_id.clone();
     // The tool itself got the real argument…
     assert!(
         std::fs::read_to_string(dir.path().join("out.txt"))
