@@ -25,7 +25,7 @@ use weft_provider::adapters::scripted::{self, Script, ScriptedModel};
 use weft_provider::provider::ModelReference;
 use weft_provider::{ExecutionMode, Message, ProviderRegistry, StreamEventType, TokenUsage};
 use weft_store::Store;
-use weft_store::durable::RunContext;
+use weft_runtime::ledger::RunContext;
 use weft_thread::SystemMessage;
 use weft_tools::Workspace;
 
@@ -196,6 +196,19 @@ impl Driver<'_> {
         let model = self
             .model(&reference)
             .map_err(|e| fail(format!("model {reference:?}: {e}")))?;
+        // A durable session records every response before its tools run, per side (each
+        // side's conversation is its own scope), and a resume replays what was recorded.
+        let model = match (&self.options.durable, &self.options.thread_id) {
+            (Some(durable), Some(thread)) => {
+                let scope = match side {
+                    Side::A => thread.clone(),
+                    Side::B => format!("{thread}.sideB"),
+                };
+                weft_runtime::recorded::recorded_model(&model, durable.run.clone(), scope)
+                    .map_err(|e| fail(format!("model {reference:?}: {e}")))?
+            }
+            _ => model,
+        };
         let durable_run = self.options.durable.as_ref().map(|d| d.run.clone());
         let tools = prompt_tools(self.project, prompt, &self.workspace, durable_run.as_ref())
             .map_err(|e| fail(e.to_string()))?;
