@@ -151,6 +151,14 @@ pub(crate) async fn run(
             steps_before,
             usage: base,
         },
+        // Stopped from outside (an abort, a lost lease): resumable, not failed.
+        Err(_) if active.signal.is_cancelled() => ProgramEnd {
+            status: EndStatus::Interrupted,
+            message: String::new(),
+            steps: steps_before,
+            steps_before,
+            usage: base,
+        },
         Err(error) => {
             let message = error.to_string();
             active

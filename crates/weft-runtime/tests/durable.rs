@@ -3,6 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use weft_agent::checkpoint::{CheckpointMode, CheckpointStore};
@@ -275,4 +277,125 @@ async fn a_secret_in_a_tool_argument_never_reaches_the_store() {
     let needle = secret.as_bytes();
     assert!(!raw.windows(needle.len()).any(|w| w == needle));
     assert!(!wal.windows(needle.len()).any(|w| w == needle));
+}
+
+/// A model that answers like a real provider: the first answer of a conversation asks for
+/// the `probe` tool with a new call id and new arguments on every ask; after a tool result
+/// it answers "done". `asks` counts how often it was asked for the first answer.
+fn fickle_providers(asks: Arc<AtomicUsize>) -> weft_provider::ProviderRegistry {
+    let mut providers = weft_runtime::default_providers();
+    providers.register("fickle", move || {
+        let asks = asks.clone();
+        Arc::new(
+            weft_provider::Provider::new("fickle", "1").with_llm(
+                move |id: &str, _options: &Value| {
+                    let asks = asks.clone();
+                    let model: Arc<dyn weft_provider::LlmModel> =
+                        Arc::new(scripted::ScriptedModel::from_fn(id, move |request| {
+                            if request.messages.len() > 1 {
+                                return Ok(ScriptedResponse::text("done"));
+                            }
+                            let n = asks.fetch_add(1, Ordering::SeqCst);
+                            Ok(ScriptedResponse::tool_call(
+                                format!("call-{n}"),
+                                "probe",
+                                json!({"ask": n}),
+                            ))
+                        }));
+                    Ok(model)
+                },
+            ),
+        )
+    });
+    providers
+}
+
+/// The `probe` tool: records the call id and arguments it ran with; its first run hangs
+/// until cancelled (the process "dies" while it runs).
+fn probe_registry(seen: Arc<Mutex<Vec<(String, Value)>>>) -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    tools.register("probe", move |_config: &Value| {
+        let seen = seen.clone();
+        Ok(Tool::new(
+            "probe",
+            "probes",
+            json!({"type": "object"}),
+            move |args: Value, ctx: weft_provider::ToolContext| {
+                let seen = seen.clone();
+                async move {
+                    let first = {
+                        let mut seen = seen.lock().unwrap();
+                        seen.push((ctx.tool_call_id.clone(), args));
+                        seen.len() == 1
+                    };
+                    if first {
+                        ctx.signal.cancelled().await;
+                        return Err(weft_provider::ToolError::new("the probe was cancelled"));
+                    }
+                    Ok(json!("probed"))
+                }
+            },
+        )
+        .with_side_effects(true))
+    });
+    tools
+}
+
+/// RT-050 with real providers' habits: a step whose response was recorded is never asked
+/// of the model again; the resumed step runs the recorded call (same id, same arguments),
+/// and an interrupted call is uncertain, not a recorded result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_step_continues_from_its_recorded_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let asks = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let runtime = Runtime::new(store.clone())
+        .with_providers(fickle_providers(asks.clone()))
+        .with_tools(probe_registry(seen.clone()));
+    let mut program = AgentProgram::new("fickle:m");
+    program.tools = vec![ToolSpec {
+        name: "probe".into(),
+        config: Value::Null,
+    }];
+    let handle = runtime
+        .start(RunSpec::new("go", Program::Agent(program)), false)
+        .await
+        .unwrap();
+    let run = handle.id().to_owned();
+    while seen.lock().unwrap().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    handle.abort();
+    let outcome = handle.outcome().await.unwrap();
+    assert_eq!(outcome.end, RunEnd::Interrupted);
+    let calls = store.tool_calls(&run).await.unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0].status,
+        ToolCallStatus::Pending,
+        "a cancelled call stays uncertain"
+    );
+
+    // The interrupted call is uncertain: nothing runs without approval.
+    let stopped = runtime
+        .resume(&run, ResumeOptions::default(), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(stopped.exit_code(), 3);
+    let done = runtime
+        .resume(&run, ResumeOptions { rerun_uncertain: true }, false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(done.end, RunEnd::Completed { output: "done".into() });
+    assert_eq!(asks.load(Ordering::SeqCst), 1, "the recorded step was asked again");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1], seen[0], "the resume ran the recorded call, id and arguments");
 }
