@@ -45,8 +45,16 @@ fn project(dir: &Path, responses: serde_json::Value, fresh_ids: bool) {
     for sub in ["agents", "prompts"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
-    std::fs::write(dir.join("weft.toml"), "model = \"scripted-turns:script.json\"\n").unwrap();
-    std::fs::write(dir.join("agents/a.toml"), "name = \"a\"\n[sideA]\nprompt = \"p\"\n").unwrap();
+    std::fs::write(
+        dir.join("weft.toml"),
+        "model = \"scripted-turns:script.json\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("agents/a.toml"),
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
+    )
+    .unwrap();
     std::fs::write(
         dir.join("prompts/p.toml"),
         "name = \"p\"\ntools = [\"run_command\"]\n",
@@ -96,7 +104,9 @@ fn kill9(child: &mut Child) {
 }
 
 fn status_of(cwd: &Path, run: &str) -> String {
-    let out = weft(cwd, &["runs", "show", run, "--json"]).output().unwrap();
+    let out = weft(cwd, &["runs", "show", run, "--json"])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
     v["status"].as_str().unwrap_or_default().to_owned()
 }
@@ -125,10 +135,13 @@ fn a_recorded_call_never_runs_twice_when_call_ids_change_on_every_answer() {
     // The killed owner is known dead at once: no --force, no waiting for a lease.
     assert_eq!(status_of(dir.path(), &run), "interrupted");
     let (code, stdout, stderr) = output(spawn(dir.path(), &["resume", &run]));
-    assert_eq!(code, Some(3), "the in-flight call is uncertain: {stdout}{stderr}");
+    assert_eq!(
+        code,
+        Some(3),
+        "the in-flight call is uncertain: {stdout}{stderr}"
+    );
     assert!(stderr.contains("--rerun-uncertain"), "{stderr}");
-    let (code, stdout, stderr) =
-        output(spawn(dir.path(), &["resume", &run, "--rerun-uncertain"]));
+    let (code, stdout, stderr) = output(spawn(dir.path(), &["resume", &run, "--rerun-uncertain"]));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let log = std::fs::read_to_string(root.join("effects.log")).unwrap();
     assert_eq!(log.matches('A').count(), 1, "A ran again:\n{log}");
@@ -205,7 +218,13 @@ fn a_stopped_owner_that_wakes_up_after_a_takeover_stops() {
     let run = run_id_of(&mut owner);
     wait_for(&root.join("out.txt"), "2");
     let pid = owner.id().to_string();
-    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     std::thread::sleep(Duration::from_millis(1_000));
     // Another machine (its own host id) may take over only once the lease lapsed.
     let other = weft(dir.path(), &["resume", &run, "--rerun-uncertain"])
@@ -215,7 +234,13 @@ fn a_stopped_owner_that_wakes_up_after_a_takeover_stops() {
         .unwrap();
     let taken = String::from_utf8_lossy(&other.stdout).into_owned()
         + &String::from_utf8_lossy(&other.stderr);
-    assert!(Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     let (code, stdout, stderr) = output(owner);
     assert_eq!(other.status.code(), Some(0), "{taken}");
     assert_eq!(code, Some(5), "the stale owner must stop: {stdout}{stderr}");
@@ -234,12 +259,17 @@ fn sigterm_interrupts_cleanly_and_the_run_resumes() {
     let run = run_id_of(&mut child);
     wait_for(&root.join("out.txt"), "1");
     let pid = child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     let (code, _, stderr) = output(child);
     assert_eq!(code, Some(130), "{stderr}");
     assert_eq!(status_of(dir.path(), &run), "interrupted");
-    let (code, stdout, stderr) =
-        output(spawn(dir.path(), &["resume", &run, "--rerun-uncertain"]));
+    let (code, stdout, stderr) = output(spawn(dir.path(), &["resume", &run, "--rerun-uncertain"]));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let out = std::fs::read_to_string(root.join("out.txt")).unwrap();
     for i in 0..6 {
@@ -256,7 +286,12 @@ fn a_run_recorded_by_the_previous_release_resumes_after_the_upgrade() {
     let root = dir.path().join("proj");
     std::fs::create_dir_all(root.join("agents")).unwrap();
     std::fs::create_dir_all(root.join("prompts")).unwrap();
-    for file in ["weft.toml", "script.json", "agents/a.toml", "prompts/p.toml"] {
+    for file in [
+        "weft.toml",
+        "script.json",
+        "agents/a.toml",
+        "prompts/p.toml",
+    ] {
         std::fs::copy(fixture.join("proj").join(file), root.join(file)).unwrap();
     }
     std::fs::write(root.join("out.txt"), "one\n").unwrap();
@@ -275,10 +310,12 @@ fn a_run_recorded_by_the_previous_release_resumes_after_the_upgrade() {
         .unwrap();
     assert!(patch.success());
     let run = "ce3f94bf-f4a6-4c62-87ca-c5fac4bb0017";
-    let (code, stdout, stderr) =
-        output(spawn(dir.path(), &["resume", run, "--rerun-uncertain"]));
+    let (code, stdout, stderr) = output(spawn(dir.path(), &["resume", run, "--rerun-uncertain"]));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("all done"), "{stdout}");
     let out = std::fs::read_to_string(root.join("out.txt")).unwrap();
-    assert_eq!(out, "one\ntwo\n", "the recorded first call must not run again");
+    assert_eq!(
+        out, "one\ntwo\n",
+        "the recorded first call must not run again"
+    );
 }

@@ -82,9 +82,8 @@ impl LlmResponse {
     /// in word-sized deltas, each tool call with its arguments in two pieces. Scripted models
     /// stream this way, and a recorded response is replayed this way.
     pub fn replay_events(&self) -> Vec<StreamEvent> {
-        let chunks = |text: &str| -> Vec<String> {
-            text.split_inclusive(' ').map(str::to_owned).collect()
-        };
+        let chunks =
+            |text: &str| -> Vec<String> { text.split_inclusive(' ').map(str::to_owned).collect() };
         let mut events = vec![StreamEvent::message_start()];
         let mut index = 0u32;
         for block in &self.message.content {

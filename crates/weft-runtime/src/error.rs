@@ -38,7 +38,9 @@ pub enum RunError {
     #[error("this program cannot run Standard Agents sessions")]
     NoSessions,
     /// Another live process owns the run (exit code 5).
-    #[error("run {run} is being driven by another live process ({owner}); wait for it to end, or stop it first")]
+    #[error(
+        "run {run} is being driven by another live process ({owner}); wait for it to end, or stop it first"
+    )]
     Owned {
         /// The run.
         run: String,
@@ -60,8 +62,7 @@ impl RunError {
     /// run, else 1 (2 is for usage errors, decided before a run exists).
     pub fn exit_code(&self) -> u8 {
         match self {
-            RunError::Owned { .. }
-            | RunError::Store(StoreError::Fenced { .. }) => 5,
+            RunError::Owned { .. } | RunError::Store(StoreError::Fenced { .. }) => 5,
             _ => 1,
         }
     }

@@ -240,4 +240,3 @@ pub enum RunEvent {
         output_tokens: u64,
     },
 }
-

@@ -215,7 +215,10 @@ impl RunContext {
     }
 
     fn recorded(&self, position: &str) -> Option<ToolCallRecord> {
-        self.recorded.lock().ok().and_then(|r| r.get(position).cloned())
+        self.recorded
+            .lock()
+            .ok()
+            .and_then(|r| r.get(position).cloned())
     }
 
     /// Appends an event of this run; failures are logged (events never fail a run).

@@ -145,11 +145,7 @@ impl Ownership {
         };
         let ttl = lease_ttl();
         let claim = Claim {
-            owner: format!(
-                "{host}/{}/{:08x}",
-                std::process::id(),
-                fastrand::u32(..)
-            ),
+            owner: format!("{host}/{}/{:08x}", std::process::id(), fastrand::u32(..)),
             host,
             local_owner_dead: true,
             ttl_ms: i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),

@@ -99,7 +99,10 @@ fn decode(value: &Value, provider: &str) -> Result<LlmResponse, UppError> {
     Ok(LlmResponse {
         message,
         usage,
-        stop_reason: value["stopReason"].as_str().unwrap_or("end_turn").to_owned(),
+        stop_reason: value["stopReason"]
+            .as_str()
+            .unwrap_or("end_turn")
+            .to_owned(),
         data: value.get("data").filter(|d| !d.is_null()).cloned(),
     })
 }
@@ -156,7 +159,9 @@ async fn record(
         return Err(UppError::llm(
             ErrorCode::InvalidRequest,
             provider,
-            format!("the model's response could not be recorded, so its tools were not run: {error}"),
+            format!(
+                "the model's response could not be recorded, so its tools were not run: {error}"
+            ),
         ));
     }
     run.begin_round(&position, &response.message);
@@ -184,7 +189,15 @@ impl LlmModel for RecordedModel {
             let len = request.messages.len();
             let print = fingerprint(&request.messages);
             let response = self.inner.complete(request).await?;
-            record(&self.run, &self.scope, self.inner.provider(), len, print, &response).await?;
+            record(
+                &self.run,
+                &self.scope,
+                self.inner.provider(),
+                len,
+                print,
+                &response,
+            )
+            .await?;
             Ok(response)
         })
     }

@@ -28,9 +28,9 @@ use tokio_util::sync::CancellationToken;
 use weft_agent::AgentState;
 use weft_provider::{Message, ModelReference, ProviderRegistry, TokenUsage, Tool, UppError};
 use weft_store::{
-    AgentNode, AgentStatus, Durability, EventLog as _, Lineage as _, NewEvent, Pricing, Responses as _,
-    RunRecord, RunStatus, Runs as _, Store, StoreError, Threads as _, ThreadRecord, ToolCallRecord,
-    ToolCallStatus, ToolLedger as _, Usage, event_type, new_id, now_string,
+    AgentNode, AgentStatus, Durability, EventLog as _, Lineage as _, NewEvent, Pricing,
+    Responses as _, RunRecord, RunStatus, Runs as _, Store, StoreError, ThreadRecord, Threads as _,
+    ToolCallRecord, ToolCallStatus, ToolLedger as _, Usage, event_type, new_id, now_string,
 };
 
 use crate::agent_program::{self, ToolRegistry};
@@ -292,7 +292,16 @@ impl Runtime {
             .run(&run_id)
             .await?
             .ok_or_else(|| RunError::UnknownRun(run_id.clone()))?;
-        Ok(self.spawn(record, spec, tools, ownership, Vec::new(), HashSet::new(), false, events))
+        Ok(self.spawn(
+            record,
+            spec,
+            tools,
+            ownership,
+            Vec::new(),
+            HashSet::new(),
+            false,
+            events,
+        ))
     }
 
     /// Goes on with `run_id` from its latest checkpoint, re-using every recorded response
@@ -317,9 +326,12 @@ impl Runtime {
             message: e.to_string(),
         })?;
         if record.status == RunStatus::Completed {
-            return Ok(finished(&record, RunEnd::Completed {
-                output: record.output.clone().unwrap_or_default(),
-            }));
+            return Ok(finished(
+                &record,
+                RunEnd::Completed {
+                    output: record.output.clone().unwrap_or_default(),
+                },
+            ));
         }
         let tools = self.agent_tools(&spec)?;
         let ownership = Ownership::claim(&self.store, run_id).await?;
@@ -357,7 +369,9 @@ impl Runtime {
             ownership.release().await;
             return Ok(finished(&record, RunEnd::NeedsApproval { calls: blocked }));
         }
-        Ok(self.spawn(record, spec, tools, ownership, calls, approved, true, events))
+        Ok(self.spawn(
+            record, spec, tools, ownership, calls, approved, true, events,
+        ))
     }
 
     fn agent_tools(&self, spec: &RunSpec) -> Result<Vec<Tool>, RunError> {
@@ -377,7 +391,10 @@ impl Runtime {
         let thread_id = new_id();
         let agent_id = new_id();
         let now = now_string();
-        let store = self.store.with_durability(Durability::Sync).for_run(&run_id);
+        let store = self
+            .store
+            .with_durability(Durability::Sync)
+            .for_run(&run_id);
         store.put_thread(&ThreadRecord::new(&thread_id)).await?;
         let record = RunRecord {
             run_id: run_id.clone(),
@@ -502,7 +519,10 @@ fn finished(record: &RunRecord, end: RunEnd) -> RunHandle {
 fn initial_state(spec: &RunSpec, thread_id: &str) -> AgentState {
     AgentState::initial()
         .with_message(Message::user(spec.input.as_str()))
-        .with_metadata(weft_agent::SESSION_ID_KEY, Value::String(thread_id.to_owned()))
+        .with_metadata(
+            weft_agent::SESSION_ID_KEY,
+            Value::String(thread_id.to_owned()),
+        )
 }
 
 struct Drive {
@@ -568,7 +588,10 @@ impl Drive {
                 c.checkpoint.usage.clone().unwrap_or_default(),
             ),
             // The initial checkpoint was not written before a crash: start from the input.
-            None => (initial_state(&spec, &record.thread_id), TokenUsage::default()),
+            None => (
+                initial_state(&spec, &record.thread_id),
+                TokenUsage::default(),
+            ),
         };
         if resumed {
             ledger.begin_turn(state.step());

@@ -286,26 +286,24 @@ fn fickle_providers(asks: Arc<AtomicUsize>) -> weft_provider::ProviderRegistry {
     let mut providers = weft_runtime::default_providers();
     providers.register("fickle", move || {
         let asks = asks.clone();
-        Arc::new(
-            weft_provider::Provider::new("fickle", "1").with_llm(
-                move |id: &str, _options: &Value| {
-                    let asks = asks.clone();
-                    let model: Arc<dyn weft_provider::LlmModel> =
-                        Arc::new(scripted::ScriptedModel::from_fn(id, move |request| {
-                            if request.messages.len() > 1 {
-                                return Ok(ScriptedResponse::text("done"));
-                            }
-                            let n = asks.fetch_add(1, Ordering::SeqCst);
-                            Ok(ScriptedResponse::tool_call(
-                                format!("call-{n}"),
-                                "probe",
-                                json!({"ask": n}),
-                            ))
-                        }));
-                    Ok(model)
-                },
-            ),
-        )
+        Arc::new(weft_provider::Provider::new("fickle", "1").with_llm(
+            move |id: &str, _options: &Value| {
+                let asks = asks.clone();
+                let model: Arc<dyn weft_provider::LlmModel> =
+                    Arc::new(scripted::ScriptedModel::from_fn(id, move |request| {
+                        if request.messages.len() > 1 {
+                            return Ok(ScriptedResponse::text("done"));
+                        }
+                        let n = asks.fetch_add(1, Ordering::SeqCst);
+                        Ok(ScriptedResponse::tool_call(
+                            format!("call-{n}"),
+                            "probe",
+                            json!({"ask": n}),
+                        ))
+                    }));
+                Ok(model)
+            },
+        ))
     });
     providers
 }
@@ -387,15 +385,33 @@ async fn a_resumed_step_continues_from_its_recorded_response() {
         .unwrap();
     assert_eq!(stopped.exit_code(), 3);
     let done = runtime
-        .resume(&run, ResumeOptions { rerun_uncertain: true }, false)
+        .resume(
+            &run,
+            ResumeOptions {
+                rerun_uncertain: true,
+            },
+            false,
+        )
         .await
         .unwrap()
         .outcome()
         .await
         .unwrap();
-    assert_eq!(done.end, RunEnd::Completed { output: "done".into() });
-    assert_eq!(asks.load(Ordering::SeqCst), 1, "the recorded step was asked again");
+    assert_eq!(
+        done.end,
+        RunEnd::Completed {
+            output: "done".into()
+        }
+    );
+    assert_eq!(
+        asks.load(Ordering::SeqCst),
+        1,
+        "the recorded step was asked again"
+    );
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2);
-    assert_eq!(seen[1], seen[0], "the resume ran the recorded call, id and arguments");
+    assert_eq!(
+        seen[1], seen[0],
+        "the resume ran the recorded call, id and arguments"
+    );
 }

@@ -505,7 +505,10 @@ pub fn snapshot_of(dir: &Path) -> Result<ProjectSnapshot, ProjectError> {
         };
         for entry in entries.filter_map(Result::ok) {
             let path = entry.path();
-            let ext = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
+            let ext = path
+                .extension()
+                .and_then(|e| e.to_str())
+                .unwrap_or_default();
             if !matches!(ext, "toml" | "json") || !path.is_file() {
                 continue;
             }

@@ -3,7 +3,6 @@
 //! with the spec's stop rules, handoffs and both `dual_ai` sides — the same code for a new
 //! run and for one resumed in another process.
 
-
 use async_trait::async_trait;
 use weft_agent::checkpoint::CheckpointMode;
 use weft_provider::TokenUsage;
@@ -105,4 +104,3 @@ impl Sessions for StandardSessions {
         })
     }
 }
-

@@ -24,8 +24,8 @@ use weft_agent::{AgentError, AgentOptions, AgentState, AgentStreamEvent, agent};
 use weft_provider::adapters::scripted::{self, Script, ScriptedModel};
 use weft_provider::provider::ModelReference;
 use weft_provider::{ExecutionMode, Message, ProviderRegistry, StreamEventType, TokenUsage};
-use weft_store::Store;
 use weft_runtime::ledger::RunContext;
+use weft_store::Store;
 use weft_thread::SystemMessage;
 use weft_tools::Workspace;
 

@@ -387,8 +387,8 @@ fn ending(
 async fn resumes_from_every_checkpoint(p: &Project, agent: &str, providers: ProviderRegistry) {
     use weft_agent::checkpoint::CheckpointMode;
     use weft_agent::{AgentState, SESSION_ID_KEY};
-    use weft_store::Store;
     use weft_runtime::ledger::RunContext;
+    use weft_store::Store;
 
     let db = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&format!("sqlite:{}", db.path().join("weft.db").display()))

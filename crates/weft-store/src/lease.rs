@@ -110,17 +110,20 @@ impl Leases for Store {
     async fn claim(&self, run_id: &str, claim: &Claim) -> Result<Result<Lease, Lease>, StoreError> {
         let until = claim.now_ms + claim.ttl_ms;
         let same_host = format!("{}/%", claim.host);
-        self.commit(None, vec![stmt!(
-            "UPDATE runs SET lease_owner = $1, lease_until = $2, lease_epoch = lease_epoch + 1 \
+        self.commit(
+            None,
+            vec![stmt!(
+                "UPDATE runs SET lease_owner = $1, lease_until = $2, lease_epoch = lease_epoch + 1 \
              WHERE run_id = $3 AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until < $4 \
              OR lease_owner = $1 OR ($5 = 1 AND lease_owner LIKE $6))",
-            claim.owner.as_str(),
-            until,
-            run_id,
-            claim.now_ms,
-            claim.local_owner_dead,
-            same_host
-        )])
+                claim.owner.as_str(),
+                until,
+                run_id,
+                claim.now_ms,
+                claim.local_owner_dead,
+                same_host
+            )],
+        )
         .await?;
         let lease = self
             .lease(run_id)

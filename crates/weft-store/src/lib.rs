@@ -39,15 +39,15 @@ pub mod testing;
 
 pub use error::StoreError;
 pub use model::{
-    AgentNode, AgentStatus, Lease, RecordedResponse, ArtifactMetadata, ArtifactRecord, ArtifactType, CheckpointSummary,
-    EventQuery, EventRecord, NewArtifact, NewEvent, Retention, RunRecord, RunStatus, ThreadRecord,
-    ToolCallRecord, ToolCallStatus, Usage, event_type, new_id, now_string,
+    AgentNode, AgentStatus, ArtifactMetadata, ArtifactRecord, ArtifactType, CheckpointSummary,
+    EventQuery, EventRecord, Lease, NewArtifact, NewEvent, RecordedResponse, Retention, RunRecord,
+    RunStatus, ThreadRecord, ToolCallRecord, ToolCallStatus, Usage, event_type, new_id, now_string,
 };
 pub use postgres::{PgOptions, drop_schema};
 pub use redact::{DefaultRedactor, NoRedaction, Redactor};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::{SqliteOptions, Synchronous};
 pub use store::{
-    Artifacts, Durability, EventLog, Lineage, Pricing, Responses, Runs, SaveStats, Store, StoreOptions,
-    StoreUrl, StoredCheckpoint, Threads, ToolLedger, default_sqlite_path,
+    Artifacts, Durability, EventLog, Lineage, Pricing, Responses, Runs, SaveStats, Store,
+    StoreOptions, StoreUrl, StoredCheckpoint, Threads, ToolLedger, default_sqlite_path,
 };

@@ -34,10 +34,9 @@ use weft_provider::{Message, TokenUsage, ToolCall, ToolExecution};
 use crate::error::{StoreError, corrupt};
 use crate::lease::Fence;
 use crate::model::{
-    Lease, RecordedResponse,
     AgentNode, AgentStatus, ArtifactMetadata, ArtifactRecord, ArtifactType, CheckpointSummary,
-    EventQuery, EventRecord, NewArtifact, NewEvent, Retention, RunRecord, RunStatus, ThreadRecord,
-    ToolCallRecord, ToolCallStatus, Usage, new_id, now_string,
+    EventQuery, EventRecord, Lease, NewArtifact, NewEvent, RecordedResponse, Retention, RunRecord,
+    RunStatus, ThreadRecord, ToolCallRecord, ToolCallStatus, Usage, new_id, now_string,
 };
 use crate::postgres::{PgBackend, PgOptions};
 use crate::redact::{DefaultRedactor, Redactor};

@@ -727,14 +727,22 @@ async fn leases_fence_stale_owners(store: &Store) {
     // The stale owner's next write is rejected and its fence fires — sync and async alike.
     let fence_a = Arc::new(Fence::new("run-lease", a.epoch));
     record.steps = 99;
-    let stale = store.with_durability(Durability::Sync).fenced(fence_a.clone());
+    let stale = store
+        .with_durability(Durability::Sync)
+        .fenced(fence_a.clone());
     assert!(matches!(
         stale.put_run(&record).await,
-        Err(StoreError::Fenced { held: 1, current: 2, .. })
+        Err(StoreError::Fenced {
+            held: 1,
+            current: 2,
+            ..
+        })
     ));
     assert!(fence_a.lost().is_cancelled());
     let fence_a2 = Arc::new(Fence::new("run-lease", a.epoch));
-    let queued = store.with_durability(Durability::Async).fenced(fence_a2.clone());
+    let queued = store
+        .with_durability(Durability::Async)
+        .fenced(fence_a2.clone());
     queued
         .append_event(NewEvent {
             event_type: "turn_start".into(),
@@ -748,11 +756,16 @@ async fn leases_fence_stale_owners(store: &Store) {
         .await
         .unwrap();
     queued.flush().await.unwrap();
-    assert!(fence_a2.lost().is_cancelled(), "an async stale write fires the fence");
+    assert!(
+        fence_a2.lost().is_cancelled(),
+        "an async stale write fires the fence"
+    );
     assert_ne!(store.run("run-lease").await.unwrap().unwrap().steps, 99);
     // The current owner writes.
     let fence_b = Arc::new(Fence::new("run-lease", b.epoch));
-    let owner = store.with_durability(Durability::Sync).fenced(fence_b.clone());
+    let owner = store
+        .with_durability(Durability::Sync)
+        .fenced(fence_b.clone());
     owner.put_run(&record).await.unwrap();
     assert_eq!(store.run("run-lease").await.unwrap().unwrap().steps, 99);
     // An owner on this host known dead (its OS lock was free) is taken over at once.
@@ -777,9 +790,16 @@ async fn leases_fence_stale_owners(store: &Store) {
     let store = store.with_durability(Durability::Sync);
     store.record_response(&response(1)).await.unwrap();
     store.record_response(&response(2)).await.unwrap();
-    let got = store.recorded_response("run-lease", "th-lease@1").await.unwrap().unwrap();
+    let got = store
+        .recorded_response("run-lease", "th-lease@1")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.response, json!({"n": 1}));
-    assert_eq!(store.recorded_responses("run-lease").await.unwrap().len(), 1);
+    assert_eq!(
+        store.recorded_responses("run-lease").await.unwrap().len(),
+        1
+    );
 }
 
 async fn schema_is_current(store: &Store) {

@@ -253,7 +253,11 @@ pub(crate) async fn present(
         let resumed = if resumed { " · resumed" } else { "" };
         println!(
             "{}",
-            paint(colors, "2", &format!("run {run_id} · agent {agent}{resumed}"))
+            paint(
+                colors,
+                "2",
+                &format!("run {run_id} · agent {agent}{resumed}")
+            )
         );
     }
     let renderer = handle
@@ -328,7 +332,10 @@ pub(crate) async fn present(
             count(outcome.steps, "step")
         );
         if resumed {
-            line.push_str(&format!(" ({} after the resume)", count(outcome.steps_now, "step")));
+            line.push_str(&format!(
+                " ({} after the resume)",
+                count(outcome.steps_now, "step")
+            ));
         }
         if let Some(hint) = resume_hint {
             line.push_str(&format!("\nresume with: {hint}"));

@@ -81,7 +81,12 @@ async fn main_async(args: Vec<String>) -> Result<ExitCode, String> {
             if args.iter().any(|a| a == "--create-only") {
                 return Ok(ExitCode::SUCCESS);
             }
-            report(runtime.resume(&run_id, ResumeOptions::default(), false).await).await
+            report(
+                runtime
+                    .resume(&run_id, ResumeOptions::default(), false)
+                    .await,
+            )
+            .await
         }
         Some("resume") => {
             let run = args

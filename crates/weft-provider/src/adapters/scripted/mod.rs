@@ -32,8 +32,7 @@ use crate::content::{ContentBlock, ReasoningBlock};
 use crate::error::{ErrorCode, UppError};
 use crate::message::{AssistantMessage, MessageOptions};
 use crate::provider::{
-    LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStream, ModelReference,
-    Provider,
+    LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStream, ModelReference, Provider,
 };
 use crate::tool::{BoxFuture, ToolCall};
 use crate::turn::{CycleUsage, TokenUsage};
@@ -142,7 +141,11 @@ pub struct Script {
     /// The responses.
     pub responses: Vec<ScriptedResponse>,
     /// Give every answer's tool calls new ids (a random suffix), as real providers do.
-    #[serde(default, rename = "freshIds", skip_serializing_if = "std::ops::Not::not")]
+    #[serde(
+        default,
+        rename = "freshIds",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
     pub fresh_ids: bool,
 }
 
