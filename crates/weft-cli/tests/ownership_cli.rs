@@ -319,3 +319,29 @@ fn a_run_recorded_by_the_previous_release_resumes_after_the_upgrade() {
         "the recorded first call must not run again"
     );
 }
+
+/// The project's tools changed between an interrupt and the resume: the resume says so,
+/// naming the file, and goes on with the definitions the run recorded (no call answered
+/// "unknown tool", none skipped).
+#[test]
+fn a_resume_uses_the_recorded_project_and_reports_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("p");
+    slow_project(&root, 5);
+    let mut child = spawn(dir.path(), &["run", "p", "go"]);
+    let run = run_id_of(&mut child);
+    wait_for(&root.join("out.txt"), "1");
+    kill9(&mut child);
+    std::fs::write(root.join("prompts/p.toml"), "name = \"p\"\ntools = []\n").unwrap();
+    let (code, stdout, stderr) = output(spawn(dir.path(), &["resume", &run, "--rerun-uncertain"]));
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("the project changed") && stderr.contains("prompts/p.toml"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("unknown tool"), "{stdout}");
+    let out = std::fs::read_to_string(root.join("out.txt")).unwrap();
+    for i in 0..5 {
+        assert!(out.lines().any(|l| l == i.to_string()), "{out}");
+    }
+}

@@ -415,3 +415,119 @@ async fn a_resumed_step_continues_from_its_recorded_response() {
         "the resume ran the recorded call, id and arguments"
     );
 }
+
+/// RT-026…RT-028, RT-049 through the runtime: a run of two tool steps leaves a checkpoint
+/// after every tool result (holding its pending and then its completed call, inputs and
+/// outputs) and one at every step boundary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_checkpoints_every_tool_result_and_every_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let model = script(dir.path(), &[json!({"line": "a"}), json!({"line": "b"})]);
+    let outcome = runtime(&store)
+        .start(spec(dir.path(), model, false), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    let record = store.run(&outcome.run_id).await.unwrap().unwrap();
+    let checkpoints = store.list_checkpoints(&record.thread_id).await.unwrap();
+    let kinds: Vec<(&str, u64, u64, u64)> = checkpoints
+        .iter()
+        .map(|c| {
+            (
+                c.kind.as_str(),
+                c.agent_step,
+                c.pending_tools,
+                c.completed_tools,
+            )
+        })
+        .collect();
+    // Initial, then per tool step: pending call, its result, the step end; then the answer.
+    let tool = kinds.iter().filter(|k| k.0 == "tool").count();
+    let steps = kinds.iter().filter(|k| k.0 == "step").count();
+    assert_eq!(tool, 4, "{kinds:?}");
+    assert!(
+        kinds.iter().any(|k| k.0 == "tool" && k.2 == 1 && k.3 == 0),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.iter().any(|k| k.0 == "tool" && k.2 == 0 && k.3 == 1),
+        "{kinds:?}"
+    );
+    assert_eq!(steps, 4, "initial + 3 model steps: {kinds:?}");
+    let calls = store.tool_calls(&outcome.run_id).await.unwrap();
+    assert_eq!(calls.len(), 2);
+    assert!(calls.iter().all(|c| c.status == ToolCallStatus::Completed
+        && c.arguments["line"].is_string()
+        && c.result.is_some()
+        && !c.args_hash.is_empty()));
+}
+
+/// A resumed request whose conversation is not the one the recorded response answered is a
+/// divergence: the run fails with a message naming the position; nothing is replayed and
+/// the model is not asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_divergence_from_the_record_stops_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let asks = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let runtime = Runtime::new(store.clone())
+        .with_providers(fickle_providers(asks.clone()))
+        .with_tools(probe_registry(seen.clone()));
+    let mut program = AgentProgram::new("fickle:m");
+    program.tools = vec![ToolSpec {
+        name: "probe".into(),
+        config: Value::Null,
+    }];
+    let handle = runtime
+        .start(RunSpec::new("go", Program::Agent(program)), false)
+        .await
+        .unwrap();
+    let run = handle.id().to_owned();
+    while seen.lock().unwrap().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    handle.abort();
+    handle.outcome().await.unwrap();
+    store.flush().await.unwrap();
+    // What the record answered is not what the resumed run asks (as after an edited store).
+    let db = rusqlite::Connection::open(dir.path().join("weft.db")).unwrap();
+    let changed = db
+        .execute("UPDATE model_responses SET fingerprint = 'other'", [])
+        .unwrap();
+    assert_eq!(changed, 1);
+    let outcome = runtime
+        .resume(
+            &run,
+            ResumeOptions {
+                rerun_uncertain: true,
+            },
+            false,
+        )
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    let RunEnd::Failed { error } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    assert!(
+        error.contains("diverged") && error.contains("@1"),
+        "{error}"
+    );
+    assert_eq!(
+        asks.load(Ordering::SeqCst),
+        1,
+        "the model was asked instead"
+    );
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        1,
+        "a call ran after the divergence"
+    );
+}
