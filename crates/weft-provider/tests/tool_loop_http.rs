@@ -15,9 +15,7 @@ mod adapter_support;
 use adapter_support::*;
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
-use weft_provider::{
-    LlmOptions, ProviderRegistry, StreamEventType, Tool, Turn, llm,
-};
+use weft_provider::{LlmOptions, ProviderRegistry, StreamEventType, Tool, Turn, llm};
 use weft_testkit::{ReplayServer, Reply, weft_fixture};
 
 /// One wire dialect: the model reference and the base path its URLs hang off.
@@ -55,7 +53,11 @@ fn json_reply(fixture: &str) -> Reply {
 }
 
 fn assert_calls_returned(turn: &Turn, server: &ReplayServer, what: &str) {
-    assert_eq!(server.received().len(), 1, "{what}: one request, no tool loop");
+    assert_eq!(
+        server.received().len(),
+        1,
+        "{what}: one request, no tool loop"
+    );
     assert_eq!(turn.cycles, 1, "{what}");
     assert_eq!(turn.messages.len(), 2, "{what}: the input and the reply");
     assert!(turn.tool_executions.is_empty(), "{what}: nothing ran");
@@ -78,9 +80,21 @@ fn assert_calls_returned(turn: &Turn, server: &ReplayServer, what: &str) {
 #[tokio::test]
 async fn a_tool_call_without_tools_is_returned_not_run() {
     let cases = [
-        (OPENAI, "openai-chat-tool-call.json", Some("openai-chat-stream-tool-call.sse")),
-        (ANTHROPIC, "anthropic-tool-use.json", Some("anthropic-stream-tool-use.sse")),
-        (GOOGLE, "gemini-function-call.json", Some("gemini-3-stream-function-call-arguments.sse")),
+        (
+            OPENAI,
+            "openai-chat-tool-call.json",
+            Some("openai-chat-stream-tool-call.sse"),
+        ),
+        (
+            ANTHROPIC,
+            "anthropic-tool-use.json",
+            Some("anthropic-stream-tool-use.sse"),
+        ),
+        (
+            GOOGLE,
+            "gemini-function-call.json",
+            Some("gemini-3-stream-function-call-arguments.sse"),
+        ),
         (RESPONSES, "openai-responses-function-call.json", None),
     ];
     for (dialect, body, stream) in cases {
@@ -91,7 +105,10 @@ async fn a_tool_call_without_tools_is_returned_not_run() {
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", dialect.reference));
         assert_calls_returned(&turn, &server, dialect.reference);
-        assert_eq!(turn.response.tool_calls[0].arguments, json!({"location": "Paris"}));
+        assert_eq!(
+            turn.response.tool_calls[0].arguments,
+            json!({"location": "Paris"})
+        );
 
         let Some(stream) = stream else { continue };
         let server = ReplayServer::start(vec![Reply::sse(&weft_fixture(stream), 7)]).await;
@@ -188,7 +205,11 @@ fn settings(dialect: &Dialect, body: &Value) -> (Value, Value, Vec<String>, Valu
         list.as_array()
             .into_iter()
             .flatten()
-            .filter_map(|t| t.pointer(pointer).and_then(Value::as_str).map(str::to_owned))
+            .filter_map(|t| {
+                t.pointer(pointer)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
             .collect()
     };
     match dialect.reference.split(':').next() {
@@ -255,7 +276,10 @@ async fn every_round_of_the_tool_loop_carries_system_params_tools_and_structure(
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", dialect.reference));
         assert_eq!(turn.cycles, 3, "{}", dialect.reference);
-        assert_eq!(turn.data, Some(json!({"answer": "clear in Paris and Lyon"})));
+        assert_eq!(
+            turn.data,
+            Some(json!({"answer": "clear in Paris and Lyon"}))
+        );
 
         let received = server.received();
         assert_eq!(received.len(), 3, "{}", dialect.reference);

@@ -30,7 +30,11 @@ pub(crate) fn parse_path(path: &str) -> Option<Vec<Segment>> {
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('.') {
             let end = after.find(['.', '[']).unwrap_or(after.len());
-            if end == 0 {
+            let name = &after[..end];
+            if name.is_empty()
+                || name.contains([']', '\'', '"'])
+                || name.contains(char::is_whitespace)
+            {
                 return None;
             }
             segments.push(Segment::Key(after[..end].to_owned()));
@@ -103,8 +107,8 @@ impl ArgumentsBuilder {
             .get("jsonPath")
             .and_then(Value::as_str)
             .ok_or_else(|| format!("a partial argument has no jsonPath: {item}"))?;
-        let segments =
-            parse_path(path).ok_or_else(|| format!("unsupported partial argument path {path:?}"))?;
+        let segments = parse_path(path)
+            .ok_or_else(|| format!("unsupported partial argument path {path:?}"))?;
         let value = if let Some(text) = item.get("stringValue").and_then(Value::as_str) {
             Value::String(text.to_owned())
         } else if let Some(number) = item.get("numberValue").and_then(Value::as_f64) {
@@ -270,7 +274,9 @@ fn set(root: &mut Map<String, Value>, segments: &[Segment], value: Value) -> Opt
             *current = empty_for(segment);
         }
         let slot = match (current, segment) {
-            (Value::Object(map), Segment::Key(key)) => map.entry(key.clone()).or_insert(Value::Null),
+            (Value::Object(map), Segment::Key(key)) => {
+                map.entry(key.clone()).or_insert(Value::Null)
+            }
             (Value::Array(items), Segment::Index(index)) => {
                 if items.len() <= *index {
                     items.resize(*index + 1, Value::Null);
@@ -292,5 +298,99 @@ fn empty_for(next: &Segment) -> Value {
     match next {
         Segment::Key(_) => Value::Object(Map::new()),
         Segment::Index(_) => Value::Array(Vec::new()),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn key(name: &str) -> Segment {
+        Segment::Key(name.to_owned())
+    }
+
+    #[test]
+    fn paths_of_names_indices_and_quoted_names() {
+        assert_eq!(
+            parse_path("$.recipe.ingredients[10].name"),
+            Some(vec![
+                key("recipe"),
+                key("ingredients"),
+                Segment::Index(10),
+                key("name")
+            ])
+        );
+        assert_eq!(
+            parse_path("$['a.b'][\"c\\\"d\"][0]"),
+            Some(vec![key("a.b"), key("c\"d"), Segment::Index(0)])
+        );
+        for bad in ["", "$", "a", "$.", "$..a", "$[x]", "$['open", "$[1", "$.a]"] {
+            assert_eq!(parse_path(bad), None, "{bad:?}");
+        }
+    }
+
+    /// Applies `items` one by one and returns the arguments and the joined text.
+    fn build(items: &[Value]) -> (Value, String) {
+        let mut builder = ArgumentsBuilder::default();
+        let mut text = String::new();
+        for item in items {
+            text.push_str(&builder.apply(item).unwrap());
+        }
+        let (args, closing) = builder.finish();
+        (args, text + &closing)
+    }
+
+    #[test]
+    fn the_text_fragments_add_up_to_the_arguments() {
+        let (args, text) = build(&[
+            json!({"jsonPath": "$.a.b[0].c", "stringValue": "x\ny", "willContinue": true}),
+            json!({"jsonPath": "$.a.b[0].c", "stringValue": "\u{e9}\""}),
+            json!({"jsonPath": "$.a.b[0].d", "numberValue": 1e300}),
+            json!({"jsonPath": "$.a.b[1]", "numberValue": -4.0}),
+            json!({"jsonPath": "$.a.b[2][0]", "boolValue": false}),
+            json!({"jsonPath": "$.a.e", "nullValue": "NULL_VALUE"}),
+            json!({"jsonPath": "$.f", "stringValue": ""}),
+            json!({"jsonPath": "$.g", "willContinue": true}),
+        ]);
+        let want = json!({"a": {"b": [{"c": "x\ny\u{e9}\"", "d": 1e300}, -4, [false]], "e": null}, "f": ""});
+        assert_eq!(args, want);
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).unwrap(),
+            want,
+            "{text}"
+        );
+        assert_eq!(args["a"]["b"][1].as_i64(), Some(-4));
+    }
+
+    #[test]
+    fn no_arguments_is_an_empty_object() {
+        assert_eq!(build(&[]), (json!({}), "{}".to_owned()));
+    }
+
+    #[test]
+    fn contradicting_paths_and_bad_numbers_are_errors() {
+        let mut builder = ArgumentsBuilder::default();
+        assert!(
+            builder
+                .apply(&json!({"jsonPath": "$.a", "numberValue": 1}))
+                .is_ok()
+        );
+        assert!(
+            builder
+                .apply(&json!({"jsonPath": "$.a.b", "numberValue": 1}))
+                .is_err()
+        );
+        assert!(
+            builder
+                .apply(&json!({"jsonPath": "$[0]", "numberValue": 1}))
+                .is_err()
+        );
+        assert!(builder.apply(&json!({"stringValue": "x"})).is_err());
+        assert_eq!(number_value(f64::NAN), None);
+        assert_eq!(number_value(0.5), Some(json!(0.5)));
+        assert_eq!(number_value(1e20), Some(json!(1e20)));
     }
 }

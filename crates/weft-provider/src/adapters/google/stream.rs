@@ -106,7 +106,12 @@ impl EventDecoder {
     }
 
     /// Starts a streamed call (`name` with `willContinue: true`).
-    fn start_call(&mut self, part: &Value, call: &Map<String, Value>, out: &mut Vec<LlmStreamPart>) {
+    fn start_call(
+        &mut self,
+        part: &Value,
+        call: &Map<String, Value>,
+        out: &mut Vec<LlmStreamPart>,
+    ) {
         self.finish_call(out);
         let id = call
             .get("id")
