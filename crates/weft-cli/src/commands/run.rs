@@ -211,6 +211,8 @@ pub(crate) fn registry(project: &Project, agent: &AgentDefinition) -> ToolRegist
                     system: String::new(),
                     tools: vec![tool.clone()],
                     params: Default::default(),
+                    headers: Default::default(),
+                    output_schema: None,
                     env: Default::default(),
                     description: None,
                 };
