@@ -387,8 +387,8 @@ fn ending(
 async fn resumes_from_every_checkpoint(p: &Project, agent: &str, providers: ProviderRegistry) {
     use weft_agent::checkpoint::CheckpointMode;
     use weft_agent::{AgentState, SESSION_ID_KEY};
+    use weft_runtime::ledger::RunContext;
     use weft_store::Store;
-    use weft_store::durable::RunContext;
 
     let db = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&format!("sqlite:{}", db.path().join("weft.db").display()))
@@ -408,6 +408,7 @@ async fn resumes_from_every_checkpoint(p: &Project, agent: &str, providers: Prov
             "run-1",
             thread,
             "agent-1",
+            [],
             [],
             Default::default(),
         )),
@@ -563,11 +564,12 @@ fn durable_options(
     options.thread_id = Some("thread-1".into());
     options.initial_state = state;
     options.durable = Some(weft_standard::Durable {
-        run: Arc::new(weft_store::durable::RunContext::new(
+        run: Arc::new(weft_runtime::ledger::RunContext::new(
             store.clone(),
             run,
             "thread-1",
             "agent-1",
+            [],
             [],
             Default::default(),
         )),

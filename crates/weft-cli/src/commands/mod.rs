@@ -9,6 +9,7 @@ pub(crate) mod models;
 pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod signals;
 pub(crate) mod thread;
 
 use std::process::ExitCode;

@@ -3,13 +3,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use weft_agent::checkpoint::{CheckpointMode, CheckpointStore};
 use weft_agent::{AgentOptions, AgentState, agent};
 use weft_provider::Tool;
 use weft_provider::adapters::scripted::{self, Script, ScriptedResponse};
-use weft_store::run::{ResumeOptions, RunOutcome, RunSpec, Runner, ToolRegistry, ToolSpec};
+use weft_runtime::spec::{AgentProgram, Program, RunSpec, ToolSpec};
+use weft_runtime::{ResumeOptions, RunEnd, RunOutcome, Runtime, ToolRegistry};
 use weft_store::{
     Durability, EventLog, EventQuery, RunStatus, Runs, Store, ToolCallRecord, ToolCallStatus,
     ToolLedger, now_string,
@@ -36,6 +39,7 @@ async fn any_agent_checkpoints_into_the_store_and_restores() {
         },
     );
     let model = scripted::model(Script {
+        fresh_ids: false,
         responses: vec![
             ScriptedResponse::tool_call("c1", "add", json!({"a": 2, "b": 3})),
             ScriptedResponse::text("5"),
@@ -82,27 +86,39 @@ fn script(dir: &Path, args: &[Value]) -> String {
 }
 
 fn spec(dir: &Path, model: String, idempotent: bool) -> RunSpec {
-    RunSpec {
-        model,
-        system: None,
-        tools: vec![ToolSpec {
-            name: "append_line".into(),
-            config: json!({"out": dir.join("out.txt"), "log": dir.join("log.txt"), "idempotent": idempotent}),
-        }],
-        input: "go".into(),
-        durability: Durability::Sync,
-        max_steps: None,
-        pricing: None,
-        role: "coder".into(),
-    }
+    let mut program = AgentProgram::new(model);
+    program.tools = vec![ToolSpec {
+        name: "append_line".into(),
+        config: json!({"out": dir.join("out.txt"), "log": dir.join("log.txt"), "idempotent": idempotent}),
+    }];
+    program.role = "coder".into();
+    RunSpec::new("go", Program::Agent(program))
 }
 
+fn runtime(store: &Store) -> Runtime {
+    Runtime::new(store.clone()).with_tools(ToolRegistry::with_builtins())
+}
+
+async fn resume(store: &Store, run: &str, rerun_uncertain: bool) -> RunOutcome {
+    runtime(store)
+        .resume(run, ResumeOptions { rerun_uncertain }, false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap()
+}
+
+/// Records call `call` of the run's first model response as started, as a crash during it
+/// leaves it: pending, at its position (the thread's conversation of one message, index 0).
 async fn fake_in_flight(store: &Store, run: &str, call: &str) {
     let record = store.run(run).await.unwrap().unwrap();
     store
         .with_durability(Durability::Sync)
         .tool_call_started(&ToolCallRecord {
             run_id: run.into(),
+            position: format!("{}@1#0", record.thread_id),
+            args_hash: String::new(),
             tool_call_id: call.into(),
             thread_id: record.thread_id,
             tool_name: "append_line".into(),
@@ -125,16 +141,15 @@ async fn fake_in_flight(store: &Store, run: &str, call: &str) {
 async fn an_uncertain_call_stops_the_resume_until_approved() {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
-    let runner = Runner::new(store.clone(), ToolRegistry::with_builtins());
     let model = script(dir.path(), &[json!({"line": "a"}), json!({"line": "b"})]);
-    let run = runner
+    let run = runtime(&store)
         .create(&spec(dir.path(), model, false))
         .await
         .unwrap();
     fake_in_flight(&store, &run, "call-00").await;
 
-    let outcome = runner.resume(&run, ResumeOptions::default()).await.unwrap();
-    let RunOutcome::NeedsApproval { calls, .. } = &outcome else {
+    let outcome = resume(&store, &run, false).await;
+    let RunEnd::NeedsApproval { calls } = &outcome.end else {
         panic!("{outcome:?}")
     };
     assert_eq!(
@@ -154,20 +169,10 @@ async fn an_uncertain_call_stops_the_resume_until_approved() {
         "nothing may run before approval"
     );
 
-    let outcome = runner
-        .resume(
-            &run,
-            ResumeOptions {
-                rerun_uncertain: true,
-                force: false,
-            },
-        )
-        .await
-        .unwrap();
+    let outcome = resume(&store, &run, true).await;
     assert_eq!(
-        outcome,
-        RunOutcome::Completed {
-            run_id: run.clone(),
+        outcome.end,
+        RunEnd::Completed {
             output: "finished".into()
         }
     );
@@ -197,7 +202,7 @@ async fn an_uncertain_call_stops_the_resume_until_approved() {
     );
     assert!(kinds.contains(&"completion".to_owned()));
     // Resuming a completed run is a no-op with the same answer.
-    let again = runner.resume(&run, ResumeOptions::default()).await.unwrap();
+    let again = resume(&store, &run, false).await;
     assert_eq!(again.exit_code(), 0);
 }
 
@@ -205,11 +210,13 @@ async fn an_uncertain_call_stops_the_resume_until_approved() {
 async fn an_idempotent_tool_reruns_its_uncertain_call_without_asking() {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
-    let runner = Runner::new(store.clone(), ToolRegistry::with_builtins());
     let model = script(dir.path(), &[json!({"line": "a"})]);
-    let run = runner.create(&spec(dir.path(), model, true)).await.unwrap();
+    let run = runtime(&store)
+        .create(&spec(dir.path(), model, true))
+        .await
+        .unwrap();
     fake_in_flight(&store, &run, "call-00").await;
-    let outcome = runner.resume(&run, ResumeOptions::default()).await.unwrap();
+    let outcome = resume(&store, &run, false).await;
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
 }
 
@@ -218,14 +225,19 @@ async fn a_secret_in_a_tool_argument_never_reaches_the_store() {
     let secret = "sk-test-0123456789abcdefSECRET";
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
-    let runner = Runner::new(store.clone(), ToolRegistry::with_builtins());
     let model = script(
         dir.path(),
         &[json!({"line": format!("deploy with {secret}")})],
     );
-    let outcome = runner.start(&spec(dir.path(), model, false)).await.unwrap();
+    let outcome = runtime(&store)
+        .start(spec(dir.path(), model, false), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
-    let run = outcome.run_id().to_owned();
+    let run = outcome.run_id.clone();
     // The tool itself got the real argument…
     assert!(
         std::fs::read_to_string(dir.path().join("out.txt"))
@@ -265,4 +277,141 @@ async fn a_secret_in_a_tool_argument_never_reaches_the_store() {
     let needle = secret.as_bytes();
     assert!(!raw.windows(needle.len()).any(|w| w == needle));
     assert!(!wal.windows(needle.len()).any(|w| w == needle));
+}
+
+/// A model that answers like a real provider: the first answer of a conversation asks for
+/// the `probe` tool with a new call id and new arguments on every ask; after a tool result
+/// it answers "done". `asks` counts how often it was asked for the first answer.
+fn fickle_providers(asks: Arc<AtomicUsize>) -> weft_provider::ProviderRegistry {
+    let mut providers = weft_runtime::default_providers();
+    providers.register("fickle", move || {
+        let asks = asks.clone();
+        Arc::new(weft_provider::Provider::new("fickle", "1").with_llm(
+            move |id: &str, _options: &Value| {
+                let asks = asks.clone();
+                let model: Arc<dyn weft_provider::LlmModel> =
+                    Arc::new(scripted::ScriptedModel::from_fn(id, move |request| {
+                        if request.messages.len() > 1 {
+                            return Ok(ScriptedResponse::text("done"));
+                        }
+                        let n = asks.fetch_add(1, Ordering::SeqCst);
+                        Ok(ScriptedResponse::tool_call(
+                            format!("call-{n}"),
+                            "probe",
+                            json!({"ask": n}),
+                        ))
+                    }));
+                Ok(model)
+            },
+        ))
+    });
+    providers
+}
+
+/// The `probe` tool: records the call id and arguments it ran with; its first run hangs
+/// until cancelled (the process "dies" while it runs).
+fn probe_registry(seen: Arc<Mutex<Vec<(String, Value)>>>) -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    tools.register("probe", move |_config: &Value| {
+        let seen = seen.clone();
+        Ok(Tool::new(
+            "probe",
+            "probes",
+            json!({"type": "object"}),
+            move |args: Value, ctx: weft_provider::ToolContext| {
+                let seen = seen.clone();
+                async move {
+                    let first = {
+                        let mut seen = seen.lock().unwrap();
+                        seen.push((ctx.tool_call_id.clone(), args));
+                        seen.len() == 1
+                    };
+                    if first {
+                        ctx.signal.cancelled().await;
+                        return Err(weft_provider::ToolError::new("the probe was cancelled"));
+                    }
+                    Ok(json!("probed"))
+                }
+            },
+        )
+        .with_side_effects(true))
+    });
+    tools
+}
+
+/// RT-050 with real providers' habits: a step whose response was recorded is never asked
+/// of the model again; the resumed step runs the recorded call (same id, same arguments),
+/// and an interrupted call is uncertain, not a recorded result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_step_continues_from_its_recorded_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let asks = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let runtime = Runtime::new(store.clone())
+        .with_providers(fickle_providers(asks.clone()))
+        .with_tools(probe_registry(seen.clone()));
+    let mut program = AgentProgram::new("fickle:m");
+    program.tools = vec![ToolSpec {
+        name: "probe".into(),
+        config: Value::Null,
+    }];
+    let handle = runtime
+        .start(RunSpec::new("go", Program::Agent(program)), false)
+        .await
+        .unwrap();
+    let run = handle.id().to_owned();
+    while seen.lock().unwrap().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    handle.abort();
+    let outcome = handle.outcome().await.unwrap();
+    assert_eq!(outcome.end, RunEnd::Interrupted);
+    let calls = store.tool_calls(&run).await.unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0].status,
+        ToolCallStatus::Pending,
+        "a cancelled call stays uncertain"
+    );
+
+    // The interrupted call is uncertain: nothing runs without approval.
+    let stopped = runtime
+        .resume(&run, ResumeOptions::default(), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(stopped.exit_code(), 3);
+    let done = runtime
+        .resume(
+            &run,
+            ResumeOptions {
+                rerun_uncertain: true,
+            },
+            false,
+        )
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(
+        done.end,
+        RunEnd::Completed {
+            output: "done".into()
+        }
+    );
+    assert_eq!(
+        asks.load(Ordering::SeqCst),
+        1,
+        "the recorded step was asked again"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen[1], seen[0],
+        "the resume ran the recorded call, id and arguments"
+    );
 }
