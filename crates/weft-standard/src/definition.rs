@@ -251,6 +251,14 @@ pub struct PromptDefinition {
     /// Model parameters, passed to the provider unchanged (`temperature`, …).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, Value>,
+    /// HTTP headers sent with every model request of this prompt (a vendor's beta features,
+    /// a proxy's routing); `${NAME}` in a value is replaced like in `system`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Structured output: a JSON Schema (root `"type" = "object"`) the model's final reply
+    /// follows, as the provider's native structured-output mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
     /// Prompt-level default variable values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,

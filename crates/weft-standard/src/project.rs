@@ -244,6 +244,22 @@ impl Project {
         substitute(&prompt.system, |name| self.variable(agent, prompt, name))
     }
 
+    /// The HTTP headers of `prompt` for `agent`, with `${NAME}` replaced in the values.
+    pub fn headers(
+        &self,
+        agent: &AgentDefinition,
+        prompt: &PromptDefinition,
+    ) -> Vec<(String, String)> {
+        prompt
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                let value = substitute(value, |variable| self.variable(agent, prompt, variable));
+                (name.clone(), value)
+            })
+            .collect()
+    }
+
     fn validate(&self, problems: &mut Vec<Problem>) {
         let config_file = PathBuf::from("weft.toml");
         if self.agents.is_empty() && problems.is_empty() {
@@ -305,6 +321,28 @@ impl Project {
         if let Some(model) = self.model_of(&prompt.value) {
             check_model(model, file, "model", problems);
         }
+        for name in prompt.value.headers.keys() {
+            let valid = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !valid {
+                problems.push(Problem::new(
+                    file,
+                    format!("headers.{name}"),
+                    format!("{name:?} is not an HTTP header name"),
+                ));
+            }
+        }
+        if let Some(schema) = &prompt.value.output_schema
+            && schema.get("type").and_then(Value::as_str) != Some("object")
+        {
+            problems.push(Problem::new(
+                file,
+                "outputSchema",
+                "the output schema must be a JSON Schema with \"type\" = \"object\"",
+            ));
+        }
         let mut seen = BTreeSet::new();
         for (i, name) in prompt.value.tools.iter().enumerate() {
             let key = format!("tools[{i}]");
@@ -362,15 +400,21 @@ impl Project {
                 ));
                 continue;
             };
-            for name in
-                undefined_variables(&prompt.system, |n| self.variable(def, prompt, n).is_some())
-            {
-                let prompt_file = self
-                    .prompts
-                    .get(&config.prompt)
-                    .map_or_else(|| file.clone(), |l| l.file.clone());
-                problems.push(Problem::new(prompt_file, "system", format!(
-                    "the variable ${{{name}}} has no value for agent {:?}: set it in the prompt's, the agent's or weft.toml's env, or in the environment", def.name)));
+            let texts = std::iter::once(("system".to_owned(), &prompt.system)).chain(
+                prompt
+                    .headers
+                    .iter()
+                    .map(|(header, value)| (format!("headers.{header}"), value)),
+            );
+            for (key, text) in texts {
+                for name in undefined_variables(text, |n| self.variable(def, prompt, n).is_some()) {
+                    let prompt_file = self
+                        .prompts
+                        .get(&config.prompt)
+                        .map_or_else(|| file.clone(), |l| l.file.clone());
+                    problems.push(Problem::new(prompt_file, &key, format!(
+                        "the variable ${{{name}}} has no value for agent {:?}: set it in the prompt's, the agent's or weft.toml's env, or in the environment", def.name)));
+                }
             }
             if let Some(stop) = &config.stop_tool
                 && !prompt.tools.contains(stop)

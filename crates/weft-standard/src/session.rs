@@ -282,6 +282,16 @@ impl Driver<'_> {
         for (key, value) in &prompt.params {
             agent_options = agent_options.param(key.clone(), value.clone());
         }
+        let headers = self.project.headers(agent_def, prompt);
+        if !headers.is_empty() {
+            agent_options = agent_options.config(weft_provider::ProviderConfig {
+                headers,
+                ..weft_provider::ProviderConfig::default()
+            });
+        }
+        if let Some(schema) = &prompt.output_schema {
+            agent_options = agent_options.structure(schema.clone());
+        }
         if let (Some(durable), Some(thread)) = (&self.options.durable, &self.options.thread_id) {
             let session = match side {
                 Side::A => thread.clone(),

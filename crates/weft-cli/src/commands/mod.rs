@@ -1,6 +1,7 @@
 //! One module per subcommand; each is a few dozen lines calling the library crates.
 
 pub(crate) mod checkpoints;
+pub(crate) mod embed;
 pub(crate) mod events;
 pub(crate) mod init;
 pub(crate) mod llm;
@@ -20,6 +21,7 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Thread(command) => thread::run(command),
         Command::Llm(args) => llm::run(args),
+        Command::Embed(args) => embed::run(args),
         Command::Runs(command) => runs::run(command),
         Command::Events(args) => events::run(args),
         Command::Checkpoints(command) => checkpoints::run(command),
