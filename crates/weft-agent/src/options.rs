@@ -82,7 +82,13 @@ impl From<LlmOptions> for AgentOptions {
 impl AgentOptions {
     /// Options for `model`, unbounded tool loop, `loop()` execution.
     pub fn new(model: ModelReference) -> Self {
-        AgentOptions::from(LlmOptions::new(model).tool_strategy(ToolUseStrategy::unbounded()))
+        // The agent layer checks tool arguments against their schemas (stage 1 of the tool
+        // pipeline): a mismatch is an error result the model can correct.
+        AgentOptions::from(
+            LlmOptions::new(model)
+                .tool_strategy(ToolUseStrategy::unbounded())
+                .validate_arguments(true),
+        )
     }
 
     /// Builds the agent (same as [`crate::agent()`]).

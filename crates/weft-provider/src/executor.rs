@@ -39,6 +39,8 @@ pub(crate) struct RoundContext<'a> {
     pub(crate) mode: ExecutionMode,
     pub(crate) provider: &'a str,
     pub(crate) events: Option<&'a (dyn Fn(StreamEvent) + Sync)>,
+    /// Validate arguments against the tool's schema.
+    pub(crate) validate: bool,
 }
 
 pub(crate) struct CallOutcome {
@@ -172,18 +174,64 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
+/// A call refused before its tool ran: an error result the model can correct, shown as a
+/// tool execution that started and failed at once (so every outcome is visible).
+fn rejected(call: &ToolCall, message: String, cx: &RoundContext<'_>) -> CallOutcome {
+    if let Some(emit) = cx.events {
+        for event_type in [
+            StreamEventType::ToolExecutionStart,
+            StreamEventType::ToolExecutionEnd,
+        ] {
+            let end = event_type == StreamEventType::ToolExecutionEnd;
+            emit(StreamEvent {
+                event_type,
+                index: 0,
+                delta: EventDelta {
+                    tool_call_id: Some(call.tool_call_id.clone()),
+                    tool_name: Some(call.tool_name.clone()),
+                    result: end.then(|| Value::String(message.clone())),
+                    is_error: end.then_some(true),
+                    timestamp: Some(now_ms()),
+                    ..EventDelta::default()
+                },
+            });
+        }
+    }
+    error_outcome(call, message)
+}
+
 async fn run_call(call: &ToolCall, cx: &RoundContext<'_>) -> Result<CallOutcome, UppError> {
     let Some(tool) = cx.tools.iter().find(|t| t.name == call.tool_name) else {
         let known: Vec<&str> = cx.tools.iter().map(|t| t.name.as_str()).collect();
-        return Ok(error_outcome(
-            call,
-            format!(
-                "unknown tool {:?}; available tools: {}",
-                call.tool_name,
-                known.join(", ")
-            ),
-        ));
+        let message = format!(
+            "unknown tool {:?}; available tools: {}",
+            call.tool_name,
+            known.join(", ")
+        );
+        return Ok(rejected(call, message, cx));
     };
+    if let Value::String(text) = &call.arguments {
+        // The model's argument text was not JSON (adapters keep it as a string).
+        let reason = serde_json::from_str::<Value>(text)
+            .err()
+            .map_or_else(|| "not an object".to_owned(), |e| e.to_string());
+        let message = format!(
+            "the arguments of this call to {} are not valid JSON ({reason}); call it again with a JSON object \
+             that matches its parameters schema",
+            tool.name
+        );
+        return Ok(rejected(call, message, cx));
+    }
+    if cx.validate
+        && let Some(problems) = tool.schema_problems(&call.arguments)
+    {
+        let message = format!(
+            "the arguments of this call to {} do not match its parameters schema: {problems}; call it again \
+             with corrected arguments",
+            tool.name
+        );
+        return Ok(rejected(call, message, cx));
+    }
     cx.strategy.fire_tool_call(tool, &call.arguments);
     let arguments = match cx.strategy.before_call(tool, &call.arguments) {
         BeforeCall::Proceed => call.arguments.clone(),

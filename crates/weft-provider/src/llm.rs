@@ -51,6 +51,11 @@ pub struct LlmOptions {
     pub execution_mode: ExecutionMode,
     /// Values handed to every tool in its [`crate::ToolContext`].
     pub tool_extensions: Extensions,
+    /// Check every call's arguments against its tool's JSON Schema before running it; a
+    /// call that does not match gets an error result naming what is wrong, which the model
+    /// can correct. Off by default (UPP-1.2's `llm()` does not validate); the agent layer
+    /// and the runtime turn it on.
+    pub validate_arguments: bool,
 }
 
 impl LlmOptions {
@@ -66,7 +71,16 @@ impl LlmOptions {
             structure: None,
             execution_mode: ExecutionMode::Parallel,
             tool_extensions: Extensions::new(),
+            validate_arguments: false,
         }
+    }
+
+    /// Validates tool arguments against their schemas (see
+    /// [`LlmOptions::validate_arguments`]).
+    #[must_use]
+    pub fn validate_arguments(mut self, validate: bool) -> Self {
+        self.validate_arguments = validate;
+        self
     }
 
     /// Sets the system prompt.
@@ -222,6 +236,7 @@ struct Inner {
     structure: Option<Value>,
     mode: ExecutionMode,
     extensions: Extensions,
+    validate: bool,
 }
 
 /// A configured model with `generate` and `stream` (§5.3). Cheap to clone.
@@ -316,6 +331,7 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
             structure: options.structure,
             mode: options.execution_mode,
             extensions: options.tool_extensions,
+            validate: options.validate_arguments,
         }),
     })
 }
@@ -539,6 +555,7 @@ impl LlmInstance {
                 structure: inner.structure.clone(),
                 mode: inner.mode,
                 extensions,
+                validate: inner.validate,
             }),
         }
     }
@@ -759,6 +776,7 @@ async fn run_loop(
             mode: inner.mode,
             provider: &provider,
             events: sink.as_ref().map(|_| emit_ref),
+            validate: inner.validate,
         };
         let outcomes = run_round(&message.tool_calls, &round).await?;
         let mut results = Vec::with_capacity(outcomes.len());

@@ -251,6 +251,8 @@ pub struct Tool {
     pub depends_on: Vec<String>,
     run: Arc<dyn ToolRun>,
     approval: Option<Arc<dyn ToolApproval>>,
+    /// The compiled `parameters` schema, built on first use (`None`: not a valid schema).
+    validator: Arc<std::sync::OnceLock<Option<jsonschema::Validator>>>,
 }
 
 impl fmt::Debug for Tool {
@@ -285,7 +287,31 @@ impl Tool {
             depends_on: Vec::new(),
             run: Arc::new(run),
             approval: None,
+            validator: Arc::default(),
         }
+    }
+
+    /// What is wrong with `arguments` against the tool's `parameters` schema, in one line
+    /// (`None` when they match, or when the schema itself cannot be compiled). The schema is
+    /// compiled once per tool.
+    pub fn schema_problems(&self, arguments: &Value) -> Option<String> {
+        let validator = self
+            .validator
+            .get_or_init(|| jsonschema::validator_for(&self.parameters).ok())
+            .as_ref()?;
+        let problems: Vec<String> = validator
+            .iter_errors(arguments)
+            .take(5)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        (!problems.is_empty()).then(|| problems.join("; "))
     }
 
     /// Adds an approval hook, asked before every run.

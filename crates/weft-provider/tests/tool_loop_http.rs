@@ -297,3 +297,151 @@ async fn every_round_of_the_tool_loop_carries_system_params_tools_and_structure(
         }
     }
 }
+
+/// A reply whose tool call carries `arguments` as the given raw text (Chat Completions and
+/// Responses send argument text; a model can send text that is not JSON).
+fn raw_call_reply(dialect: &Dialect, id: &str, arguments: &str) -> Value {
+    match dialect.reference.split(':').next() {
+        Some("openai") => json!({"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant",
+                "tool_calls": [{"id": id, "type": "function",
+                    "function": {"name": "get_weather", "arguments": arguments}}]}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}),
+        _ => json!({"id": "resp_1", "object": "response", "status": "completed", "model": "m",
+            "output": [{"type": "function_call", "id": format!("fc_{id}"), "call_id": id,
+                "name": "get_weather", "arguments": arguments, "status": "completed"}],
+            "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}}),
+    }
+}
+
+/// The tool result the second request carries, in either dialect.
+fn sent_tool_result(request: &Value) -> String {
+    let found = request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(request["input"].as_array().into_iter().flatten())
+        .find_map(|m| {
+            (m["role"] == "tool")
+                .then(|| m["content"].as_str().map(str::to_owned))
+                .or_else(|| {
+                    (m["type"] == "function_call_output")
+                        .then(|| m["output"].as_str().map(str::to_owned))
+                })
+                .flatten()
+        });
+    found.unwrap_or_default()
+}
+
+/// Argument text that is not JSON does not fail the response: the tool is not run, the
+/// model gets an error result saying so (and its own text back as it wrote it), and the
+/// loop goes on to the model's corrected call.
+#[tokio::test]
+async fn malformed_argument_json_is_an_error_the_model_can_correct() {
+    for dialect in [OPENAI, RESPONSES] {
+        let replies = vec![
+            Reply::json(
+                200,
+                &raw_call_reply(&dialect, "call_1", r#"{"location": "Par"#),
+            ),
+            Reply::json(200, &call_reply(&dialect, "call_2", "Paris")),
+            Reply::json(200, &answer_reply(&dialect)),
+        ];
+        let server = ReplayServer::start(replies).await;
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = ran.clone();
+        let tool = Tool::new(
+            "get_weather",
+            "The weather at a place.",
+            json!({"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]}),
+            move |args: Value, _ctx| {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async move { Ok(json!({"location": args["location"], "sky": "clear"})) }
+            },
+        );
+        let turn = llm(options(&dialect, &server).tool(tool))
+            .unwrap()
+            .generate(&[], "Weather in Paris?")
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", dialect.reference));
+        assert_eq!(turn.cycles, 3, "{}", dialect.reference);
+        assert_eq!(
+            ran.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "only the corrected call runs"
+        );
+        let first = &turn.tool_executions[0];
+        assert!(first.is_error, "{first:?}");
+        assert!(
+            first
+                .result
+                .as_str()
+                .unwrap_or_default()
+                .contains("not valid JSON"),
+            "{first:?}"
+        );
+        let received = server.received();
+        let second = received[1].json();
+        assert!(
+            sent_tool_result(&second).contains("not valid JSON"),
+            "{second}"
+        );
+        assert!(
+            second.to_string().contains(r#"{\"location\": \"Par"#),
+            "the model's text goes back as it wrote it: {second}"
+        );
+    }
+}
+
+/// With validation on (the agent layer's default), arguments that do not match the tool's
+/// schema are refused before the tool runs, with the schema's complaint as the error.
+#[tokio::test]
+async fn arguments_that_break_the_schema_are_refused_when_validating() {
+    let dialect = OPENAI;
+    let replies = vec![
+        Reply::json(
+            200,
+            &raw_call_reply(&dialect, "call_1", r#"{"place": "Paris"}"#),
+        ),
+        Reply::json(200, &call_reply(&dialect, "call_2", "Paris")),
+        Reply::json(200, &answer_reply(&dialect)),
+    ];
+    let server = ReplayServer::start(replies).await;
+    let turn = llm(options(&dialect, &server)
+        .tool(weather_tool())
+        .validate_arguments(true))
+    .unwrap()
+    .generate(&[], "Weather in Paris?")
+    .await
+    .unwrap();
+    let first = &turn.tool_executions[0];
+    let message = first.result.as_str().unwrap_or_default();
+    assert!(
+        first.is_error && message.contains("do not match its parameters schema"),
+        "{first:?}"
+    );
+    assert!(
+        message.contains("location"),
+        "names the missing property: {message}"
+    );
+    assert!(
+        !turn.tool_executions[1].is_error,
+        "{:?}",
+        turn.tool_executions[1]
+    );
+    // Without validation, `llm()` hands the arguments to the tool as UPP-1.2 says.
+    let server = ReplayServer::start(vec![
+        Reply::json(
+            200,
+            &raw_call_reply(&dialect, "call_1", r#"{"place": "Paris"}"#),
+        ),
+        Reply::json(200, &answer_reply(&dialect)),
+    ])
+    .await;
+    let turn = llm(options(&dialect, &server).tool(weather_tool()))
+        .unwrap()
+        .generate(&[], "Weather in Paris?")
+        .await
+        .unwrap();
+    assert!(!turn.tool_executions[0].is_error);
+}

@@ -41,6 +41,9 @@ struct StepCalls {
     completed: Vec<ToolExecution>,
 }
 
+/// How many recent rounds the ledger remembers.
+const KEPT_ROUNDS: usize = 16;
+
 /// The calls of the response being acted on: where it was recorded, and which of its calls
 /// have been matched to a running tool.
 #[derive(Debug, Default)]
@@ -62,7 +65,8 @@ pub struct RunContext {
     approved_reruns: HashSet<String>,
     turn: AtomicU64,
     step: Mutex<StepCalls>,
-    round: Mutex<Round>,
+    /// The latest rounds, newest last (a few are kept: event consumers may lag a step).
+    rounds: Mutex<std::collections::VecDeque<Round>>,
     divergence: Mutex<Option<String>>,
     stop: CancellationToken,
 }
@@ -108,7 +112,7 @@ impl RunContext {
             approved_reruns,
             turn: AtomicU64::new(0),
             step: Mutex::new(StepCalls::default()),
-            round: Mutex::new(Round::default()),
+            rounds: Mutex::new(std::collections::VecDeque::new()),
             divergence: Mutex::new(None),
             stop: CancellationToken::new(),
         }
@@ -121,8 +125,11 @@ impl RunContext {
 
     /// Makes `message`'s calls the round the next tool calls belong to.
     pub(crate) fn begin_round(&self, position: &str, message: &AssistantMessage) {
-        if let Ok(mut round) = self.round.lock() {
-            *round = Round {
+        if let Ok(mut rounds) = self.rounds.lock() {
+            if rounds.len() >= KEPT_ROUNDS {
+                rounds.pop_front();
+            }
+            rounds.push_back(Round {
                 position: position.to_owned(),
                 calls: message
                     .tool_calls
@@ -136,26 +143,39 @@ impl RunContext {
                     })
                     .collect(),
                 taken: vec![false; message.tool_calls.len()],
-            };
+            });
         }
     }
 
     /// The position of the call `id` of the current round (the first not yet taken with
     /// that id), or a turn-and-id position when no response was recorded.
     fn position_of(&self, id: &str) -> String {
-        if let Ok(mut round) = self.round.lock() {
-            let round = &mut *round;
-            if let Some(i) = round
+        if let Ok(mut rounds) = self.rounds.lock()
+            && let Some(round) = rounds.back_mut()
+            && let Some(i) = round
                 .calls
                 .iter()
                 .zip(round.taken.iter())
                 .position(|((call, _, _), taken)| call == id && !taken)
-            {
-                round.taken[i] = true;
-                return format!("{}#{i}", round.position);
-            }
+        {
+            round.taken[i] = true;
+            return format!("{}#{i}", round.position);
         }
         format!("turn{}:{id}", self.turn())
+    }
+
+    /// Whether call `id` of the current round was answered without reaching a durable tool
+    /// (refused before its tool ran: unknown tool, bad arguments).
+    pub fn refused(&self, id: &str) -> bool {
+        self.rounds.lock().is_ok_and(|rounds| {
+            rounds.iter().any(|round| {
+                round
+                    .calls
+                    .iter()
+                    .zip(round.taken.iter())
+                    .any(|((call, _, _), taken)| call == id && !taken)
+            })
+        })
     }
 
     /// Stops the run: its record and what is happening now disagree.

@@ -151,6 +151,8 @@ pub mod event_type {
     pub const TOOL_CALL_END: &str = "tool_call_end";
     /// A recorded tool result was re-used instead of running the tool.
     pub const TOOL_CALL_REPLAYED: &str = "tool_call_replayed";
+    /// A call answered with an error before its tool ran (unknown tool, invalid arguments).
+    pub const TOOL_CALL_REFUSED: &str = "tool_call_refused";
     /// A run resumes from a checkpoint (or recovery mode starts).
     pub const RECOVERY: &str = "recovery";
     /// The task completed.

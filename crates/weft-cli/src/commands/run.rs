@@ -19,7 +19,7 @@ use clap::Args;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use weft_runtime::spec::{Program, RunSpec, SessionProgram};
-use weft_runtime::{RunEnd, RunHandle, Runtime, ToolRegistry};
+use weft_runtime::{RunEnd, RunHandle, Runtime};
 use weft_standard::{AgentDefinition, Project, ProjectError, SessionEvent, StandardSessions};
 use weft_store::{Durability, Runs as _, Store};
 
@@ -217,11 +217,10 @@ async fn drive(
 }
 
 /// The runtime of `weft run` and `weft resume`: the store, every provider (the embedded
-/// local model included), Standard Agents sessions and the demo tools of weft-store.
+/// local model included) and Standard Agents sessions (whose tools come from the project).
 pub(crate) fn runtime(store: Store) -> Runtime {
     Runtime::new(store)
         .with_providers(providers())
-        .with_tools(ToolRegistry::with_builtins())
         .with_sessions(Arc::new(StandardSessions))
 }
 

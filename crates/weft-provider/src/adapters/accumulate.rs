@@ -151,20 +151,34 @@ fn empty_reasoning() -> ReasoningBlock {
     }
 }
 
-/// Parses a tool call's argument JSON (empty means `{}`).
+/// Parses a tool call's argument JSON (empty means `{}`). Text that is not JSON is kept as
+/// a JSON string: the tool round answers such a call with an error result the model can
+/// correct (instead of failing the whole response), and the text goes back to the provider
+/// as the model wrote it ([`arguments_text`]).
 ///
 /// # Errors
-/// `INVALID_RESPONSE` naming the tool when the text is not JSON.
-pub fn parse_arguments(text: &str, tool: &str, provider: &str) -> Result<Value, UppError> {
+/// None today; the `Result` keeps the adapters' call sites uniform.
+pub fn parse_arguments(text: &str, _tool: &str, _provider: &str) -> Result<Value, UppError> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }
-    serde_json::from_str(text).map_err(|error| {
-        UppError::llm(
-            ErrorCode::InvalidResponse,
-            provider,
-            format!("the arguments of the call to {tool:?} are not valid JSON: {error}"),
-        )
-        .with_cause(serde_json::json!({ "arguments": text }))
-    })
+    Ok(serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned())))
+}
+
+/// A call's arguments as the text a provider takes: the JSON of an object, or the model's
+/// own text when it was not JSON (see [`parse_arguments`]).
+pub fn arguments_text(arguments: &Value) -> String {
+    match arguments {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A call's arguments as an object for providers that take one (Anthropic's `input`,
+/// Gemini's `args`): text that was not JSON becomes `{}`.
+pub fn arguments_object(arguments: &Value) -> Value {
+    match arguments {
+        Value::String(_) => Value::Object(Default::default()),
+        other => other.clone(),
+    }
 }

@@ -203,7 +203,7 @@ fn encode_assistant(assistant: &AssistantMessage) -> Vec<Value> {
     }
     for call in &assistant.tool_calls {
         parts.push(json!({"type": "tool_use", "id": call.tool_call_id,
-                          "name": call.tool_name, "input": call.arguments}));
+                          "name": call.tool_name, "input": crate::adapters::accumulate::arguments_object(&call.arguments)}));
     }
     parts
 }

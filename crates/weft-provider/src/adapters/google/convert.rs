@@ -219,7 +219,8 @@ fn encode_assistant(assistant: &AssistantMessage) -> Vec<Value> {
     for call in &assistant.tool_calls {
         let signature = call_signatures.and_then(|s| s.get(&call.tool_call_id));
         parts.push(with_signature(
-            json!({"functionCall": {"id": call.tool_call_id, "name": call.tool_name, "args": call.arguments}}),
+            json!({"functionCall": {"id": call.tool_call_id, "name": call.tool_name,
+                   "args": crate::adapters::accumulate::arguments_object(&call.arguments)}}),
             signature,
         ));
     }

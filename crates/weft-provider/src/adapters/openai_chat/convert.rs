@@ -96,7 +96,7 @@ fn encode_message(message: &Message, provider: &str, out: &mut Vec<Value>) -> Re
                     .iter()
                     .map(|c| {
                         json!({"id": c.tool_call_id, "type": "function",
-                               "function": {"name": c.tool_name, "arguments": c.arguments.to_string()}})
+                               "function": {"name": c.tool_name, "arguments": crate::adapters::accumulate::arguments_text(&c.arguments)}})
                     })
                     .collect();
                 entry.insert("tool_calls".into(), Value::Array(calls));

@@ -161,7 +161,10 @@ fn encode_assistant(assistant: &AssistantMessage, out: &mut Vec<Value>) {
         item.insert("type".into(), json!("function_call"));
         item.insert("call_id".into(), json!(call.tool_call_id));
         item.insert("name".into(), json!(call.tool_name));
-        item.insert("arguments".into(), json!(call.arguments.to_string()));
+        item.insert(
+            "arguments".into(),
+            json!(crate::adapters::accumulate::arguments_text(&call.arguments)),
+        );
         if let Some(id) = ids.and_then(|ids| ids.get(&call.tool_call_id)) {
             item.insert("id".into(), id.clone());
         }
