@@ -339,13 +339,18 @@ fn probe_registry(seen: Arc<Mutex<Vec<(String, Value)>>>) -> ToolRegistry {
     tools
 }
 
-/// RT-050 with real providers' habits: a step whose response was recorded is never asked
-/// of the model again; the resumed step runs the recorded call (same id, same arguments),
-/// and an interrupted call is uncertain, not a recorded result.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_resumed_step_continues_from_its_recorded_response() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = sqlite(dir.path()).await;
+/// A run of the fickle model and the probe tool, aborted while its first call runs.
+struct Interrupted {
+    store: Store,
+    runtime: Runtime,
+    run: String,
+    asks: Arc<AtomicUsize>,
+    seen: Arc<Mutex<Vec<(String, Value)>>>,
+    outcome: RunOutcome,
+}
+
+async fn start_and_interrupt(dir: &Path) -> Interrupted {
+    let store = sqlite(dir).await;
     let asks = Arc::new(AtomicUsize::new(0));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let runtime = Runtime::new(store.clone())
@@ -366,6 +371,30 @@ async fn a_resumed_step_continues_from_its_recorded_response() {
     }
     handle.abort();
     let outcome = handle.outcome().await.unwrap();
+    Interrupted {
+        store,
+        runtime,
+        run,
+        asks,
+        seen,
+        outcome,
+    }
+}
+
+/// RT-050 with real providers' habits: a step whose response was recorded is never asked
+/// of the model again; the resumed step runs the recorded call (same id, same arguments),
+/// and an interrupted call is uncertain, not a recorded result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_step_continues_from_its_recorded_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let Interrupted {
+        store,
+        runtime,
+        run,
+        asks,
+        seen,
+        outcome,
+    } = start_and_interrupt(dir.path()).await;
     assert_eq!(outcome.end, RunEnd::Interrupted);
     let calls = store.tool_calls(&run).await.unwrap();
     assert_eq!(calls.len(), 1);
@@ -472,27 +501,14 @@ async fn a_run_checkpoints_every_tool_result_and_every_step() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_divergence_from_the_record_stops_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let store = sqlite(dir.path()).await;
-    let asks = Arc::new(AtomicUsize::new(0));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let runtime = Runtime::new(store.clone())
-        .with_providers(fickle_providers(asks.clone()))
-        .with_tools(probe_registry(seen.clone()));
-    let mut program = AgentProgram::new("fickle:m");
-    program.tools = vec![ToolSpec {
-        name: "probe".into(),
-        config: Value::Null,
-    }];
-    let handle = runtime
-        .start(RunSpec::new("go", Program::Agent(program)), false)
-        .await
-        .unwrap();
-    let run = handle.id().to_owned();
-    while seen.lock().unwrap().is_empty() {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    handle.abort();
-    handle.outcome().await.unwrap();
+    let Interrupted {
+        store,
+        runtime,
+        run,
+        asks,
+        seen,
+        ..
+    } = start_and_interrupt(dir.path()).await;
     store.flush().await.unwrap();
     // What the record answered is not what the resumed run asks (as after an edited store).
     let db = rusqlite::Connection::open(dir.path().join("weft.db")).unwrap();
