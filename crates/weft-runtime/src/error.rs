@@ -12,6 +12,9 @@ pub enum RunError {
     /// The run does not exist.
     #[error("run {0:?} not found")]
     UnknownRun(String),
+    /// The thread does not exist.
+    #[error("thread {0:?} not found")]
+    UnknownThread(String),
     /// The run spec names a tool the registry lacks.
     #[error("the run uses tool {0:?}, which this program does not provide")]
     UnknownTool(String),

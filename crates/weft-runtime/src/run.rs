@@ -279,13 +279,29 @@ impl Runtime {
     /// # Errors
     /// Unknown tools or an unresolvable model of an agent program; storage failures.
     pub async fn start(&self, spec: RunSpec, events: bool) -> Result<RunHandle, RunError> {
+        self.start_on(None, spec, events).await
+    }
+
+    /// [`Runtime::start`] on a thread: `Some(thread)` attaches the new run to an existing
+    /// thread — its conversation goes on from the thread's latest checkpoint with the spec's
+    /// input as the next user message (a follow-up, a chat's next message) — and `None`
+    /// starts a new thread.
+    ///
+    /// # Errors
+    /// As [`Runtime::start`]; [`RunError::UnknownThread`] for a thread that does not exist.
+    pub async fn start_on(
+        &self,
+        thread: Option<&str>,
+        spec: RunSpec,
+        events: bool,
+    ) -> Result<RunHandle, RunError> {
         let tools = self.agent_tools(&spec)?;
         if let Program::Agent(agent) = &spec.program {
             self.providers
                 .resolve(&agent.model)
                 .map_err(|e| RunError::Agent(e.to_string()))?;
         }
-        let run_id = self.create(&spec).await?;
+        let run_id = self.create_on(thread, &spec).await?;
         let ownership = Ownership::claim(&self.store, &run_id).await?;
         let record = self
             .store
@@ -387,15 +403,39 @@ impl Runtime {
     /// # Errors
     /// Storage failures.
     pub async fn create(&self, spec: &RunSpec) -> Result<String, RunError> {
+        self.create_on(None, spec).await
+    }
+
+    async fn create_on(&self, thread: Option<&str>, spec: &RunSpec) -> Result<String, RunError> {
         let run_id = new_id();
-        let thread_id = new_id();
         let agent_id = new_id();
         let now = now_string();
         let store = self
             .store
             .with_durability(Durability::Sync)
             .for_run(&run_id);
-        store.put_thread(&ThreadRecord::new(&thread_id)).await?;
+        // A new thread starts from the input; an existing one goes on from its latest state.
+        let (thread_id, state) = match thread {
+            Some(thread) => {
+                if store.thread(thread).await?.is_none() {
+                    return Err(RunError::UnknownThread(thread.to_owned()));
+                }
+                let state = match store.latest_checkpoint(thread).await? {
+                    Some(latest) => latest
+                        .checkpoint
+                        .state
+                        .with_message(Message::user(spec.input.as_str())),
+                    None => initial_state(spec, thread),
+                };
+                (thread.to_owned(), state)
+            }
+            None => {
+                let thread = new_id();
+                store.put_thread(&ThreadRecord::new(&thread)).await?;
+                let state = initial_state(spec, &thread);
+                (thread, state)
+            }
+        };
         let record = RunRecord {
             run_id: run_id.clone(),
             thread_id: thread_id.clone(),
@@ -439,7 +479,7 @@ impl Runtime {
                 step: 0,
                 agent_id: agent_id.clone(),
             },
-            state: initial_state(spec, &thread_id),
+            state,
             pending_tool_calls: Vec::new(),
             completed_tool_calls: Vec::new(),
             usage: Some(TokenUsage::default()),

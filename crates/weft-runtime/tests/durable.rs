@@ -547,3 +547,63 @@ async fn a_divergence_from_the_record_stops_the_run() {
         "a call ran after the divergence"
     );
 }
+
+/// A run attached to an existing thread goes on from the thread's conversation, with its
+/// input as the next user message; its own usage starts at zero. An unknown thread is an
+/// error, not a new thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_an_existing_thread_continues_its_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let mut providers = weft_runtime::default_providers();
+    providers.register("counting", || {
+        Arc::new(weft_provider::Provider::new("counting", "1").with_llm(
+            |id: &str, _options: &Value| {
+                let model: Arc<dyn weft_provider::LlmModel> =
+                    Arc::new(scripted::ScriptedModel::from_fn(id, |request| {
+                        let users: Vec<String> = request
+                            .messages
+                            .iter()
+                            .filter(|m| matches!(m, weft_provider::Message::User(_)))
+                            .map(weft_provider::Message::text)
+                            .collect();
+                        let mut reply = ScriptedResponse::text(users.join(" + "));
+                        reply.usage = Some(weft_provider::adapters::scripted::ScriptedUsage {
+                            input_tokens: 10,
+                            output_tokens: 1,
+                            ..Default::default()
+                        });
+                        Ok(reply)
+                    }));
+                Ok(model)
+            },
+        ))
+    });
+    let runtime = Runtime::new(store.clone()).with_providers(providers);
+    let spec = |input: &str| RunSpec::new(input, Program::Agent(AgentProgram::new("counting:m")));
+    let first = runtime.start(spec("seven"), false).await.unwrap();
+    let first = first.outcome().await.unwrap();
+    let thread = store.run(&first.run_id).await.unwrap().unwrap().thread_id;
+    let second = runtime
+        .start_on(Some(&thread), spec("and eight"), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(
+        second.end,
+        RunEnd::Completed {
+            output: "seven + and eight".into()
+        }
+    );
+    assert_eq!(second.usage.input_tokens, 10, "only this run's usage");
+    let record = store.run(&second.run_id).await.unwrap().unwrap();
+    assert_eq!(record.thread_id, thread);
+    assert!(matches!(
+        runtime
+            .start_on(Some("no-such-thread"), spec("x"), false)
+            .await,
+        Err(weft_runtime::RunError::UnknownThread(_))
+    ));
+}

@@ -52,18 +52,18 @@ impl Sessions for StandardSessions {
             RunError::Agent(format!("the project has no agent {:?}", program.agent))
         })?;
         let thread = run.record.thread_id.clone();
-        // Side B's conversation has its own checkpoints; the later checkpoint of the two
-        // sides holds the larger usage total (checkpoints record the run's usage to them).
-        let side_b = if run.resumed {
-            run.store
-                .latest_checkpoint(&format!("{thread}.sideB"))
-                .await?
-        } else {
-            None
-        };
+        // Side B's conversation has its own checkpoints (a resumed run, or a run on a thread
+        // an earlier run left); the later checkpoint of the two sides holds the larger usage
+        // total (checkpoints record the run's usage to them).
+        let side_b = run
+            .store
+            .latest_checkpoint(&format!("{thread}.sideB"))
+            .await?;
         let total = |u: &TokenUsage| u.input_tokens + u.output_tokens;
         let base_usage = match side_b.as_ref().and_then(|c| c.checkpoint.usage.clone()) {
-            Some(b) if total(&b) > total(&run.base_usage) => b,
+            // Only this run's own checkpoints count: side B's of an earlier run on the
+            // thread hold that run's usage.
+            Some(b) if run.resumed && total(&b) > total(&run.base_usage) => b,
             _ => run.base_usage.clone(),
         };
         let state_b = side_b.map(|c| c.checkpoint.state);

@@ -565,6 +565,15 @@ impl<'p> Position<'p> {
         if fresh.state_a.message_count() == 0 {
             return Err(SessionError::NoInput);
         }
+        // A run attached to a thread whose session ended: its state ends with the new
+        // input, after the marks of the earlier turns. Side A of the started agent takes a
+        // new turn, numbered after them (so a later resume finds the latest turn).
+        let latest_turn = marks.iter().flatten().map(|m| m.turn).max();
+        if let Some(turns) = latest_turn
+            && matches!(fresh.state_a.messages().last(), Some(Message::User(_)))
+        {
+            return Ok(Position { turns, ..fresh });
+        }
         // Without marks (a durable run's initial checkpoint, whose last message is the
         // input, or a run saved before marks existed) the state is side A's first turn.
         let mark = marks

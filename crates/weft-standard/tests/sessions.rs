@@ -10,7 +10,7 @@ use weft_provider::adapters::scripted::{Script, ScriptedModel};
 use weft_provider::provider::{LlmModel, Provider};
 use weft_provider::{Message, ProviderRegistry};
 use weft_standard::{
-    Project, SessionEvent, SessionOptions, SessionStatus, StopReason, run_session,
+    Project, SessionEvent, SessionOptions, SessionStatus, StandardSessions, StopReason, run_session,
 };
 
 const TOOLS: &[(&str, &str)] = &[
@@ -804,5 +804,111 @@ async fn prompt_headers_and_output_schema_reach_the_provider() {
     assert_eq!(
         body["messages"][0],
         json!({"role": "system", "content": "Judge."})
+    );
+}
+
+/// A run attached to a thread whose session ended (`Runtime::start_on`): the new input is
+/// side A's fresh turn, answered, not mistaken for the end of the earlier turn; and a kill
+/// right after the attach (before any step) resumes to the same answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_attached_to_a_finished_thread_answers_its_new_input() {
+    use weft_runtime::spec::{Program, RunSpec, SessionProgram};
+    use weft_runtime::{ResumeOptions, RunEnd, Runtime};
+    use weft_store::Runs as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("turns.json"),
+        json!({"responses": [
+            {"toolCalls": [call("n1", "note", json!({}))]}, {"text": "first answer"},
+            {"toolCalls": [call("n2", "note", json!({}))]}, {"text": "second answer"},
+            {"text": "third answer"}]})
+        .to_string(),
+    )
+    .expect("script");
+    let p = project(
+        dir.path(),
+        &[
+            // maxSteps 2: the earlier runs' steps must not count against the new turn.
+            (
+                "agents/a.toml",
+                "name = \"a\"\n[sideA]\nprompt = \"p\"\nmaxSteps = 2\n",
+            ),
+            (
+                "prompts/p.toml",
+                "name = \"p\"\nmodel = \"scripted-turns:turns.json\"\ntools = [\"note\"]\n",
+            ),
+        ],
+        &[],
+    );
+    let store =
+        weft_store::Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
+            .await
+            .expect("store");
+    let runtime = Runtime::new(store.clone()).with_sessions(Arc::new(StandardSessions));
+    let spec = |input: &str| {
+        RunSpec::new(
+            input,
+            Program::Session(SessionProgram {
+                project: Some(p.snapshot().expect("snapshot")),
+                workspace: p.dir().to_path_buf(),
+                agent: "a".into(),
+                model_override: None,
+            }),
+        )
+    };
+    let first = runtime
+        .start(spec("hello"), false)
+        .await
+        .expect("start")
+        .outcome()
+        .await
+        .expect("outcome");
+    assert_eq!(
+        first.end,
+        RunEnd::Completed {
+            output: "first answer".into()
+        }
+    );
+    let thread = store
+        .run(&first.run_id)
+        .await
+        .expect("run")
+        .expect("recorded")
+        .thread_id;
+    let second = runtime
+        .start_on(Some(&thread), spec("again"), false)
+        .await
+        .expect("start on the thread")
+        .outcome()
+        .await
+        .expect("outcome");
+    assert_eq!(
+        second.end,
+        RunEnd::Completed {
+            output: "second answer".into()
+        }
+    );
+    // Recorded but not driven (as after a kill before its first step): a resume answers it.
+    let third_spec = spec("once more");
+    let handle = runtime
+        .start_on(Some(&thread), third_spec, false)
+        .await
+        .expect("start");
+    handle.abort();
+    let mut third = handle.outcome().await.expect("outcome");
+    if third.end == RunEnd::Interrupted {
+        third = runtime
+            .resume(&third.run_id, ResumeOptions::default(), false)
+            .await
+            .expect("resume")
+            .outcome()
+            .await
+            .expect("outcome");
+    }
+    assert_eq!(
+        third.end,
+        RunEnd::Completed {
+            output: "third answer".into()
+        }
     );
 }
