@@ -251,8 +251,9 @@ pub struct Tool {
     pub depends_on: Vec<String>,
     run: Arc<dyn ToolRun>,
     approval: Option<Arc<dyn ToolApproval>>,
-    /// The compiled `parameters` schema, built on first use (`None`: not a valid schema).
-    validator: Arc<std::sync::OnceLock<Option<jsonschema::Validator>>>,
+    /// The compiled `parameters` schema, looked up on first use (`None`: not a valid
+    /// schema). No allocation until then; tools with the same schema share one validator.
+    validator: std::sync::OnceLock<Option<Arc<jsonschema::Validator>>>,
 }
 
 impl fmt::Debug for Tool {
@@ -287,7 +288,7 @@ impl Tool {
             depends_on: Vec::new(),
             run: Arc::new(run),
             approval: None,
-            validator: Arc::default(),
+            validator: std::sync::OnceLock::new(),
         }
     }
 
@@ -297,7 +298,7 @@ impl Tool {
     pub fn schema_problems(&self, arguments: &Value) -> Option<String> {
         let validator = self
             .validator
-            .get_or_init(|| jsonschema::validator_for(&self.parameters).ok())
+            .get_or_init(|| compiled_schema(&self.parameters))
             .as_ref()?;
         let problems: Vec<String> = validator
             .iter_errors(arguments)
@@ -383,6 +384,26 @@ impl Tool {
     ) -> BoxFuture<'static, Result<Value, ToolError>> {
         self.run.run(arguments, context)
     }
+}
+
+/// The validator of `schema`, compiled once per process for each distinct schema (agents
+/// built per conversation share their tools' validators). `None` for a schema that does not
+/// compile.
+fn compiled_schema(schema: &Value) -> Option<Arc<jsonschema::Validator>> {
+    type Cache = std::sync::Mutex<HashMap<String, Option<Arc<jsonschema::Validator>>>>;
+    static CACHE: std::sync::LazyLock<Cache> = std::sync::LazyLock::new(Cache::default);
+    let key = schema.to_string();
+    if let Some(found) = CACHE.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return found;
+    }
+    let compiled = jsonschema::validator_for(schema).ok().map(Arc::new);
+    if let Ok(mut cache) = CACHE.lock() {
+        if cache.len() >= 1024 {
+            cache.clear();
+        }
+        cache.insert(key, compiled.clone());
+    }
+    compiled
 }
 
 #[cfg(test)]
