@@ -339,6 +339,24 @@ pub fn helper_main(rest: &[OsString]) -> i32 {
     }
 }
 
+/// Kills the process group `pgid` (a sandboxed command's helper and everything it started)
+/// with `SIGKILL`. Inside the sandbox the PID namespace takes the rest down with it.
+pub fn kill_process_group(pgid: u32) {
+    #[cfg(unix)]
+    {
+        if let Ok(pgid) = i32::try_from(pgid) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pgid;
+    }
+}
+
 /// `path` made absolute against `base` and cleaned of `.`/`..` lexically.
 pub fn absolute(base: &Path, path: &Path) -> PathBuf {
     let joined = if path.is_absolute() {
