@@ -15,6 +15,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // `weft __sandbox-exec …` (hidden): the OS sandbox helper of `run_command`; it must run
+    // before any thread exists.
+    weft_sandbox::run_helper_if_requested();
     let cli = args::Cli::parse();
     match commands::dispatch(cli) {
         Ok(code) => code,

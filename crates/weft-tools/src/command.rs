@@ -165,6 +165,9 @@ async fn run(
             return Err(ToolError::new("the command was cancelled and killed, with every process it started; its effects are uncertain"));
         }
     };
+    // The call is over: whatever the command left running in its group goes too (inside the
+    // sandbox the PID namespace has already taken it down).
+    kill_group(pid);
     let (out, out_dropped) = join_output(stdout).await;
     let (err, err_dropped) = join_output(stderr).await;
     if status.code() == Some(weft_sandbox::SETUP_FAILED)
@@ -219,12 +222,21 @@ async fn capped(mut reader: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, usi
     (kept, dropped)
 }
 
+/// The captured output of a stream. A process that left the group (mode `none`, `setsid`)
+/// may keep the pipe open: the call waits for it at most [`OUTPUT_GRACE`].
 async fn join_output(task: Option<tokio::task::JoinHandle<(Vec<u8>, usize)>>) -> (String, usize) {
-    match task {
-        Some(task) => match task.await {
-            Ok((bytes, dropped)) => (String::from_utf8_lossy(&bytes).into_owned(), dropped),
-            Err(_) => (String::new(), 0),
-        },
-        None => (String::new(), 0),
+    let Some(mut task) = task else {
+        return (String::new(), 0);
+    };
+    match tokio::time::timeout(OUTPUT_GRACE, &mut task).await {
+        Ok(Ok((bytes, dropped))) => (String::from_utf8_lossy(&bytes).into_owned(), dropped),
+        Ok(Err(_)) => (String::new(), 0),
+        Err(_) => {
+            task.abort();
+            (String::new(), 0)
+        }
     }
 }
+
+/// How long output is awaited after the command ended.
+const OUTPUT_GRACE: Duration = Duration::from_secs(5);

@@ -12,7 +12,7 @@ use serde_json::json;
 use weft_store::Runs as _;
 use weft_store::run::{Preparation, Prepared, ResumeOptions, RunOutcome, Runner, ToolRegistry};
 
-use super::runs::{StoreArgs, open_store, runtime};
+use super::runs::{StoreArgs, runtime};
 
 /// `weft resume` flags.
 #[derive(Debug, Args)]
@@ -41,6 +41,10 @@ struct ProjectRun {
     project: weft_standard::Project,
     agent: String,
     model: Option<String>,
+    /// `--workspace` of the run (default: the project folder).
+    workspace: Option<std::path::PathBuf>,
+    /// `--sandbox` of the run.
+    sandbox: Option<weft_tools::Mode>,
 }
 
 /// The project run `run_id` was started as, when `weft run` started it.
@@ -63,13 +67,16 @@ fn project_run(record: &weft_store::RunRecord) -> anyhow::Result<Option<ProjectR
         project,
         agent,
         model: standard["model"].as_str().map(str::to_owned),
+        workspace: standard["workspace"].as_str().map(Into::into),
+        sandbox: serde_json::from_value(standard["sandbox"].clone()).unwrap_or(None),
     }))
 }
 
 /// Runs `weft resume`.
 pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
-        let store = open_store(&args.store).await?;
+        let store_url = super::location::store_url(args.store.store.as_deref(), None)?;
+        let store = super::location::open_existing(&store_url).await?;
         let record = store
             .run(&args.run)
             .await?
@@ -87,7 +94,8 @@ pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
                     Runner::new(store.clone(), ToolRegistry::new()).with_providers(providers);
                 match runner.prepare(&args.run, options, true, &[]).await? {
                     Preparation::Ready(prepared) => {
-                        return resume_project(&p, store, *prepared, args.store.json).await;
+                        return resume_project(&p, &store_url, store, *prepared, args.store.json)
+                            .await;
                     }
                     Preparation::Finished(outcome) => outcome,
                 }
@@ -107,6 +115,7 @@ pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
 /// Goes on with a project run from its latest checkpoints (side B's too), live.
 async fn resume_project(
     p: &ProjectRun,
+    store_url: &weft_store::StoreUrl,
     store: weft_store::Store,
     prepared: Prepared,
     json: bool,
@@ -138,7 +147,8 @@ async fn resume_project(
         .flatten()
         .unwrap_or_default();
     let state_b = side_b.map(|c| c.checkpoint.state);
-    let workspace = std::fs::canonicalize(p.project.dir())?;
+    let workspace = std::fs::canonicalize(p.workspace.as_deref().unwrap_or(p.project.dir()))?;
+    let confinement = super::confine::for_run(&p.project, store_url, p.sandbox);
     super::run::execute(
         &p.project,
         agent,
@@ -151,6 +161,7 @@ async fn resume_project(
             model_override: p.model.clone(),
             json,
             workspace,
+            confinement,
             state_a: checkpoint.checkpoint.state,
             state_b,
             base_usage,

@@ -51,10 +51,19 @@ pub(crate) struct RunArgs {
     /// twice); `async`: faster, may lose the last step on a crash.
     #[arg(long, default_value = "sync", value_parser = ["sync", "async"])]
     durability: String,
-    /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else
-    /// `.weft/weft.db` under the working directory).
+    /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else the
+    /// project's `.weft/weft.db`, whatever the working directory).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
+    /// The folder the agent's tools work in (default: the project folder), e.g. an existing
+    /// repository.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// How commands are sandboxed: `workspace` (read-write workspace, read-only system, no
+    /// network), `strict` (a scratch folder only) or `none` (unconfined; announced). Default:
+    /// weft.toml's `sandbox`, else `workspace`.
+    #[arg(long, value_name = "MODE")]
+    sandbox: Option<weft_tools::Mode>,
     /// `[PROJECT_DIR] INPUT`: the project folder (default: the working directory) and the
     /// message; without INPUT the message is read from standard input.
     #[arg(value_name = "ARGS", num_args = 0..=2)]
@@ -231,9 +240,11 @@ async fn drive(
     input: String,
     durability: Durability,
 ) -> anyhow::Result<ExitCode> {
-    let workspace =
-        std::fs::canonicalize(project.dir()).context("cannot resolve the project folder")?;
-    let store = super::runs::open_store_at(args.store.as_deref()).await?;
+    let workspace = std::fs::canonicalize(args.workspace.as_deref().unwrap_or(project.dir()))
+        .context("cannot resolve the workspace folder")?;
+    let store_url = super::location::store_url(args.store.as_deref(), Some(project.dir()))?;
+    let store = super::location::open_or_create(&store_url).await?;
+    let confinement = super::confine::for_run(project, &store_url, args.sandbox);
     let side_a = &agent.side_a;
     let prompt_a = project.prompt(&side_a.prompt).context("side A's prompt")?;
     let mut model_override = args.model.clone();
@@ -278,8 +289,8 @@ async fn drive(
     if let Value::Object(map) = &mut record.spec {
         map.insert(
             "standard".into(),
-            json!({"project": workspace, "agent": agent.name, "type": agent.agent_type,
-                   "model": model_override}),
+            json!({"project": std::fs::canonicalize(project.dir())?, "agent": agent.name, "type": agent.agent_type,
+                   "model": model_override, "workspace": workspace, "sandbox": args.sandbox}),
         );
     }
     record.owner_pid = Some(std::process::id());
@@ -308,6 +319,7 @@ async fn drive(
             model_override,
             json: args.json,
             workspace,
+            confinement,
             state_a,
             state_b: None,
             base_usage: TokenUsage::default(),
@@ -334,8 +346,10 @@ pub(crate) struct Execution {
     pub(crate) model_override: Option<String>,
     /// JSON lines instead of the live view.
     pub(crate) json: bool,
-    /// The project folder (the tools' sandbox root).
+    /// The tools' workspace (the project folder unless `--workspace`).
     pub(crate) workspace: PathBuf,
+    /// What the tools may not touch; how commands are sandboxed.
+    pub(crate) confinement: weft_tools::Confinement,
     /// Side A's state to go on from (its latest checkpoint).
     pub(crate) state_a: AgentState,
     /// Side B's (`dual_ai`).
@@ -362,6 +376,7 @@ pub(crate) async fn execute(
         model_override,
         json,
         workspace,
+        confinement,
         state_a,
         state_b,
         base_usage,
@@ -397,6 +412,7 @@ pub(crate) async fn execute(
     options.thread_id = Some(record.thread_id.clone());
     options.initial_state = state_a;
     options.initial_state_b = state_b;
+    options.confinement = confinement;
     options.durable = Some(Durable {
         run: context,
         store: run_store.clone(),
