@@ -101,7 +101,8 @@ fn search(workspace: &Workspace, args: &SearchArgs) -> Result<Value, ToolError> 
         let text = String::from_utf8_lossy(&bytes);
         for (number, line) in text.lines().enumerate() {
             if regex.is_match(line) {
-                if matches.len() >= args.max_results || shown_bytes >= crate::cap::MAX_OUTPUT_BYTES {
+                if matches.len() >= args.max_results || shown_bytes >= crate::cap::MAX_OUTPUT_BYTES
+                {
                     truncated = true;
                     break 'files;
                 }

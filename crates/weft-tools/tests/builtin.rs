@@ -9,8 +9,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use weft_provider::{Extensions, Tool, ToolContext, ToolError};
 use weft_tools::{
-    CommandLimits, CommandSandbox, Confinement, Workspace, builtin_tool, builtin_tools,
-    run_command,
+    CommandLimits, CommandSandbox, Confinement, Workspace, builtin_tool, builtin_tools, run_command,
 };
 
 fn context(id: &str) -> ToolContext {

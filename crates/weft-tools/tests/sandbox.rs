@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use weft_provider::{Extensions, ToolContext, ToolError};
 use weft_tools::{
-    CommandLimits, CommandSandbox, Confinement, Limits, Mode, Protection, Workspace,
-    builtin_tool, run_command,
+    CommandLimits, CommandSandbox, Confinement, Limits, Mode, Protection, Workspace, builtin_tool,
+    run_command,
 };
 
 const HELPER: &str = env!("CARGO_BIN_EXE_weft-sandbox-exec");
@@ -80,7 +80,10 @@ impl Fixture {
     /// The project files are as the fixture wrote them.
     fn assert_intact(&self) {
         let ws = self.ws();
-        assert_eq!(std::fs::read_to_string(ws.join(".weft/weft.db")).unwrap(), "RUNS");
+        assert_eq!(
+            std::fs::read_to_string(ws.join(".weft/weft.db")).unwrap(),
+            "RUNS"
+        );
         assert_eq!(
             std::fs::read_to_string(ws.join("weft.toml")).unwrap(),
             "name = \"demo\"\n"
@@ -187,7 +190,11 @@ async fn no_network_tcp_udp_or_unix_sockets_to_local_listeners() {
     let unix = std::os::unix::net::UnixListener::bind(&socket_path).unwrap();
     unix.set_nonblocking(true).unwrap();
     let name = format!("weft-test-{}", std::process::id());
-    let abstract_addr = <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name.as_bytes()).unwrap();
+    let abstract_addr =
+        <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
+            name.as_bytes(),
+        )
+        .unwrap();
     let abstract_listener = std::os::unix::net::UnixListener::bind_addr(&abstract_addr).unwrap();
     abstract_listener.set_nonblocking(true).unwrap();
     let tcp_port = tcp.local_addr().unwrap().port();
@@ -209,7 +216,12 @@ async fn no_network_tcp_udp_or_unix_sockets_to_local_listeners() {
         ))
         .await;
     let text = out(&result);
-    for leak in ["TCP-CONNECTED", "UDP-SENT", "UNIX-CONNECTED", "ABSTRACT-CONNECTED"] {
+    for leak in [
+        "TCP-CONNECTED",
+        "UDP-SENT",
+        "UNIX-CONNECTED",
+        "ABSTRACT-CONNECTED",
+    ] {
         assert!(!text.contains(leak), "{leak}: {text}");
     }
     // The command has ended: anything it had sent would be queued on our side already.
@@ -333,9 +345,11 @@ async fn background_processes_die_with_the_call_and_with_a_cancel() {
 async fn the_store_and_definition_files_are_out_of_reach_of_every_tool() {
     let f = Fixture::new(CommandSandbox::default());
     let result = f
-        .sh("cat .weft/weft.db; ls -a .weft; echo x > .weft/weft.db; echo x > weft.toml; \
+        .sh(
+            "cat .weft/weft.db; ls -a .weft; echo x > .weft/weft.db; echo x > weft.toml; \
              echo x > agents/coder.toml; echo x > agents/new.toml; rm -rf .weft agents weft.toml; \
-             mv weft.toml moved.toml; ln -s .weft/weft.db db-link; ln weft.toml hard-link; true")
+             mv weft.toml moved.toml; ln -s .weft/weft.db db-link; ln weft.toml hard-link; true",
+        )
         .await;
     assert!(!out(&result).contains("RUNS"), "{}", out(&result));
     f.assert_intact();
@@ -344,11 +358,20 @@ async fn the_store_and_definition_files_are_out_of_reach_of_every_tool() {
     for (name, args) in [
         ("read_file", json!({"path": ".weft/weft.db"})),
         ("read_file", json!({"path": "db-link"})),
-        ("write_file", json!({"path": ".weft/weft.db", "content": "x"})),
+        (
+            "write_file",
+            json!({"path": ".weft/weft.db", "content": "x"}),
+        ),
         ("write_file", json!({"path": "db-link", "content": "x"})),
         ("write_file", json!({"path": "weft.toml", "content": "x"})),
-        ("write_file", json!({"path": "agents/coder.toml", "content": "x"})),
-        ("write_file", json!({"path": "agents/new.toml", "content": "x"})),
+        (
+            "write_file",
+            json!({"path": "agents/coder.toml", "content": "x"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "agents/new.toml", "content": "x"}),
+        ),
         ("list_dir", json!({"path": ".weft"})),
         ("search_code", json!({"pattern": "RUNS", "path": ".weft"})),
     ] {
@@ -359,7 +382,10 @@ async fn the_store_and_definition_files_are_out_of_reach_of_every_tool() {
         );
     }
     // Reading a definition file is fine; listings and searches skip the store.
-    let toml = f.tool("read_file", json!({"path": "weft.toml"})).await.unwrap();
+    let toml = f
+        .tool("read_file", json!({"path": "weft.toml"}))
+        .await
+        .unwrap();
     assert_eq!(toml, json!("name = \"demo\"\n"));
     let listing = f
         .tool("list_dir", json!({"path": ".", "recursive": true}))
@@ -393,7 +419,10 @@ async fn strict_mode_sees_only_a_scratch_folder_and_none_mode_is_unconfined() {
         ..CommandSandbox::default()
     });
     let result = none.sh("cat ../beside.txt").await;
-    assert!(out(&result).contains("SECRET-BESIDE"), "mode none is explicit and unconfined");
+    assert!(
+        out(&result).contains("SECRET-BESIDE"),
+        "mode none is explicit and unconfined"
+    );
 }
 
 #[tokio::test]
@@ -408,7 +437,11 @@ async fn read_file_caps_a_ranged_read_of_a_huge_line() {
         .await
         .unwrap();
     let text = text.as_str().unwrap();
-    assert!(text.len() < weft_tools::cap::MAX_OUTPUT_BYTES + 200, "{}", text.len());
+    assert!(
+        text.len() < weft_tools::cap::MAX_OUTPUT_BYTES + 200,
+        "{}",
+        text.len()
+    );
     assert!(
         text.ends_with(&format!(
             "[… truncated by Weft: {} of 5000000 bytes shown; the rest of this range was not read …]",
@@ -418,4 +451,3 @@ async fn read_file_caps_a_ranged_read_of_a_huge_line() {
         &text[text.len() - 100..]
     );
 }
-
