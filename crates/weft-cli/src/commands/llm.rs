@@ -40,7 +40,9 @@ pub(crate) struct LlmArgs {
     /// A vendor parameter passed through unchanged, as KEY=JSON (repeatable), e.g. temperature=0.2.
     #[arg(long = "param", value_name = "KEY=JSON")]
     params: Vec<String>,
-    /// Request timeout in seconds.
+    /// Timeout of one HTTP attempt, in seconds (default: none, but a 10 s connect timeout
+    /// and a 120 s idle timeout apply). Failed calls are retried (3 attempts in all, each
+    /// announced on stderr), so a call may take about 3 × this plus the waits.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
     /// List the registered providers and exit.
