@@ -357,6 +357,21 @@ pub fn kill_process_group(pgid: u32) {
     }
 }
 
+/// Whether any process of the process group `pgid` still exists (zombies included).
+pub fn process_group_exists(pgid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        i32::try_from(pgid).is_ok_and(|pgid| {
+            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pgid;
+        false
+    }
+}
+
 /// `path` made absolute against `base` and cleaned of `.`/`..` lexically.
 pub fn absolute(base: &Path, path: &Path) -> PathBuf {
     let joined = if path.is_absolute() {

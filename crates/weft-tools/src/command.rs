@@ -87,9 +87,14 @@ async fn run(
     args: CommandArgs,
     ctx: ToolContext,
 ) -> Result<Value, ToolError> {
-    let cwd = workspace
-        .resolve(args.cwd.as_deref().unwrap_or("."))
-        .map_err(|e| ToolError::new(e.to_string()))?;
+    // Mode `strict` has no workspace: the command starts in its scratch folder.
+    let cwd = if workspace.confinement().sandbox.mode == Mode::Strict {
+        workspace.root().to_path_buf()
+    } else {
+        workspace
+            .resolve(args.cwd.as_deref().unwrap_or("."))
+            .map_err(|e| ToolError::new(e.to_string()))?
+    };
     let timeout = match args.timeout_secs {
         Some(secs) if secs.is_finite() && secs > 0.0 => {
             Duration::from_secs_f64(secs).min(limits.max_timeout)
@@ -157,11 +162,13 @@ async fn run(
         () = tokio::time::sleep(timeout) => {
             kill_group(pid);
             let _ = child.wait().await;
+            kill_group_and_wait(pid).await;
             return Err(ToolError::transient(format!("the command timed out after {} s and was killed, with every process it started", timeout.as_secs_f64())));
         }
         () = ctx.signal.cancelled() => {
             kill_group(pid);
             let _ = child.wait().await;
+            kill_group_and_wait(pid).await;
             return Err(ToolError::new("the command was cancelled and killed, with every process it started; its effects are uncertain"));
         }
     };
@@ -202,6 +209,17 @@ async fn run(
 fn kill_group(pid: Option<u32>) {
     if let Some(pid) = pid {
         weft_sandbox::kill_process_group(pid);
+    }
+}
+
+/// Kills the group and waits (at most [`OUTPUT_GRACE`]) until none of it is left, so a
+/// cancelled or timed-out call returns only once its processes are gone.
+async fn kill_group_and_wait(pid: Option<u32>) {
+    kill_group(pid);
+    let Some(pid) = pid else { return };
+    let deadline = tokio::time::Instant::now() + OUTPUT_GRACE;
+    while weft_sandbox::process_group_exists(pid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 

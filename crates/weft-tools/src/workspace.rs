@@ -71,6 +71,11 @@ pub enum SandboxError {
     /// The path is Weft's own data (the run store), which tools can never read or write.
     #[error("{0:?} is Weft's run store, which tools cannot read or write")]
     Hidden(String),
+    /// Mode `strict`: tools have no filesystem at all (commands get a scratch folder).
+    #[error(
+        "{0:?}: the sandbox is \"strict\", so tools have no filesystem access (commands run in a scratch folder)"
+    )]
+    Strict(String),
     /// The path is read-only to tools (the project's definition files).
     #[error(
         "{0:?} is one of the project's definition files, which are read-only to tools (the project can allow edits in weft.toml: tools_may_edit_definitions = true)"
@@ -163,6 +168,9 @@ impl Workspace {
         relative: &str,
         access: Access,
     ) -> Result<PathBuf, SandboxError> {
+        if self.confinement.sandbox.mode == Mode::Strict {
+            return Err(SandboxError::Strict(relative.to_owned()));
+        }
         let path = self.resolve_inside(relative)?;
         match self.protection_of(&path) {
             Some(Protection::Hidden) => Err(SandboxError::Hidden(relative.to_owned())),

@@ -154,15 +154,17 @@ async fn commands_cannot_write_outside_or_read_beside_the_workspace_or_home() {
 async fn symlinks_out_of_the_workspace_lead_nowhere() {
     let f = Fixture::new(CommandSandbox::default());
     let beside = f.parent.path().join("beside.txt");
+    let planted = format!("/etc/weft-planted-{}", std::process::id());
     let result = f
         .sh(&format!(
             "ln -s {} abs-link; ln -s ../beside.txt rel-link; cat abs-link rel-link; \
-             ln -s /etc dir-link; echo planted > dir-link/planted",
-            beside.display()
+             ln -s /etc dir-link; echo planted > dir-link/{}",
+            beside.display(),
+            &planted[5..]
         ))
         .await;
     assert!(!out(&result).contains("SECRET-BESIDE"), "{}", out(&result));
-    assert!(!Path::new("/etc/planted").exists());
+    assert!(!Path::new(&planted).exists());
     // The links exist in the workspace now; the file tools refuse to follow them out.
     for link in ["abs-link", "rel-link"] {
         let error = f
@@ -413,6 +415,20 @@ async fn strict_mode_sees_only_a_scratch_folder_and_none_mode_is_unconfined() {
     assert!(text.starts_with("/tmp/home\n"), "{text}");
     assert!(!text.contains("hello"), "{text}");
     assert!(text.contains("scratch"), "{text}");
+    // The file tools have no filesystem either.
+    for (name, args) in [
+        ("read_file", json!({"path": "notes.txt"})),
+        ("write_file", json!({"path": "x.txt", "content": "x"})),
+        ("list_dir", json!({})),
+        ("search_code", json!({"pattern": "hello"})),
+    ] {
+        let error = strict.tool(name, args).await.unwrap_err();
+        assert!(
+            error.message.contains("no filesystem access"),
+            "{name}: {error}"
+        );
+    }
+    assert!(!strict.ws().join("x.txt").exists());
 
     let none = Fixture::new(CommandSandbox {
         mode: Mode::None,
