@@ -179,7 +179,8 @@ fn init(json: &OsString) -> i32 {
         Mode::Workspace => invocation.cwd.clone(),
         _ => PathBuf::from("/tmp/home"),
     };
-    let mut command = Command::new(program);
+    // An absolute program lets std spawn without a fork of this (large) process.
+    let mut command = Command::new(find_program(program, &invocation.env));
     command
         .args(&invocation.argv[1..])
         .env_clear()
@@ -205,6 +206,21 @@ fn init(json: &OsString) -> i32 {
             Err(e) => return fail(format!("cannot wait for the command: {e}")),
         }
     }
+}
+
+/// `program` looked up in the invocation's `PATH` (as the shell would), when it has no `/`.
+fn find_program(program: &str, env: &[(String, String)]) -> PathBuf {
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map_or("/usr/bin:/bin", |(_, v)| v.as_str());
+    path.split(':')
+        .map(|dir| Path::new(dir).join(program))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| PathBuf::from(program))
 }
 
 fn sys(what: &str, path: &Path, e: impl std::fmt::Display) -> String {
