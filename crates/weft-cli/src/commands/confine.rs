@@ -1,18 +1,15 @@
-//! The confinement of a project run's tools (`weft run`, `weft resume`): the project's rules
-//! (`Project::confinement`) for the store in use, with the sandbox announced when it is off
-//! or cannot be set up.
+//! What `weft run` and `weft resume` say about the sandbox before a run: `sandbox = "none"`
+//! is announced, and so is a system where no sandbox can be set up (commands will then be
+//! refused). The confinement itself is built by the session (`Project::confinement`, from
+//! weft-standard's runner), the same way for a new run and a resumed one.
 
 use weft_standard::Project;
-use weft_store::StoreUrl;
-use weft_tools::{Confinement, Mode};
+use weft_tools::Mode;
 
-/// The confinement of a run of `project` with the store at `store` and `--sandbox` `mode`.
-pub(crate) fn for_run(project: &Project, store: &StoreUrl, mode: Option<Mode>) -> Confinement {
-    let store_path = match store {
-        StoreUrl::Sqlite(path) => Some(path.as_path()),
-        StoreUrl::Postgres(_) => None,
-    };
-    let confinement = project.confinement(store_path, mode);
+/// Announces the sandbox mode a run of `project` with `--sandbox` `mode` gets, when it is
+/// `none` or cannot be set up.
+pub(crate) fn announce(project: &Project, mode: Option<Mode>) {
+    let confinement = project.confinement(None, mode);
     let sandbox = &confinement.sandbox;
     if sandbox.mode == Mode::None {
         eprintln!(
@@ -24,5 +21,4 @@ pub(crate) fn for_run(project: &Project, store: &StoreUrl, mode: Option<Mode>) -
             eprintln!("weft: warning: {error}");
         }
     }
-    confinement
 }
