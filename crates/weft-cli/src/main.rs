@@ -15,6 +15,15 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // `weft __sandbox-exec …` (hidden): the OS sandbox helper of `run_command`; it must run
+    // before any thread exists.
+    weft_sandbox::run_helper_if_requested();
+    // Every retry of a provider call is said on stderr before its wait.
+    weft_provider::set_retry_observer(std::sync::Arc::new(
+        |notice: &weft_provider::RetryNotice| {
+            eprintln!("weft: {}", notice.describe());
+        },
+    ));
     let cli = args::Cli::parse();
     match commands::dispatch(cli) {
         Ok(code) => code,

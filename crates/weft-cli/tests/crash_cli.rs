@@ -81,7 +81,8 @@ fn one_crash_cycle(seed: u64) {
     while !finished {
         attempts += 1;
         assert!(attempts < 50, "run {run_id} never finished");
-        let mut child = spawn(dir.path(), &["resume", &run_id, "--rerun-uncertain"]);
+        // The store is the project's (`p/.weft`): resume from inside the project.
+        let mut child = spawn(&root, &["resume", &run_id, "--rerun-uncertain"]);
         if rng().is_multiple_of(3) {
             std::thread::sleep(Duration::from_millis(rng() % 200));
             let _ = child.kill();

@@ -133,15 +133,15 @@ fn a_recorded_call_never_runs_twice_when_call_ids_change_on_every_answer() {
     std::thread::sleep(Duration::from_millis(200));
     kill9(&mut child);
     // The killed owner is known dead at once: no --force, no waiting for a lease.
-    assert_eq!(status_of(dir.path(), &run), "interrupted");
-    let (code, stdout, stderr) = output(spawn(dir.path(), &["resume", &run]));
+    assert_eq!(status_of(&root, &run), "interrupted");
+    let (code, stdout, stderr) = output(spawn(&root, &["resume", &run]));
     assert_eq!(
         code,
         Some(3),
         "the in-flight call is uncertain: {stdout}{stderr}"
     );
     assert!(stderr.contains("--rerun-uncertain"), "{stderr}");
-    let (code, stdout, stderr) = output(spawn(dir.path(), &["resume", &run, "--rerun-uncertain"]));
+    let (code, stdout, stderr) = output(spawn(&root, &["resume", &run, "--rerun-uncertain"]));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let log = std::fs::read_to_string(root.join("effects.log")).unwrap();
     assert_eq!(log.matches('A').count(), 1, "A ran again:\n{log}");
@@ -167,7 +167,7 @@ fn a_resume_after_the_last_step_prints_the_answer() {
     wait_for(&root.join("effects.log"), "A");
     std::thread::sleep(Duration::from_millis(700));
     kill9(&mut child);
-    let (code, stdout, stderr) = output(spawn(dir.path(), &["resume", &run]));
+    let (code, stdout, stderr) = output(spawn(&root, &["resume", &run]));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("the final answer"), "{stdout}");
     let log = std::fs::read_to_string(root.join("effects.log")).unwrap();
@@ -193,8 +193,8 @@ fn two_resumes_at_once_exactly_one_runs() {
     let run = run_id_of(&mut child);
     wait_for(&root.join("out.txt"), "1");
     kill9(&mut child);
-    let first = spawn(dir.path(), &["resume", &run, "--rerun-uncertain"]);
-    let second = spawn(dir.path(), &["resume", &run, "--rerun-uncertain"]);
+    let first = spawn(&root, &["resume", &run, "--rerun-uncertain"]);
+    let second = spawn(&root, &["resume", &run, "--rerun-uncertain"]);
     let (a, b) = (output(first), output(second));
     let mut codes = [a.0, b.0];
     codes.sort();
@@ -227,7 +227,7 @@ fn a_stopped_owner_that_wakes_up_after_a_takeover_stops() {
     );
     std::thread::sleep(Duration::from_millis(1_000));
     // Another machine (its own host id) may take over only once the lease lapsed.
-    let other = weft(dir.path(), &["resume", &run, "--rerun-uncertain"])
+    let other = weft(&root, &["resume", &run, "--rerun-uncertain"])
         .env("WEFT_HOST_ID", "another-machine")
         .env("WEFT_LEASE_TTL_MS", "600")
         .output()
@@ -245,7 +245,7 @@ fn a_stopped_owner_that_wakes_up_after_a_takeover_stops() {
     assert_eq!(other.status.code(), Some(0), "{taken}");
     assert_eq!(code, Some(5), "the stale owner must stop: {stdout}{stderr}");
     assert!(stderr.contains("owned by another process"), "{stderr}");
-    assert_eq!(status_of(dir.path(), &run), "completed");
+    assert_eq!(status_of(&root, &run), "completed");
 }
 
 /// SIGTERM stops a run like Ctrl-C: exit 130, `interrupted`, resumable.
@@ -268,8 +268,8 @@ fn sigterm_interrupts_cleanly_and_the_run_resumes() {
     );
     let (code, _, stderr) = output(child);
     assert_eq!(code, Some(130), "{stderr}");
-    assert_eq!(status_of(dir.path(), &run), "interrupted");
-    let (code, stdout, stderr) = output(spawn(dir.path(), &["resume", &run, "--rerun-uncertain"]));
+    assert_eq!(status_of(&root, &run), "interrupted");
+    let (code, stdout, stderr) = output(spawn(&root, &["resume", &run, "--rerun-uncertain"]));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let out = std::fs::read_to_string(root.join("out.txt")).unwrap();
     for i in 0..6 {
@@ -333,7 +333,7 @@ fn a_resume_uses_the_recorded_project_and_reports_changes() {
     wait_for(&root.join("out.txt"), "1");
     kill9(&mut child);
     std::fs::write(root.join("prompts/p.toml"), "name = \"p\"\ntools = []\n").unwrap();
-    let (code, stdout, stderr) = output(spawn(dir.path(), &["resume", &run, "--rerun-uncertain"]));
+    let (code, stdout, stderr) = output(spawn(&root, &["resume", &run, "--rerun-uncertain"]));
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(
         stderr.contains("the project changed") && stderr.contains("prompts/p.toml"),

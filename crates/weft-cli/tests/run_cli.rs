@@ -249,7 +249,7 @@ fn sigint_stops_with_130_and_a_resume_hint() {
         stdout.contains(&format!("resume with: weft resume {run_id}")),
         "{stdout}"
     );
-    let runs = weft(dir.path(), &["runs", "show", &run_id, "--json"]);
+    let runs = weft(&project, &["runs", "show", &run_id, "--json"]);
     assert!(
         text(&runs.stdout).contains("interrupted"),
         "{}",
@@ -304,7 +304,7 @@ fn sigint_during_a_side_effect_then_resume_names_the_call_and_finishes_when_appr
         .expect("run id first")
         .to_owned();
     // The call was in flight: resume stops and names it (exit 3) ...
-    let out = weft(dir.path(), &["resume", &run_id]);
+    let out = weft(&project, &["resume", &run_id]);
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -319,7 +319,7 @@ fn sigint_during_a_side_effect_then_resume_names_the_call_and_finishes_when_appr
     );
     // ... and finishes once the user approves re-running it.
     let out = weft(
-        dir.path(),
+        &project,
         &["resume", &run_id, "--rerun-uncertain", "--force"],
     );
     assert_eq!(
@@ -334,7 +334,7 @@ fn sigint_during_a_side_effect_then_resume_names_the_call_and_finishes_when_appr
         "{}",
         text(&out.stdout)
     );
-    let runs = weft(dir.path(), &["runs", "show", &run_id, "--json"]);
+    let runs = weft(&project, &["runs", "show", &run_id, "--json"]);
     assert!(
         text(&runs.stdout).contains("completed"),
         "{}",
@@ -444,7 +444,7 @@ fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
     let run_id = first[0]["runId"].as_str().expect("run id").to_owned();
 
     // ... and resume: the worker's finished turn is not taken again; the reviewer's is.
-    let out = weft(dir.path(), &["resume", &run_id, "--json"]);
+    let out = weft(&dir.path().join("pair"), &["resume", &run_id, "--json"]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -469,7 +469,10 @@ fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
         ]
     );
     assert_eq!(end_of(&resumed), end_of(&reference));
-    let show = weft(dir.path(), &["runs", "show", &run_id, "--json"]);
+    let show = weft(
+        &dir.path().join("pair"),
+        &["runs", "show", &run_id, "--json"],
+    );
     let show: Value = serde_json::from_str(&text(&show.stdout)).expect("runs show JSON");
     assert_eq!(show["status"], "completed", "{show}");
     assert_eq!(show["steps"], 4, "{show}");
@@ -513,7 +516,7 @@ fn a_project_run_logs_the_runtime_events() {
         .as_str()
         .expect("runId")
         .to_owned();
-    let out = weft(dir.path(), &["events", &run_id, "--json"]);
+    let out = weft(&dir.path().join("demo"), &["events", &run_id, "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let events = json_lines(&text(&out.stdout));
     let types: Vec<&str> = events
@@ -553,14 +556,14 @@ fn a_project_run_logs_the_runtime_events() {
     }
     assert_eq!(last_turn, 4);
     // The text view clips payloads to one short line; --full prints them whole.
-    let out = weft(dir.path(), &["events", &run_id]);
+    let out = weft(&dir.path().join("demo"), &["events", &run_id]);
     let first = text(&out.stdout).lines().next().expect("a line").to_owned();
     assert!(
         first.contains("run_start") && first.ends_with('…'),
         "{first}"
     );
     assert!(first.chars().count() < 220, "{first}");
-    let out = weft(dir.path(), &["events", &run_id, "--full"]);
+    let out = weft(&dir.path().join("demo"), &["events", &run_id, "--full"]);
     let first = text(&out.stdout).lines().next().expect("a line").to_owned();
     assert!(
         first.contains("Look before you change anything."),

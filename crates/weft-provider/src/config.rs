@@ -171,6 +171,13 @@ impl From<String> for ApiKey {
     }
 }
 
+/// The default connect timeout of one attempt.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default idle timeout: the longest the server may stay silent within an attempt
+/// (before the response headers, or between two chunks of a stream).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Shared settings of every provider (§4.1). None is required.
 ///
 /// # Examples
@@ -192,9 +199,20 @@ pub struct ProviderConfig {
     pub api_key: Option<ApiKey>,
     /// Overrides the provider's endpoint (proxies, local servers, test servers).
     pub base_url: Option<String>,
-    /// Timeout of one HTTP request (→ `TIMEOUT`). For streams it bounds the wait for the
-    /// response headers and for each next chunk.
+    /// Timeout of one HTTP attempt (→ `TIMEOUT`), not of the whole call: a call retries
+    /// (3 attempts by default), so it may take up to about `attempts × timeout` plus the
+    /// waits between them. For streams it also bounds the wait for each next chunk. `None`:
+    /// no overall bound, but the connect and idle timeouts still apply.
     pub timeout: Option<Duration>,
+    /// Connecting to the server (per attempt; `None`: [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub connect_timeout: Option<Duration>,
+    /// The longest silence of the server within an attempt: waiting for the response
+    /// headers, and between two chunks of a stream (`None`: [`DEFAULT_IDLE_TIMEOUT`]). A
+    /// non-streamed body is bounded only by `timeout`.
+    pub idle_timeout: Option<Duration>,
+    /// Told about every retry before its wait (`None`: the process-wide observer of
+    /// [`crate::retry::set_retry_observer`], if any).
+    pub retry_observer: Option<crate::retry::RetryObserver>,
     /// A custom HTTP client (the spec's `fetch`): logging, proxies, custom TLS.
     pub http_client: Option<reqwest::Client>,
     /// API version override (e.g. Anthropic's `anthropic-version`).
@@ -211,6 +229,9 @@ impl fmt::Debug for ProviderConfig {
             .field("api_key", &self.api_key)
             .field("base_url", &self.base_url)
             .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("retry_observer", &self.retry_observer.is_some())
             .field("http_client", &self.http_client.is_some())
             .field("api_version", &self.api_version)
             .field("retry_strategy", &self.retry_strategy.is_some())
@@ -248,6 +269,37 @@ impl ProviderConfig {
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the connect timeout (per attempt).
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the idle timeout (the longest silence of the server within an attempt).
+    #[must_use]
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = Some(timeout);
+        self
+    }
+
+    /// The idle timeout in force: the configured one or [`DEFAULT_IDLE_TIMEOUT`], and never
+    /// longer than `timeout`.
+    pub fn effective_idle_timeout(&self) -> Duration {
+        let idle = self.idle_timeout.unwrap_or(DEFAULT_IDLE_TIMEOUT);
+        self.timeout.map_or(idle, |t| t.min(idle))
+    }
+
+    /// Sets the retry observer.
+    #[must_use]
+    pub fn retry_observer(
+        mut self,
+        observer: impl Fn(&crate::retry::RetryNotice) + Send + Sync + 'static,
+    ) -> Self {
+        self.retry_observer = Some(Arc::new(observer));
         self
     }
 

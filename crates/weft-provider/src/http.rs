@@ -25,6 +25,7 @@ pub fn default_client() -> reqwest::Client {
         .get_or_init(|| {
             install_crypto_provider();
             reqwest::Client::builder()
+                .connect_timeout(crate::config::DEFAULT_CONNECT_TIMEOUT)
                 .build()
                 .unwrap_or_else(|_| reqwest::Client::new())
         })
@@ -67,7 +68,18 @@ pub async fn send(
     config: &ProviderConfig,
     signal: &CancellationToken,
 ) -> Result<reqwest::Response, UppError> {
-    let client = config.http_client.clone().unwrap_or_else(default_client);
+    let client = match (&config.http_client, config.connect_timeout) {
+        (Some(client), _) => client.clone(),
+        (None, Some(connect)) if connect != crate::config::DEFAULT_CONNECT_TIMEOUT => {
+            install_crypto_provider();
+            reqwest::Client::builder()
+                .connect_timeout(connect)
+                .build()
+                .unwrap_or_else(|_| default_client())
+        }
+        (None, _) => default_client(),
+    };
+    let idle = config.effective_idle_timeout();
     let strategy: Arc<dyn RetryStrategy> = config
         .retry_strategy
         .clone()
@@ -96,15 +108,25 @@ pub async fn send(
         let outcome = tokio::select! {
             biased;
             () = signal.cancelled() => return Err(UppError::cancelled(request.provider, request.modality)),
-            result = builder.send() => result,
+            result = tokio::time::timeout(idle, builder.send()) => result,
         };
         let error = match outcome {
-            Ok(response) if response.status().is_success() => {
+            Ok(Ok(response)) if response.status().is_success() => {
                 strategy.reset();
                 return Ok(response);
             }
-            Ok(response) => error_from_response(response, request).await,
-            Err(error) => transport_error(&error, request.provider, request.modality),
+            Ok(Ok(response)) => error_from_response(response, request).await,
+            Ok(Err(error)) => transport_error(&error, request.provider, request.modality),
+            Err(_) => UppError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "no response from {} within {} s (idle timeout)",
+                    request.provider,
+                    idle.as_secs_f64()
+                ),
+                request.provider,
+                request.modality,
+            ),
         };
         if signal.is_cancelled() {
             return Err(UppError::cancelled(request.provider, request.modality));
@@ -112,6 +134,20 @@ pub async fn send(
         match strategy.on_retry(&error, attempt) {
             Some(delay) if error.is_retryable() => {
                 tracing::debug!(provider = request.provider, code = %error.code, attempt, ?delay, "retrying");
+                let observer: Option<&crate::retry::RetryObserver> = match &config.retry_observer {
+                    Some(own) => Some(own),
+                    None => crate::retry::global_retry_observer(),
+                };
+                if let Some(observer) = observer {
+                    observer(&crate::retry::RetryNotice {
+                        provider: request.provider.to_owned(),
+                        code: error.code,
+                        message: error.message.clone(),
+                        next_attempt: attempt + 1,
+                        max_attempts: strategy.max_attempts(),
+                        delay,
+                    });
+                }
                 sleep_or_cancel(delay, signal, request).await?;
             }
             _ => return Err(error),
@@ -199,7 +235,8 @@ async fn error_from_response(response: reqwest::Response, request: &HttpRequest<
 /// Maps an HTTP error response to a [`UppError`] (§16.2.1): 400 → `INVALID_REQUEST` (or
 /// `CONTEXT_LENGTH_EXCEEDED` when the vendor says the input is too long), 401 →
 /// `AUTHENTICATION_FAILED`, 403 → `AUTHENTICATION_FAILED` or `QUOTA_EXCEEDED`, 404 →
-/// `MODEL_NOT_FOUND`, 408/504 → `TIMEOUT`, 429 → `RATE_LIMITED`, 5xx and 529 →
+/// `MODEL_NOT_FOUND`, 408/504 → `TIMEOUT`, 429 → `RATE_LIMITED` (`QUOTA_EXCEEDED` for
+/// OpenAI's `insufficient_quota`), 5xx and 529 →
 /// `PROVIDER_ERROR`, other 4xx → `INVALID_REQUEST`. The message comes from the body's
 /// `error.message` when present; the body (scrubbed of keys) is the `cause`; `Retry-After`,
 /// `retry-after-ms` and Gemini's `RetryInfo` become `retry_after`.
@@ -249,6 +286,10 @@ pub fn normalize_http_error(
         403 => ErrorCode::AuthenticationFailed,
         404 => ErrorCode::ModelNotFound,
         408 | 504 => ErrorCode::Timeout,
+        // OpenAI's "insufficient_quota" (and alike) is a spent budget, not a rate: final.
+        429 if lower.contains("insufficient_quota") || lower.contains("billing") => {
+            ErrorCode::QuotaExceeded
+        }
         429 => ErrorCode::RateLimited,
         500..=599 => ErrorCode::ProviderError,
         _ => ErrorCode::InvalidRequest,

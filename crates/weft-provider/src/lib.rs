@@ -62,7 +62,8 @@ pub mod tool;
 pub mod turn;
 
 pub use config::{
-    ApiKey, DynamicKey, KeyStrategy, ProviderConfig, RoundRobinKeys, WeightedKeys, resolve_api_key,
+    ApiKey, DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DynamicKey, KeyStrategy, ProviderConfig,
+    RoundRobinKeys, WeightedKeys, resolve_api_key,
 };
 pub use content::{
     AudioBlock, BinaryBlock, Blob, ContentBlock, ContentBlockType, DocumentBlock, DocumentSource,
@@ -87,7 +88,8 @@ pub use provider::{
     ModelRefError, ModelReference, Provider, ProviderRegistry,
 };
 pub use retry::{
-    ExponentialBackoff, LinearBackoff, NoRetry, RetryAfterStrategy, RetryStrategy, TokenBucket,
+    ExponentialBackoff, LinearBackoff, NoRetry, RetryAfterStrategy, RetryNotice, RetryObserver,
+    RetryStrategy, TokenBucket, set_retry_observer,
 };
 pub use strategy::{AfterCallResult, BeforeCall, BeforeCallResult, ToolUseStrategy};
 pub use stream::{EventDelta, StreamEvent, StreamEventType};

@@ -23,6 +23,70 @@ pub trait RetryStrategy: Send + Sync {
 
     /// Called after a successful request. Default: nothing.
     fn reset(&self) {}
+
+    /// The most attempts this strategy makes in all, when it has a fixed bound (shown to
+    /// users as `(2/3)`). Default: unknown.
+    fn max_attempts(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// What the HTTP layer is about to do after a failed attempt: wait `delay`, then try again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryNotice {
+    /// The provider.
+    pub provider: String,
+    /// Why the last attempt failed.
+    pub code: crate::error::ErrorCode,
+    /// The error's message.
+    pub message: String,
+    /// The attempt about to be made (2 for the first retry).
+    pub next_attempt: u32,
+    /// The strategy's bound on attempts, when it has one.
+    pub max_attempts: Option<u32>,
+    /// The wait before it.
+    pub delay: Duration,
+}
+
+impl RetryNotice {
+    /// One line for users, e.g. `rate limited; retrying in 30 s (2/3)`.
+    pub fn describe(&self) -> String {
+        use crate::error::ErrorCode;
+        let why = match self.code {
+            ErrorCode::RateLimited => "rate limited".to_owned(),
+            ErrorCode::Timeout => "timed out".to_owned(),
+            ErrorCode::NetworkError => "network error".to_owned(),
+            ErrorCode::ProviderError => "provider error".to_owned(),
+            other => other.as_str().to_ascii_lowercase(),
+        };
+        let delay = if self.delay >= Duration::from_secs(1) {
+            format!("{} s", (self.delay.as_secs_f64() * 10.0).round() / 10.0)
+        } else {
+            format!("{} ms", self.delay.as_millis())
+        };
+        let count = match self.max_attempts {
+            Some(max) => format!("{}/{max}", self.next_attempt),
+            None => format!("attempt {}", self.next_attempt),
+        };
+        format!("{}: {why}; retrying in {delay} ({count})", self.provider)
+    }
+}
+
+/// Told about every retry before its wait ([`crate::ProviderConfig::retry_observer`], or the
+/// process-wide one of [`set_retry_observer`]).
+pub type RetryObserver = Arc<dyn Fn(&RetryNotice) + Send + Sync>;
+
+static GLOBAL_OBSERVER: std::sync::OnceLock<RetryObserver> = std::sync::OnceLock::new();
+
+/// Sets the process-wide retry observer (used by configs without their own), once; a CLI
+/// sets it at start to announce retries. Returns `false` if one was set already.
+pub fn set_retry_observer(observer: RetryObserver) -> bool {
+    GLOBAL_OBSERVER.set(observer).is_ok()
+}
+
+/// The process-wide retry observer, if one was set.
+pub fn global_retry_observer() -> Option<&'static RetryObserver> {
+    GLOBAL_OBSERVER.get()
 }
 
 /// The strategy used when the config names none: exponential backoff, 3 attempts in all,
@@ -85,6 +149,10 @@ impl RetryStrategy for ExponentialBackoff {
         }
         Some(error.retry_after.unwrap_or_else(|| self.computed(attempt)))
     }
+
+    fn max_attempts(&self) -> Option<u32> {
+        Some(self.max_attempts)
+    }
 }
 
 /// A constant delay between attempts; `Retry-After` wins when present.
@@ -102,6 +170,10 @@ impl RetryStrategy for LinearBackoff {
             return None;
         }
         Some(error.retry_after.unwrap_or(self.delay))
+    }
+
+    fn max_attempts(&self) -> Option<u32> {
+        Some(self.max_attempts)
     }
 }
 
@@ -140,6 +212,10 @@ impl RetryStrategy for RetryAfterStrategy {
             return None;
         }
         Some(error.retry_after.unwrap_or(self.fallback_delay))
+    }
+
+    fn max_attempts(&self) -> Option<u32> {
+        Some(self.max_attempts)
     }
 }
 

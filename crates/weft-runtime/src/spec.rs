@@ -62,6 +62,8 @@ impl RunSpec {
                 workspace: standard.project,
                 agent: standard.agent,
                 model_override: standard.model,
+                project_dir: None,
+                sandbox: None,
             }),
             None => Program::Agent(AgentProgram {
                 model: legacy.model,
@@ -164,6 +166,20 @@ pub struct SessionProgram {
     /// `--model` of the command that started the run.
     #[serde(default)]
     pub model_override: Option<String>,
+    /// The project folder, when it is not the workspace (`weft run --workspace DIR`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_dir: Option<PathBuf>,
+    /// `--sandbox` of the command that started the run (`workspace`, `strict` or `none`;
+    /// `None`: the project's `sandbox` key decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+}
+
+impl SessionProgram {
+    /// The project folder: `project_dir`, else the workspace.
+    pub fn project_folder(&self) -> &std::path::Path {
+        self.project_dir.as_deref().unwrap_or(&self.workspace)
+    }
 }
 
 /// The definition files of a project (paths relative to the project folder → contents),

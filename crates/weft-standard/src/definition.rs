@@ -299,4 +299,15 @@ pub struct ProjectConfig {
     /// Project-level default variable values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// How commands started for an agent are sandboxed: `"workspace"` (the default),
+    /// `"strict"` or `"none"` (see `weft-sandbox`); `weft run --sandbox` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<weft_tools::Mode>,
+    /// Lets sandboxed commands use the network (default: no network at all).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox_network: bool,
+    /// Lets tools edit the project's definition files (`weft.toml`, `agents/`, `prompts/`,
+    /// `tools/`), which are otherwise read-only to them. The run store stays out of reach.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tools_may_edit_definitions: bool,
 }

@@ -135,6 +135,50 @@ impl Project {
         &self.dir
     }
 
+    /// What a run's tools may not touch, and how its commands are sandboxed: the run store
+    /// (`store`, a SQLite file; its `.weft/` folder when it is the default one) is hidden; the
+    /// definition files are read-only unless `toolsMayEditDefinitions = true`; the sandbox
+    /// mode is `mode` (e.g. `--sandbox`), else `weft.toml`'s `sandbox`, else `workspace`.
+    /// Paths outside the workspace need no protection from the file tools (they cannot reach
+    /// them) and are not visible inside the command sandbox at all.
+    pub fn confinement(
+        &self,
+        store: Option<&Path>,
+        mode: Option<weft_tools::Mode>,
+    ) -> weft_tools::Confinement {
+        let dir = std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone());
+        let mut protected = Vec::new();
+        if let Some(store) = store {
+            let store = absolute_canonical(store);
+            match store.parent() {
+                // The store's own folder (`.weft/`): the database, its WAL and journal files.
+                Some(parent) if parent.file_name().is_some_and(|n| n == ".weft") => {
+                    protected.push((parent.to_path_buf(), weft_tools::Protection::Hidden));
+                }
+                _ => {
+                    for suffix in ["", "-wal", "-shm", "-journal"] {
+                        let mut name = store.clone().into_os_string();
+                        name.push(suffix);
+                        protected.push((PathBuf::from(name), weft_tools::Protection::Hidden));
+                    }
+                }
+            }
+        }
+        if !self.config.tools_may_edit_definitions {
+            for name in ["weft.toml", "weft.json", "agents", "prompts", "tools"] {
+                protected.push((dir.join(name), weft_tools::Protection::ReadOnly));
+            }
+        }
+        weft_tools::Confinement {
+            protected,
+            sandbox: weft_tools::CommandSandbox {
+                mode: mode.or(self.config.sandbox).unwrap_or_default(),
+                network: self.config.sandbox_network,
+                ..weft_tools::CommandSandbox::default()
+            },
+        }
+    }
+
     /// What agent `name` may run with but should not be written that way (each a
     /// [`Problem`] that does not stop loading): a `dual_ai` agent without `maxSessionTurns`
     /// (agents §2.2).
@@ -522,6 +566,20 @@ fn undefined_variables(text: &str, defined: impl Fn(&str) -> bool) -> Vec<String
         rest = &after[end + 1..];
     }
     missing
+}
+
+/// `path` absolute and, where it exists, canonical (so it compares with canonical workspaces).
+fn absolute_canonical(path: &Path) -> PathBuf {
+    let absolute = std::env::current_dir()
+        .map(|cwd| cwd.join(path))
+        .unwrap_or_else(|_| path.to_path_buf());
+    match (absolute.parent(), absolute.file_name()) {
+        (Some(parent), Some(name)) => parent
+            .canonicalize()
+            .map(|p| p.join(name))
+            .unwrap_or(absolute.clone()),
+        _ => absolute,
+    }
 }
 
 /// The definition files of a project on disk now, as a snapshot.

@@ -34,7 +34,7 @@ pub fn changed_since_start(program: &SessionProgram) -> Vec<String> {
     let Some(recorded) = &program.project else {
         return Vec::new();
     };
-    match snapshot_of(&program.workspace) {
+    match snapshot_of(program.project_folder()) {
         Ok(now) if now.hash != recorded.hash => recorded.changed_files(&now),
         _ => Vec::new(),
     }
@@ -44,8 +44,8 @@ pub fn changed_since_start(program: &SessionProgram) -> Vec<String> {
 impl Sessions for StandardSessions {
     async fn run(&self, program: &SessionProgram, run: ActiveRun) -> Result<ProgramEnd, RunError> {
         let project = match &program.project {
-            Some(snapshot) => Project::from_snapshot(snapshot, &program.workspace),
-            None => Project::load(&program.workspace),
+            Some(snapshot) => Project::from_snapshot(snapshot, program.project_folder()),
+            None => Project::load(program.project_folder()),
         }
         .map_err(|e| RunError::Agent(format!("the run's project: {e}")))?;
         let agent = project.agent(&program.agent).ok_or_else(|| {
@@ -69,6 +69,17 @@ impl Sessions for StandardSessions {
         let state_b = side_b.map(|c| c.checkpoint.state);
         let steps_before = run.state.step() + state_b.as_ref().map_or(0, |s| s.step());
         let mut options = SessionOptions::new(&program.workspace);
+        // The tools' confinement: the run's store hidden, the definition files read-only,
+        // commands in the sandbox mode of `--sandbox` or the project's `sandbox` key.
+        let store = match weft_store::StoreUrl::parse(run.store.location()) {
+            Ok(weft_store::StoreUrl::Sqlite(path)) => Some(path),
+            _ => None,
+        };
+        let mode = program
+            .sandbox
+            .as_deref()
+            .and_then(|m| m.parse::<weft_tools::Mode>().ok());
+        options.confinement = project.confinement(store.as_deref(), mode);
         options.model_override = program.model_override.clone();
         options.providers = run.providers.clone();
         options.signal = run.signal.clone();

@@ -77,6 +77,9 @@ pub struct SessionOptions {
     pub initial_state_b: Option<AgentState>,
     /// The thread id checkpoints are saved under (side B uses `THREAD.sideB`).
     pub thread_id: Option<String>,
+    /// What the built-in tools may not touch and how commands are sandboxed
+    /// ([`Project::confinement`] builds it for a run).
+    pub confinement: weft_tools::Confinement,
 }
 
 impl SessionOptions {
@@ -92,6 +95,7 @@ impl SessionOptions {
             initial_state: AgentState::initial(),
             initial_state_b: None,
             thread_id: None,
+            confinement: weft_tools::Confinement::default(),
         }
     }
 }
@@ -650,8 +654,9 @@ pub async fn run_session(
     let start = project
         .agent(agent_name)
         .ok_or_else(|| SessionError::UnknownAgent(agent_name.to_owned()))?;
-    let workspace =
-        Workspace::new(&options.workspace).map_err(|e| SessionError::Workspace(e.to_string()))?;
+    let workspace = Workspace::new(&options.workspace)
+        .map_err(|e| SessionError::Workspace(e.to_string()))?
+        .with_confinement(options.confinement.clone());
     let position = Position::of(
         project,
         start,

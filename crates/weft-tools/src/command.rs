@@ -1,11 +1,14 @@
-//! `run_command`: `sh -c COMMAND` inside the workspace, with a timeout, an output cap and an
-//! environment scrubbed of secrets.
+//! `run_command`: `sh -c COMMAND` in the OS sandbox (`weft-sandbox`), with a timeout, an
+//! output cap and an environment scrubbed of secrets.
 //!
-//! The environment is cleared and only an allowlist is passed on (`PATH`, `HOME`, `LANG`,
-//! `LC_ALL`, `TERM`, `TMPDIR`, `USER`, `SHELL`), so API keys in Weft's own environment never
-//! reach the command. The call id is given as `WEFT_TOOL_CALL_ID` (so a command can make
-//! itself idempotent) and the root as `WEFT_WORKSPACE`. The command runs in its own process
-//! group; a timeout or an abort kills the whole group.
+//! The environment is cleared and only an allowlist is passed on (`PATH`, `LANG`, `LC_ALL`,
+//! `TERM`, `USER`, `SHELL`; in mode `none` also `HOME` and `TMPDIR`, which the sandbox
+//! otherwise replaces with a private scratch `/tmp`), so API keys in Weft's own environment
+//! never reach the command. The call id is given as `WEFT_TOOL_CALL_ID` (so a command can make
+//! itself idempotent) and the root as `WEFT_WORKSPACE`. The sandbox helper runs in its own
+//! process group and dies with Weft (parent-death signal); a timeout or an abort kills the
+//! group, and the PID namespace takes every process the command started down with it. Where
+//! no sandbox can be set up, the tool refuses unless the mode is `none`.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -16,11 +19,12 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use weft_provider::{Tool, ToolContext, ToolError};
 
 use crate::parse_args;
-use crate::workspace::Workspace;
+use crate::workspace::{Mode, Workspace};
 
-const PASSED_VARIABLES: [&str; 8] = [
-    "PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "USER", "SHELL",
-];
+const PASSED_VARIABLES: [&str; 6] = ["PATH", "LANG", "LC_ALL", "TERM", "USER", "SHELL"];
+
+/// Passed on only in mode `none` (the sandbox gives its own).
+const UNSANDBOXED_VARIABLES: [&str; 2] = ["HOME", "TMPDIR"];
 
 /// Limits of `run_command`.
 #[derive(Debug, Clone, Copy)]
@@ -29,7 +33,7 @@ pub struct CommandLimits {
     pub default_timeout: Duration,
     /// The longest timeout a call may ask for.
     pub max_timeout: Duration,
-    /// Bytes kept of stdout and of stderr each; the rest is counted and dropped.
+    /// Bytes kept of stdout and of stderr each; the rest is counted, dropped and marked.
     pub output_cap: usize,
 }
 
@@ -83,9 +87,14 @@ async fn run(
     args: CommandArgs,
     ctx: ToolContext,
 ) -> Result<Value, ToolError> {
-    let cwd = workspace
-        .resolve(args.cwd.as_deref().unwrap_or("."))
-        .map_err(|e| ToolError::new(e.to_string()))?;
+    // Mode `strict` has no workspace: the command starts in its scratch folder.
+    let cwd = if workspace.confinement().sandbox.mode == Mode::Strict {
+        workspace.root().to_path_buf()
+    } else {
+        workspace
+            .resolve(args.cwd.as_deref().unwrap_or("."))
+            .map_err(|e| ToolError::new(e.to_string()))?
+    };
     let timeout = match args.timeout_secs {
         Some(secs) if secs.is_finite() && secs > 0.0 => {
             Duration::from_secs_f64(secs).min(limits.max_timeout)
@@ -93,24 +102,49 @@ async fn run(
         Some(_) => return Err(ToolError::new("timeout_secs must be a positive number")),
         None => limits.default_timeout,
     };
-    let mut command = tokio::process::Command::new("sh");
+    let sandbox_settings = &workspace.confinement().sandbox;
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut names: Vec<&str> = PASSED_VARIABLES.to_vec();
+    if sandbox_settings.mode == Mode::None {
+        names.extend(UNSANDBOXED_VARIABLES);
+    }
+    for name in names {
+        if let Ok(value) = std::env::var(name) {
+            env.push((name.to_owned(), value));
+        }
+    }
+    env.push(("WEFT_TOOL_CALL_ID".into(), ctx.tool_call_id.clone()));
+    env.push((
+        "WEFT_WORKSPACE".into(),
+        workspace.root().display().to_string(),
+    ));
+    let policy = weft_sandbox::Policy {
+        mode: sandbox_settings.mode,
+        workspace: Some(workspace.root().to_path_buf()),
+        protected: workspace.confinement().protected.clone(),
+        network: sandbox_settings.network,
+        read_only: Vec::new(),
+        limits: sandbox_settings.limits,
+    };
+    let mut sandbox = weft_sandbox::Sandbox::new(policy);
+    if let Some(helper) = &sandbox_settings.helper {
+        sandbox = sandbox.with_helper(helper);
+    }
+    let invocation = weft_sandbox::Invocation {
+        argv: vec!["sh".into(), "-c".into(), args.command.clone()],
+        env,
+        cwd,
+    };
+    let command = sandbox
+        .command(&invocation)
+        .map_err(|e| ToolError::new(format!("run_command refused: {e}")))?;
+    let mut command = tokio::process::Command::from(command);
     command
-        .arg("-c")
-        .arg(&args.command)
-        .current_dir(&cwd)
-        .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    for name in PASSED_VARIABLES {
-        if let Ok(value) = std::env::var(name) {
-            command.env(name, value);
-        }
-    }
-    command.env("WEFT_TOOL_CALL_ID", &ctx.tool_call_id);
-    command.env("WEFT_WORKSPACE", workspace.root());
     let mut child = command
         .spawn()
         .map_err(|e| ToolError::new(format!("cannot start the command: {e}")))?;
@@ -128,20 +162,44 @@ async fn run(
         () = tokio::time::sleep(timeout) => {
             kill_group(pid);
             let _ = child.wait().await;
-            return Err(ToolError::transient(format!("the command timed out after {} s and was killed", timeout.as_secs_f64())));
+            kill_group_and_wait(pid).await;
+            return Err(ToolError::transient(format!("the command timed out after {} s and was killed, with every process it started", timeout.as_secs_f64())));
         }
         () = ctx.signal.cancelled() => {
             kill_group(pid);
             let _ = child.wait().await;
-            return Err(ToolError::new("the command was cancelled"));
+            kill_group_and_wait(pid).await;
+            return Err(ToolError::new("the command was cancelled and killed, with every process it started; its effects are uncertain"));
         }
     };
+    // The call is over: whatever the command left running in its group goes too (inside the
+    // sandbox the PID namespace has already taken it down).
+    kill_group(pid);
     let (out, out_dropped) = join_output(stdout).await;
     let (err, err_dropped) = join_output(stderr).await;
+    if status.code() == Some(weft_sandbox::SETUP_FAILED)
+        && let Some(reason) = err.strip_prefix(weft_sandbox::HELPER_ERROR_PREFIX)
+    {
+        return Err(ToolError::new(format!(
+            "the command's sandbox could not be set up: {}",
+            reason.trim()
+        )));
+    }
+    let marked = |text: String, dropped: usize| {
+        if dropped == 0 {
+            text
+        } else {
+            format!(
+                "{text}\n[… truncated by Weft: {} of {} bytes shown …]",
+                text.len(),
+                text.len() + dropped
+            )
+        }
+    };
     Ok(json!({
         "exit_code": status.code(),
-        "stdout": out,
-        "stderr": err,
+        "stdout": marked(out, out_dropped),
+        "stderr": marked(err, err_dropped),
         "truncated": out_dropped + err_dropped > 0,
         "dropped_bytes": out_dropped + err_dropped,
     }))
@@ -150,11 +208,18 @@ async fn run(
 /// Kills the command's process group (the shell and whatever it started).
 fn kill_group(pid: Option<u32>) {
     if let Some(pid) = pid {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", "--", &format!("-{pid}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+        weft_sandbox::kill_process_group(pid);
+    }
+}
+
+/// Kills the group and waits (at most [`OUTPUT_GRACE`]) until none of it is left, so a
+/// cancelled or timed-out call returns only once its processes are gone.
+async fn kill_group_and_wait(pid: Option<u32>) {
+    kill_group(pid);
+    let Some(pid) = pid else { return };
+    let deadline = tokio::time::Instant::now() + OUTPUT_GRACE;
+    while weft_sandbox::process_group_exists(pid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 
@@ -175,12 +240,21 @@ async fn capped(mut reader: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, usi
     (kept, dropped)
 }
 
+/// The captured output of a stream. A process that left the group (mode `none`, `setsid`)
+/// may keep the pipe open: the call waits for it at most [`OUTPUT_GRACE`].
 async fn join_output(task: Option<tokio::task::JoinHandle<(Vec<u8>, usize)>>) -> (String, usize) {
-    match task {
-        Some(task) => match task.await {
-            Ok((bytes, dropped)) => (String::from_utf8_lossy(&bytes).into_owned(), dropped),
-            Err(_) => (String::new(), 0),
-        },
-        None => (String::new(), 0),
+    let Some(mut task) = task else {
+        return (String::new(), 0);
+    };
+    match tokio::time::timeout(OUTPUT_GRACE, &mut task).await {
+        Ok(Ok((bytes, dropped))) => (String::from_utf8_lossy(&bytes).into_owned(), dropped),
+        Ok(Err(_)) => (String::new(), 0),
+        Err(_) => {
+            task.abort();
+            (String::new(), 0)
+        }
     }
 }
+
+/// How long output is awaited after the command ended.
+const OUTPUT_GRACE: Duration = Duration::from_secs(5);

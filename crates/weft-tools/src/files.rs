@@ -61,27 +61,74 @@ pub fn read_file(workspace: &Workspace) -> Tool {
                         metadata.len()
                     )));
                 }
-                let bytes = tokio::fs::read(&path)
-                    .await
-                    .map_err(|e| io_error("read", &args.path, &e))?;
-                if bytes.contains(&0) {
-                    return Err(ToolError::new(format!("{} is a binary file", args.path)));
-                }
-                let text = String::from_utf8_lossy(&bytes);
-                if !ranged {
-                    return Ok(Value::String(text.into_owned()));
-                }
                 let start = args.start_line.unwrap_or(1).max(1);
                 let end = args.end_line.unwrap_or(usize::MAX);
-                let lines: Vec<&str> = text
-                    .lines()
-                    .skip(start - 1)
-                    .take(end.saturating_sub(start) + 1)
-                    .collect();
-                Ok(Value::String(lines.join("\n")))
+                let shown = args.path.clone();
+                let read = tokio::task::spawn_blocking(move || read_lines(&path, start, end))
+                    .await
+                    .map_err(|e| ToolError::new(format!("read_file failed: {e}")))?
+                    .map_err(|e| io_error("read", &shown, &e))?;
+                let Some(read) = read else {
+                    return Err(ToolError::new(format!("{} is a binary file", args.path)));
+                };
+                let text = String::from_utf8_lossy(&read.bytes);
+                let text = if ranged {
+                    text.lines().collect::<Vec<_>>().join("\n")
+                } else {
+                    text.into_owned()
+                };
+                if read.cut {
+                    return Ok(Value::String(crate::cap::truncate_text(
+                        &text,
+                        crate::cap::MAX_OUTPUT_BYTES,
+                        Some(metadata.len()),
+                        "; the rest of this range was not read",
+                    )));
+                }
+                Ok(Value::String(text))
             }
         },
     )
+}
+
+/// Lines `start..=end` (1-based) of a file, at most [`crate::cap::MAX_OUTPUT_BYTES`] of them,
+/// read in chunks (a 5 GB one-line file costs one capped read). `None` for a binary file.
+struct ReadLines {
+    bytes: Vec<u8>,
+    /// Whether the range went on past the cap.
+    cut: bool,
+}
+
+fn read_lines(path: &Path, start: usize, end: usize) -> std::io::Result<Option<ReadLines>> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)?;
+    let cap = crate::cap::MAX_OUTPUT_BYTES;
+    let mut bytes = Vec::new();
+    let mut line = 1usize;
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(Some(ReadLines { bytes, cut: false }));
+        }
+        for &byte in &chunk[..n] {
+            if byte == 0 {
+                return Ok(None);
+            }
+            if line > end {
+                return Ok(Some(ReadLines { bytes, cut: false }));
+            }
+            if line >= start {
+                if bytes.len() >= cap {
+                    return Ok(Some(ReadLines { bytes, cut: true }));
+                }
+                bytes.push(byte);
+            }
+            if byte == b'\n' {
+                line += 1;
+            }
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -106,7 +153,7 @@ pub fn write_file(workspace: &Workspace) -> Tool {
             async move {
                 let args: WriteArgs = parse_args("write_file", arguments)?;
                 let path = workspace
-                    .resolve(&args.path)
+                    .resolve_for_write(&args.path)
                     .map_err(|e| ToolError::new(e.to_string()))?;
                 if path == workspace.root() {
                     return Err(ToolError::new("the path names the workspace itself"));
@@ -207,17 +254,23 @@ fn list(workspace: &Workspace, path: &Path, args: &ListArgs) -> Result<Value, To
         .max_depth(if args.recursive { None } else { Some(1) })
         .require_git(false)
         .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry({
+            let workspace = workspace.clone();
+            move |entry| !workspace.is_hidden(entry.path())
+        })
         .build();
+    let mut bytes = 0usize;
     for entry in walker.flatten() {
         if entry.depth() == 0 {
             continue;
         }
-        if entries.len() >= args.max_entries {
+        if entries.len() >= args.max_entries || bytes >= crate::cap::MAX_OUTPUT_BYTES {
             truncated = true;
             break;
         }
         let shown = workspace.display(entry.path());
         let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        bytes += shown.len() + 4;
         entries.push(if is_dir { format!("{shown}/") } else { shown });
     }
     Ok(json!({"entries": entries, "truncated": truncated}))

@@ -6,12 +6,14 @@
 //! | `write_file` | writes a whole file, creating folders | yes | yes |
 //! | `list_dir` | lists a folder, recursively honouring `.gitignore` | no | yes |
 //! | `search_code` | regex search over files, `.gitignore`-aware | no | yes |
-//! | `run_command` | runs `sh -c COMMAND` in the workspace with a timeout, an output cap and a scrubbed environment | yes | no |
+//! | `run_command` | runs `sh -c COMMAND` in the OS sandbox (`weft-sandbox`) with a timeout, an output cap and a scrubbed environment | yes | no |
 //! | `complete_task` | ends the task (the runtime spec's completion contract) | no | yes |
 //!
 //! Every path argument is relative to the workspace root; absolute paths, `..` that leaves
 //! the root, and symlinks that point outside it are refused with an error result the model can
-//! read ([`Workspace::resolve`]). Arguments are untrusted input (UPP-1.2 §17.2): each tool
+//! read ([`Workspace::resolve`]). A [`Confinement`] adds protected paths (the run store is
+//! hidden, the project's definition files read-only) and says how commands are sandboxed.
+//! Every output is capped in bytes at the source, with a visible marker ([`cap`]). Arguments are untrusted input (UPP-1.2 §17.2): each tool
 //! parses them into a typed struct and reports what is wrong.
 //!
 //! ```
@@ -26,6 +28,7 @@
 //! # }
 //! ```
 
+pub mod cap;
 mod command;
 mod complete;
 mod files;
@@ -40,16 +43,18 @@ pub use command::{CommandLimits, run_command};
 pub use complete::{COMPLETE_TASK, complete_task};
 pub use files::{list_dir, read_file, write_file};
 pub use search::search_code;
-pub use workspace::{SandboxError, Workspace};
+pub use workspace::{
+    CommandSandbox, Confinement, Limits, Mode, Protection, SandboxError, Workspace,
+};
 
 /// Every built-in tool, bound to `workspace`.
 pub fn builtin_tools(workspace: &Workspace) -> Vec<Tool> {
     vec![
-        read_file(workspace),
-        write_file(workspace),
-        list_dir(workspace),
-        search_code(workspace),
-        run_command(workspace, CommandLimits::default()),
+        cap::capped(read_file(workspace)),
+        cap::capped(write_file(workspace)),
+        cap::capped(list_dir(workspace)),
+        cap::capped(search_code(workspace)),
+        cap::capped(run_command(workspace, CommandLimits::default())),
         complete_task(),
     ]
 }

@@ -66,7 +66,11 @@ fn search(workspace: &Workspace, args: &SearchArgs) -> Result<Value, ToolError> 
     let mut builder = ignore::WalkBuilder::new(&start);
     builder
         .require_git(false)
-        .sort_by_file_name(|a, b| a.cmp(b));
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry({
+            let workspace = workspace.clone();
+            move |entry| !workspace.is_hidden(entry.path())
+        });
     if let Some(glob) = &args.glob {
         let mut overrides = ignore::overrides::OverrideBuilder::new(&start);
         overrides
@@ -78,7 +82,8 @@ fn search(workspace: &Workspace, args: &SearchArgs) -> Result<Value, ToolError> 
                 .map_err(|e| ToolError::new(format!("invalid glob: {e}")))?,
         );
     }
-    let mut matches = Vec::new();
+    let mut matches: Vec<String> = Vec::new();
+    let mut shown_bytes = 0usize;
     let mut truncated = false;
     'files: for entry in builder.build().flatten() {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
@@ -96,11 +101,13 @@ fn search(workspace: &Workspace, args: &SearchArgs) -> Result<Value, ToolError> 
         let text = String::from_utf8_lossy(&bytes);
         for (number, line) in text.lines().enumerate() {
             if regex.is_match(line) {
-                if matches.len() >= args.max_results {
+                if matches.len() >= args.max_results || shown_bytes >= crate::cap::MAX_OUTPUT_BYTES
+                {
                     truncated = true;
                     break 'files;
                 }
                 let shown: String = line.chars().take(MAX_LINE_CHARS).collect();
+                shown_bytes += shown.len() + 16;
                 matches.push(format!(
                     "{}:{}: {}",
                     workspace.display(entry.path()),

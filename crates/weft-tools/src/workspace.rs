@@ -1,11 +1,49 @@
-//! The sandbox: a canonical root, and the resolution of model-given paths inside it.
+//! The workspace: a canonical root, the resolution of model-given paths inside it, the paths
+//! tools may not touch, and how commands are sandboxed.
 //!
 //! Resolution is lexical first (no absolute paths; `..` may not climb above the root), then
 //! physical: the longest existing prefix of the path is canonicalized (following symlinks) and
-//! must still lie under the root. A dangling symlink is refused. Races with a process that
-//! swaps a folder for a symlink between the check and the use are out of scope.
+//! must still lie under the root. A dangling symlink is refused. The resolved path must not lie
+//! in a protected path ([`Confinement`]): hidden paths (the run store) can be neither read nor
+//! written, read-only ones (the project's definition files) cannot be written. Races with a
+//! process that swaps a folder for a symlink between the check and the use are out of scope for
+//! the file tools; commands run in the OS sandbox, where the same paths are hidden or read-only.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+pub use weft_sandbox::{Limits, Mode, Protection};
+
+/// How `run_command` (and later other processes started for an agent) is sandboxed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CommandSandbox {
+    /// `workspace` (default), `strict` or `none`.
+    pub mode: Mode,
+    /// Whether commands may use the network.
+    pub network: bool,
+    /// Resource limits of one command.
+    pub limits: Limits,
+    /// The sandbox helper program (default: the running program, which must call
+    /// `weft_sandbox::run_helper_if_requested` first thing in `main`).
+    pub helper: Option<PathBuf>,
+}
+
+/// What the tools may not touch, and how commands are sandboxed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Confinement {
+    /// Paths (absolute, or relative to the workspace root) tools may not read
+    /// ([`Protection::Hidden`]) or not write ([`Protection::ReadOnly`]).
+    pub protected: Vec<(PathBuf, Protection)>,
+    /// The command sandbox.
+    pub sandbox: CommandSandbox,
+}
+
+/// Whether a path is wanted for reading or for writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
 
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error)]
@@ -30,12 +68,26 @@ pub enum SandboxError {
     /// The path holds a NUL byte or is otherwise unusable.
     #[error("{0:?} is not a usable path")]
     Invalid(String),
+    /// The path is Weft's own data (the run store), which tools can never read or write.
+    #[error("{0:?} is Weft's run store, which tools cannot read or write")]
+    Hidden(String),
+    /// Mode `strict`: tools have no filesystem at all (commands get a scratch folder).
+    #[error(
+        "{0:?}: the sandbox is \"strict\", so tools have no filesystem access (commands run in a scratch folder)"
+    )]
+    Strict(String),
+    /// The path is read-only to tools (the project's definition files).
+    #[error(
+        "{0:?} is one of the project's definition files, which are read-only to tools (the project can allow edits in weft.toml: tools_may_edit_definitions = true)"
+    )]
+    ReadOnly(String),
 }
 
 /// A folder the tools may touch, and nothing outside it.
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    confinement: Arc<Confinement>,
 }
 
 impl Workspace {
@@ -49,7 +101,22 @@ impl Workspace {
             path: root.display().to_string(),
             source,
         })?;
-        Ok(Workspace { root: canonical })
+        Ok(Workspace {
+            root: canonical,
+            confinement: Arc::new(Confinement::default()),
+        })
+    }
+
+    /// The same workspace with `confinement`: protected paths (made absolute against the root,
+    /// links resolved) and the command sandbox.
+    #[must_use]
+    pub fn with_confinement(mut self, mut confinement: Confinement) -> Self {
+        for (path, _) in &mut confinement.protected {
+            let absolute = weft_sandbox::absolute(&self.root, path);
+            *path = absolute.canonicalize().unwrap_or(absolute);
+        }
+        self.confinement = Arc::new(confinement);
+        self
     }
 
     /// The canonical root.
@@ -57,11 +124,64 @@ impl Workspace {
         &self.root
     }
 
-    /// The absolute path for `relative`, if it stays inside the workspace.
+    /// The confinement (protected paths, absolute; the command sandbox).
+    pub fn confinement(&self) -> &Confinement {
+        &self.confinement
+    }
+
+    /// Whether `path` (absolute) lies in a hidden protected path.
+    pub fn is_hidden(&self, path: &Path) -> bool {
+        self.protection_of(path) == Some(Protection::Hidden)
+    }
+
+    fn protection_of(&self, path: &Path) -> Option<Protection> {
+        let mut found = None;
+        for (protected, protection) in &self.confinement.protected {
+            if path.starts_with(protected) {
+                if *protection == Protection::Hidden {
+                    return Some(Protection::Hidden);
+                }
+                found = Some(*protection);
+            }
+        }
+        found
+    }
+
+    /// The absolute path for `relative`, if it stays inside the workspace and may be read.
     ///
     /// # Errors
-    /// Absolute paths, `..` escapes, links leading outside, NUL bytes.
+    /// Absolute paths, `..` escapes, links leading outside, NUL bytes, hidden paths.
     pub fn resolve(&self, relative: &str) -> Result<PathBuf, SandboxError> {
+        self.resolve_for(relative, Access::Read)
+    }
+
+    /// The absolute path for `relative`, if it stays inside the workspace and may be written.
+    ///
+    /// # Errors
+    /// As [`Workspace::resolve`], and read-only paths.
+    pub fn resolve_for_write(&self, relative: &str) -> Result<PathBuf, SandboxError> {
+        self.resolve_for(relative, Access::Write)
+    }
+
+    pub(crate) fn resolve_for(
+        &self,
+        relative: &str,
+        access: Access,
+    ) -> Result<PathBuf, SandboxError> {
+        if self.confinement.sandbox.mode == Mode::Strict {
+            return Err(SandboxError::Strict(relative.to_owned()));
+        }
+        let path = self.resolve_inside(relative)?;
+        match self.protection_of(&path) {
+            Some(Protection::Hidden) => Err(SandboxError::Hidden(relative.to_owned())),
+            Some(Protection::ReadOnly) if access == Access::Write => {
+                Err(SandboxError::ReadOnly(relative.to_owned()))
+            }
+            _ => Ok(path),
+        }
+    }
+
+    fn resolve_inside(&self, relative: &str) -> Result<PathBuf, SandboxError> {
         if relative.contains('\0') {
             return Err(SandboxError::Invalid(relative.to_owned()));
         }

@@ -8,7 +8,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use weft_provider::{Extensions, Tool, ToolContext, ToolError};
-use weft_tools::{CommandLimits, Workspace, builtin_tool, builtin_tools, run_command};
+use weft_tools::{
+    CommandLimits, CommandSandbox, Confinement, Workspace, builtin_tool, builtin_tools, run_command,
+};
 
 fn context(id: &str) -> ToolContext {
     ToolContext {
@@ -34,7 +36,16 @@ fn setup() -> (tempfile::TempDir, Workspace) {
     std::fs::write(dir.path().join(".gitignore"), "target/\n").unwrap();
     std::fs::create_dir_all(dir.path().join("target")).unwrap();
     std::fs::write(dir.path().join("target/junk.rs"), "fn main() {}\n").unwrap();
-    let workspace = Workspace::new(dir.path()).unwrap();
+    // Commands run in the OS sandbox, through this package's helper binary.
+    let workspace = Workspace::new(dir.path())
+        .unwrap()
+        .with_confinement(Confinement {
+            sandbox: CommandSandbox {
+                helper: Some(env!("CARGO_BIN_EXE_weft-sandbox-exec").into()),
+                ..CommandSandbox::default()
+            },
+            ..Confinement::default()
+        });
     (dir, workspace)
 }
 
@@ -233,7 +244,12 @@ async fn output_is_capped_and_timeouts_and_aborts_kill_the_command() {
         .run(json!({"command": "yes hello | head -c 5000"}), context("c"))
         .await
         .unwrap();
-    assert_eq!(big["stdout"].as_str().unwrap().len(), 100);
+    let stdout = big["stdout"].as_str().unwrap();
+    assert!(stdout.starts_with(&"hello\n".repeat(20)[..100]), "{stdout}");
+    assert!(
+        stdout.ends_with("[… truncated by Weft: 100 of 5000 bytes shown …]"),
+        "{stdout}"
+    );
     assert_eq!(big["truncated"], true);
     assert_eq!(big["dropped_bytes"], 4900);
 

@@ -27,6 +27,11 @@ defaultAgent = "coder"
 # Prompts without a `model` use this one. The scripted model answers from a script, so
 # the project runs without an API key; try `weft run --model openai:gpt-4o-mini`.
 model = "scripted-turns:scripts/coder.json"
+# Commands the agents run are sandboxed: "workspace" (this folder read-write, except the
+# run store in .weft/ and these definition files; no network), "strict" or "none".
+# sandbox = "workspace"
+# sandboxNetwork = false
+# toolsMayEditDefinitions = false
 
 [env]
 PROJECT_NAME = "demo"

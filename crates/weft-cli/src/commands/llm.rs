@@ -53,7 +53,9 @@ pub(crate) struct LlmArgs {
     /// the Turn's `data`, which is what is printed.
     #[arg(long, value_name = "FILE")]
     schema: Option<std::path::PathBuf>,
-    /// Request timeout in seconds.
+    /// Timeout of one HTTP attempt, in seconds (default: none, but a 10 s connect timeout
+    /// and a 120 s idle timeout apply). Failed calls are retried (3 attempts in all, each
+    /// announced on stderr), so a call may take about 3 × this plus the waits.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
     /// List the registered providers and exit.

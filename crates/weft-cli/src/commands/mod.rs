@@ -1,10 +1,12 @@
 //! One module per subcommand; each is a few dozen lines calling the library crates.
 
 pub(crate) mod checkpoints;
+pub(crate) mod confine;
 pub(crate) mod embed;
 pub(crate) mod events;
 pub(crate) mod init;
 pub(crate) mod llm;
+pub(crate) mod location;
 pub(crate) mod models;
 pub(crate) mod resume;
 pub(crate) mod run;

@@ -52,6 +52,10 @@ pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("the spec of run {} cannot be read: {e}", args.run))?;
         let agent = match &spec.program {
             Program::Session(session) => {
+                if let Ok(project) = weft_standard::Project::load(session.project_folder()) {
+                    let mode = session.sandbox.as_deref().and_then(|m| m.parse().ok());
+                    super::confine::announce(&project, mode);
+                }
                 let changed = weft_standard::changed_since_start(session);
                 if !changed.is_empty() {
                     eprintln!(

@@ -43,10 +43,19 @@ pub(crate) struct RunArgs {
     /// twice); `async`: faster, may lose the last step on a crash.
     #[arg(long, default_value = "sync", value_parser = ["sync", "async"])]
     durability: String,
-    /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else
-    /// `.weft/weft.db` under the working directory).
+    /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else the
+    /// project's `.weft/weft.db`, whatever the working directory).
     #[arg(long, value_name = "URL")]
     store: Option<String>,
+    /// The folder the agent's tools work in (default: the project folder), e.g. an existing
+    /// repository.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// How commands are sandboxed: `workspace` (read-write workspace, read-only system, no
+    /// network), `strict` (a scratch folder only) or `none` (unconfined; announced). Default:
+    /// weft.toml's `sandbox`, else `workspace`.
+    #[arg(long, value_name = "MODE")]
+    sandbox: Option<weft_tools::Mode>,
     /// `[PROJECT_DIR] INPUT`: the project folder (default: the working directory) and the
     /// message; without INPUT the message is read from standard input.
     #[arg(value_name = "ARGS", num_args = 0..=2)]
@@ -189,9 +198,13 @@ async fn drive(
     input: String,
     durability: Durability,
 ) -> anyhow::Result<ExitCode> {
-    let workspace =
+    let project_dir =
         std::fs::canonicalize(project.dir()).context("cannot resolve the project folder")?;
-    let store = super::runs::open_store_at(args.store.as_deref()).await?;
+    let workspace = std::fs::canonicalize(args.workspace.as_deref().unwrap_or(project.dir()))
+        .context("cannot resolve the workspace folder")?;
+    let store_url = super::location::store_url(args.store.as_deref(), Some(project.dir()))?;
+    let store = super::location::open_or_create(&store_url).await?;
+    super::confine::announce(project, args.sandbox);
     let side_a = &agent.side_a;
     let prompt_a = project.prompt(&side_a.prompt).context("side A's prompt")?;
     let mut model_override = args.model.clone();
@@ -205,9 +218,11 @@ async fn drive(
     }
     let program = SessionProgram {
         project: Some(project.snapshot()?),
+        project_dir: (project_dir != workspace).then_some(project_dir),
         workspace,
         agent: agent.name.clone(),
         model_override,
+        sandbox: args.sandbox.map(|m| m.as_str().to_owned()),
     };
     let mut spec = RunSpec::new(input, Program::Session(program));
     spec.durability = durability;

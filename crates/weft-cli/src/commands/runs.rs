@@ -7,13 +7,14 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use weft_runtime::ownership::effective_status;
-use weft_store::{Lineage, RunRecord, Runs, Store, StoreOptions, StoreUrl, ToolLedger};
+use weft_store::{Lineage, RunRecord, Runs, Store, ToolLedger};
 
 /// `--store` and `--json`, shared by the store commands.
 #[derive(Debug, Args)]
 pub(crate) struct StoreArgs {
-    /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else
-    /// `.weft/weft.db` under the working directory).
+    /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else the
+    /// project's `.weft/weft.db`, the project being the nearest folder upward with a
+    /// `weft.toml`). It must exist: these commands never create one.
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
     /// Print JSON instead of text.
@@ -50,18 +51,11 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// Opens the store named by `--store` (or the default).
+/// Opens the existing store named by `--store` (or the project's: see `location`); never
+/// creates one.
 pub(crate) async fn open_store(args: &StoreArgs) -> anyhow::Result<Store> {
-    open_store_at(args.store.as_deref()).await
-}
-
-/// Opens the store at `url` (or the default).
-pub(crate) async fn open_store_at(url: Option<&str>) -> anyhow::Result<Store> {
-    let dir = std::env::current_dir().context("no working directory")?;
-    let url = StoreUrl::resolve(url, &dir)?;
-    Store::open_with(&url, StoreOptions::default())
-        .await
-        .with_context(|| format!("cannot open the store {url}"))
+    let url = super::location::store_url(args.store.as_deref(), None)?;
+    super::location::open_existing(&url).await
 }
 
 /// The JSON of a run, with its effective status.

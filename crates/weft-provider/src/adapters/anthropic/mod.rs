@@ -191,7 +191,7 @@ impl LlmModel for AnthropicModel {
             Ok(llm_stream(
                 response,
                 NAME,
-                request.config.timeout,
+                Some(request.config.effective_idle_timeout()),
                 request.signal.clone(),
                 stream::EventDecoder::new(),
             ))

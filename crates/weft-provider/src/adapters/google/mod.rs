@@ -189,7 +189,7 @@ impl LlmModel for GeminiModel {
             Ok(llm_stream(
                 response,
                 NAME,
-                request.config.timeout,
+                Some(request.config.effective_idle_timeout()),
                 request.signal.clone(),
                 stream::EventDecoder::new(),
             ))

@@ -145,7 +145,7 @@ impl LlmModel for ChatModel {
             Ok(llm_stream(
                 response,
                 self.provider,
-                request.config.timeout,
+                Some(request.config.effective_idle_timeout()),
                 request.signal.clone(),
                 stream::ChunkDecoder::new(self.provider),
             ))

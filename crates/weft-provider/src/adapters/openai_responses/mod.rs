@@ -178,7 +178,7 @@ impl LlmModel for ResponsesModel {
             Ok(llm_stream(
                 response,
                 NAME,
-                request.config.timeout,
+                Some(request.config.effective_idle_timeout()),
                 request.signal.clone(),
                 stream::EventDecoder::new(),
             ))
