@@ -59,6 +59,6 @@ pub use error::GateError;
 pub use gates::{Gates, NO_WORKTREE_ENV, is_worktree_name};
 pub use hook::{Harness, HookAnswer, HookEvent, STALE_AFTER, run_hook};
 pub use invocation::{Stage, ToolInvocation, ToolKind};
-pub use policy::Policy;
+pub use policy::{Policy, check_pattern};
 pub use project::{Repo, normalize, project_root};
 pub use verdict::{Finding, Level, Verdict};

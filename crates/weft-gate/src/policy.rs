@@ -96,6 +96,14 @@ impl Policy {
     }
 }
 
+/// Checks that `pattern` is a regex the policy gate can use.
+///
+/// # Errors
+/// Why it is not.
+pub fn check_pattern(pattern: &str) -> Result<(), String> {
+    Regex::new(pattern).map(drop).map_err(|e| e.to_string())
+}
+
 fn tools_match(tools: &str, tool: &str, kind: &str) -> bool {
     let tools = tools.trim();
     if tools.is_empty() || tools == "*" {

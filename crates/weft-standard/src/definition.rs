@@ -339,4 +339,14 @@ pub struct ProjectConfig {
     /// Project-level default variable values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// `[project]`: settings shared by several parts of Weft (`testCommand`); read by
+    /// `weft-gate` (the completion checklist), kept here as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<Value>,
+    /// `[gates]`: the harness gates' settings, read by `weft-gate`; kept here as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gates: Option<Value>,
+    /// `[completion]`: the completion checklist, read by `weft-gate`; kept here as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<Value>,
 }
