@@ -220,8 +220,10 @@ impl GateDb {
         // Each hook is a short process, usually the file's only connection: without this,
         // every exit would checkpoint the whole WAL with fsyncs (tens of ms). Checkpoints
         // still happen as the WAL grows (wal_autocheckpoint) and in the store's writer.
-        self.conn
-            .set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
+        self.conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        )?;
         self.migrate()
     }
 
