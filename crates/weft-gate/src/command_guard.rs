@@ -87,7 +87,7 @@ pub(crate) fn completion_operation(command: &str) -> Option<&'static str> {
                 Some("deploy")
             }
             ("terraform" | "tofu", Some("apply"), _) => Some("deploy"),
-            _ if args.iter().any(|a| *a == "deploy") || name == "deploy" => Some("deploy"),
+            _ if args.contains(&"deploy") || name == "deploy" => Some("deploy"),
             _ => None,
         };
         if op.is_some() {
@@ -354,11 +354,11 @@ fn version_bump(words: &[String], dir: &Path, ctx: &GuardContext<'_>) -> Option<
         .filter(|w| !w.starts_with('-'))
         .map(String::as_str)
         .collect();
-    let bump = match (program(&words[0]), positional.first().copied()) {
-        ("npm" | "pnpm" | "yarn", Some("version")) => true,
-        ("cargo", Some("set-version" | "release" | "bump")) => true,
-        _ => false,
-    };
+    let bump = matches!(
+        (program(&words[0]), positional.first().copied()),
+        ("npm" | "pnpm" | "yarn", Some("version"))
+            | ("cargo", Some("set-version" | "release" | "bump"))
+    );
     if !bump {
         return None;
     }
