@@ -854,3 +854,44 @@ fn end_to_end_hooks_installed_in_a_scratch_repository() {
     .unwrap();
     assert_eq!(code(&run_registered(&root, &settings, "Stop", &stop)), 0);
 }
+
+#[test]
+fn post_exec_policies_run_after_the_call() {
+    let (_d, root) = repo();
+    assert_eq!(code(&weft(&root, &["worktree", "create", "fix"], "")), 0);
+    let claude = fixture("claude", "post_tool_use_edit", &root);
+    let cursor = fixture("cursor", "after_file_edit", &root);
+    assert_eq!(code(&weft(&root, &["hook", "post-tool-use"], &claude)), 0);
+    let add = weft(
+        &root,
+        &[
+            "policy",
+            "add",
+            "rebuild-after-edit",
+            "--stage",
+            "post-exec",
+            "--tools",
+            "edit",
+            "--deny-pattern",
+            "\\.(rs|ts)$",
+        ],
+        "",
+    );
+    assert_eq!(code(&add), 0, "{}", err(&add));
+    // Claude Code: the tool already ran; exit 2 puts the reason in front of the agent.
+    let o = weft(&root, &["hook", "post-tool-use"], &claude);
+    assert_eq!(code(&o), 2);
+    assert!(err(&o).contains("rebuild-after-edit"), "{}", err(&o));
+    // Cursor cannot block after the fact: the reason becomes additional context.
+    let o = weft(&root, &["hook", "post-tool-use"], &cursor);
+    assert_eq!(code(&o), 0);
+    assert!(
+        json_out(&o)["additional_context"]
+            .as_str()
+            .unwrap()
+            .contains("rebuild-after-edit")
+    );
+    // A pre-exec check of the same edit is not affected by a post-exec policy.
+    let pre = fixture("claude", "pre_tool_use_multiedit_worktree", &root);
+    assert_eq!(code(&weft(&root, &["hook", "pre-tool-use"], &pre)), 0);
+}

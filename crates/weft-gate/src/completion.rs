@@ -3,6 +3,9 @@
 //! Each check comes from the project's `[completion]` table ([`crate::config`]): a command
 //! (tests — the one `[project] testCommand` key —, build, type-check, lint, schema diff,
 //! memory lesson) passes when it exits 0; three are built in:
+//! - `newTests`: when the branch (committed or not, against the base branch) changes source
+//!   files, it changes at least one test file too (a path with a `test`/`tests`/`spec`
+//!   part, or a `_test.`/`.test.`/`.spec.`/`test_` file name);
 //! - `versionBump`: the branch is not a protected one, and the version in `Cargo.toml`,
 //!   `package.json` or `pyproject.toml` at `HEAD` differs from the base branch's;
 //! - `review`: a commit on the branch since the base carries a `Reviewed-by:` trailer;
@@ -90,6 +93,7 @@ pub fn run_checklist(
             CheckSpec::Command(line) => run_command(line, dir, limit),
             CheckSpec::Builtin => match check.name.as_str() {
                 "versionBump" => version_bump(config, dir),
+                "newTests" => new_tests(config, dir),
                 "review" => review(config, dir),
                 "taskDiscipline" => task_discipline(db, session),
                 other => (false, format!("{other} has no built-in check")),
@@ -214,6 +218,68 @@ fn version_bump(config: &GateConfig, dir: &Path) -> (bool, String) {
                 before.map_or_else(|| "none".to_owned(), |(_, v)| v)
             ),
         ),
+    }
+}
+
+const CODE_EXTENSIONS: &[&str] = &[
+    "rs", "ts", "tsx", "js", "jsx", "mjs", "py", "go", "java", "kt", "rb", "c", "cc", "cpp", "h",
+    "hpp", "cs", "swift", "scala", "php",
+];
+
+fn is_test_path(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    let file = lower.rsplit('/').next().unwrap_or(&lower);
+    lower
+        .split('/')
+        .any(|part| matches!(part, "test" | "tests" | "spec" | "specs" | "__tests__"))
+        || file.starts_with("test_")
+        || file.contains("_test.")
+        || file.contains(".test.")
+        || file.contains(".spec.")
+}
+
+fn new_tests(config: &GateConfig, dir: &Path) -> (bool, String) {
+    let Some(base) = base_branch(config, dir) else {
+        return (false, "no base branch to compare the changes with".into());
+    };
+    let Some(merge_base) = git(dir, &["merge-base", "HEAD", &base]).map(|s| s.trim().to_owned())
+    else {
+        return (false, format!("no common ancestor of HEAD and {base}"));
+    };
+    let mut changed: Vec<String> = git(dir, &["diff", "--name-only", &merge_base])
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    changed.extend(
+        git(dir, &["ls-files", "--others", "--exclude-standard"])
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned),
+    );
+    let code: Vec<&String> = changed
+        .iter()
+        .filter(|p| {
+            p.rsplit_once('.')
+                .is_some_and(|(_, ext)| CODE_EXTENSIONS.contains(&ext))
+                && !is_test_path(p)
+        })
+        .collect();
+    let tests = changed.iter().filter(|p| is_test_path(p)).count();
+    match (code.is_empty(), tests) {
+        (true, _) => (true, "no source file changed".into()),
+        (false, 0) => (
+            false,
+            format!(
+                "source files changed ({}) but no test file did: add tests that cover the change",
+                code.iter()
+                    .take(5)
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        (false, n) => (true, format!("{n} test file(s) changed with the code")),
     }
 }
 

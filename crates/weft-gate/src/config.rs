@@ -13,6 +13,7 @@
 //!
 //! [completion]                    # the checklist the stop hook runs
 //! tests = true                    # runs [project] testCommand (on whenever it is set)
+//! newTests = true                 # built in: changed code comes with changed tests
 //! build = "cargo build"
 //! typeCheck = "cargo check --all-targets"
 //! lint = "cargo clippy -- -D warnings"
@@ -34,6 +35,7 @@ use crate::error::GateError;
 /// The names of the completion checks, in the order they run.
 pub const CHECK_NAMES: &[&str] = &[
     "tests",
+    "newTests",
     "build",
     "typeCheck",
     "lint",
@@ -45,7 +47,7 @@ pub const CHECK_NAMES: &[&str] = &[
 ];
 
 /// Checks that have a built-in meaning when set to `true`.
-const BUILTIN_CHECKS: &[&str] = &["taskDiscipline", "review", "versionBump"];
+const BUILTIN_CHECKS: &[&str] = &["newTests", "taskDiscipline", "review", "versionBump"];
 
 /// How one completion check is carried out.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -450,6 +450,27 @@ fn each_completion_check_fails_on_a_fixture_repository() {
             "{name}"
         );
     }
+    // newTests: code without tests fails; with a test file it passes.
+    assert!(
+        first("[completion]\nnewTests = true\n", None, None).passed,
+        "nothing changed yet"
+    );
+    std::fs::create_dir_all(wt.join("src")).expect("mkdir");
+    std::fs::write(wt.join("src/lib.rs"), "pub fn f() {}\n").expect("code");
+    let no_tests = first("[completion]\nnewTests = true\n", None, None);
+    assert!(
+        !no_tests.passed && no_tests.detail.contains("src/lib.rs"),
+        "{no_tests:?}"
+    );
+    std::fs::create_dir_all(wt.join("tests")).expect("mkdir");
+    std::fs::write(wt.join("tests/f.rs"), "#[test] fn f() {}\n").expect("test");
+    assert!(first("[completion]\nnewTests = true\n", None, None).passed);
+    git(&wt, &["add", "."]);
+    git(&wt, &["commit", "-q", "-m", "f"]);
+    assert!(
+        first("[completion]\nnewTests = true\n", None, None).passed,
+        "committed"
+    );
     // versionBump: same version as main fails; a bump on the feature branch passes.
     assert!(!first("[completion]\nversionBump = true\n", None, None).passed);
     std::fs::write(
