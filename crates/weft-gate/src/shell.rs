@@ -318,6 +318,43 @@ mod tests {
     }
 
     #[test]
+    fn odd_input_does_not_panic() {
+        for line in [
+            "",
+            "$(",
+            "$((",
+            "`",
+            "\\",
+            "'",
+            "\"",
+            "\"$(echo",
+            "a\\",
+            "&",
+            "&&&",
+            "|;|",
+            "$()",
+            "env",
+            "env -S",
+            "sudo",
+            "sudo -u",
+            "timeout",
+            "xargs -I",
+            "sh -c",
+            "bash -lc",
+            "eval",
+            "(((",
+            ")))",
+            "2>&1",
+            "$(a $(b `c` d) e)",
+            "x=1",
+            "\u{0}",
+            "é'\"ü",
+        ] {
+            let _ = simple_commands(line);
+        }
+    }
+
+    #[test]
     fn unbalanced_quotes_fall_back_to_words() {
         assert_eq!(
             commands("git push --force 'origin"),
