@@ -382,24 +382,46 @@ impl GateDb {
         Ok(n > 0)
     }
 
+    /// Runs `work` in one write transaction (one WAL append for all of a hook's writes).
+    ///
+    /// # Errors
+    /// [`GateError::Database`], or `work`'s error (the transaction is then rolled back).
+    pub fn batch<T>(
+        &self,
+        work: impl FnOnce(&GateDb) -> Result<T, GateError>,
+    ) -> Result<T, GateError> {
+        if !self.conn.is_autocommit() {
+            return work(self);
+        }
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(|e| self.err(e))?;
+        match work(self) {
+            Ok(value) => {
+                self.conn.execute_batch("COMMIT").map_err(|e| self.err(e))?;
+                Ok(value)
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+
     /// Appends rows to the audit trail, in one transaction.
     ///
     /// # Errors
     /// [`GateError::Database`].
-    pub fn audit(&mut self, entries: &[AuditEntry]) -> Result<(), GateError> {
-        let path = self.path.clone();
-        let tx = self
-            .conn
-            .transaction()
-            .map_err(|e| GateError::db(&path, e))?;
-        {
-            let mut stmt = tx
+    pub fn audit(&self, entries: &[AuditEntry]) -> Result<(), GateError> {
+        self.batch(|db| {
+            let mut stmt = db
+                .conn
                 .prepare_cached(
                     "INSERT INTO gate_audit (at, session_id, agent_id, harness, event, tool, summary,
                        stage, gate, policy_id, level, passed, message)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                 )
-                .map_err(|e| GateError::db(&path, e))?;
+                .map_err(|e| db.err(e))?;
             for e in entries {
                 stmt.execute(params![
                     e.at,
@@ -416,10 +438,10 @@ impl GateDb {
                     e.passed,
                     e.message
                 ])
-                .map_err(|e| GateError::db(&path, e))?;
+                .map_err(|e| db.err(e))?;
             }
-        }
-        tx.commit().map_err(|e| GateError::db(&path, e))
+            Ok(())
+        })
     }
 
     /// The newest audit rows (newest first), optionally only failures, since `since` (ms).

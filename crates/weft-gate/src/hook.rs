@@ -416,7 +416,8 @@ fn pre_tool_use(payload: &Payload, harness: Harness) -> HookAnswer {
             &verdict.findings,
             (allowed, &reason),
         );
-        let recorded = db.audit(&rows).and_then(|()| {
+        let recorded = db.batch(|db| {
+            db.audit(&rows)?;
             let Some(session) = payload.session_id.as_deref() else {
                 return Ok(());
             };
