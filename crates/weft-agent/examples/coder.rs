@@ -78,6 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The explorer sub-agent (its own model).
     let explorer = agent(
         AgentOptions::new(scripted::model(Script {
+            fresh_ids: false,
             responses: vec![
                 ScriptedResponse::tool_call("e1", "read", json!({"path": "src/main.ts"})),
                 say("src/main.ts assigns a string to a number"),
@@ -99,6 +100,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The coder: react, explicit limits only through the stop condition.
     let coder_script = Script {
+        fresh_ids: false,
         responses: vec![
             say("I need to find the TypeScript error first."),
             ScriptedResponse::tool_call("c1", "explore", json!({"query": "TypeScript errors"})),

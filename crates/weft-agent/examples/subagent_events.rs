@@ -64,6 +64,7 @@ fn show(event: &AgentStreamEvent, depth: usize) {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let explorer = agent(
         AgentOptions::new(scripted::model(Script {
+            fresh_ids: false,
             responses: vec![
                 ScriptedResponse::tool_call("g1", "grep", json!({"pattern": "fn main"})),
                 ScriptedResponse::text("main is in src/lib.rs"),
@@ -81,6 +82,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .build();
     let parent = agent(
         AgentOptions::new(scripted::model(Script {
+            fresh_ids: false,
             responses: vec![
                 ScriptedResponse::tool_call(
                     "call_explore",

@@ -96,6 +96,9 @@ pub(crate) struct AgentInner {
     llm: LlmInstance,
     checkpointer: Option<Checkpointer>,
     generated_session_id: Option<String>,
+    /// Whether a conversation took the generated session id already: every later new
+    /// conversation gets its own, so conversations of one agent never share checkpoints.
+    generated_taken: std::sync::atomic::AtomicBool,
 }
 
 /// An agent: a model, tools, a system prompt and an execution strategy, with no state of its
@@ -173,6 +176,7 @@ impl Agent {
                 llm,
                 checkpointer,
                 generated_session_id,
+                generated_taken: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -219,6 +223,8 @@ impl Agent {
 
     /// The session id runs of this agent checkpoint under when `state` carries none: the
     /// configured one, else the generated one (`None` without checkpoints or a configured id).
+    /// The generated id belongs to the agent's first conversation; each further conversation
+    /// started from a state without a session gets a new one (see [`Agent::session_for`]).
     pub fn session_id(&self) -> Option<&str> {
         self.inner
             .options
@@ -228,16 +234,31 @@ impl Agent {
     }
 
     /// The session a run from `state` uses: the configured id, else the one recorded in
-    /// `state.metadata.sessionId` (a restored checkpoint keeps its session), else the generated one.
+    /// `state.metadata.sessionId` (a restored checkpoint keeps its session), else a generated
+    /// one — the agent's own for its first new conversation, a fresh UUIDv4 for every other,
+    /// so many conversations on one agent never mix their checkpoints.
     pub fn session_for(&self, state: &AgentState) -> Option<String> {
         if let Some(id) = &self.inner.options.session_id {
             return Some(id.clone());
         }
         self.inner.checkpointer.as_ref()?;
-        state
-            .session_id()
-            .map(str::to_owned)
-            .or_else(|| self.inner.generated_session_id.clone())
+        if let Some(id) = state.session_id() {
+            return Some(id.to_owned());
+        }
+        let first = self
+            .inner
+            .generated_taken
+            .compare_exchange(
+                false,
+                true,
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+            )
+            .is_ok();
+        match &self.inner.generated_session_id {
+            Some(id) if first => Some(id.clone()),
+            _ => Some(new_id()),
+        }
     }
 
     pub(crate) fn checkpointer(&self) -> Option<&Checkpointer> {

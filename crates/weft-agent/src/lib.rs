@@ -14,7 +14,7 @@
 //! use weft_provider::adapters::scripted::{self, Script, ScriptedResponse};
 //! use weft_provider::Tool;
 //!
-//! let model = scripted::model(Script { responses: vec![
+//! let model = scripted::model(Script { fresh_ids: false, responses: vec![
 //!     ScriptedResponse::tool_call("c1", "add", json!({"a": 2, "b": 3})),
 //!     ScriptedResponse::text("2 + 3 = 5"),
 //! ]});

@@ -513,3 +513,53 @@ async fn query_leaves_no_checkpoint() {
     a.flush_checkpoints().await;
     assert!(memory.saves.lock().unwrap().is_empty());
 }
+
+/// Many conversations on one agent, at once: each gets its own session, and each session's
+/// checkpoints hold only its own conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_conversations_on_one_agent_never_mix() {
+    let store = Arc::new(Memory::default());
+    let echo = weft_provider::adapters::scripted::function_model(|request| {
+        let last = request
+            .messages
+            .iter()
+            .rev()
+            .find(|m| matches!(m, weft_provider::Message::User(_)))
+            .map(weft_provider::Message::text)
+            .unwrap_or_default();
+        Ok(weft_provider::adapters::scripted::ScriptedResponse::text(
+            format!("re: {last}"),
+        ))
+    });
+    let a = agent(
+        AgentOptions::new(echo)
+            .checkpoints_arc(store.clone())
+            .checkpoint_mode(weft_agent::checkpoint::CheckpointMode::Async),
+    )
+    .unwrap();
+    let runs = (0..8).map(|i| {
+        let a = a.clone();
+        async move {
+            a.generate(format!("conversation {i}"), &AgentState::initial())
+                .await
+                .unwrap()
+        }
+    });
+    let results = futures_util::future::join_all(runs).await;
+    a.flush_checkpoints().await;
+    let sessions: std::collections::HashSet<_> = results
+        .iter()
+        .map(|r| r.state.session_id().unwrap().to_owned())
+        .collect();
+    assert_eq!(sessions.len(), 8, "every conversation has its own session");
+    for (i, result) in results.iter().enumerate() {
+        let session = result.state.session_id().unwrap();
+        let saved = store.load(session).await.unwrap().unwrap();
+        let texts: Vec<String> = saved.state.messages().map(|m| m.text()).collect();
+        assert_eq!(
+            texts,
+            [format!("conversation {i}"), format!("re: conversation {i}")],
+            "session {session} holds another conversation"
+        );
+    }
+}

@@ -24,6 +24,8 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Ask a model one question: the quickest way to try a provider.
     Llm(commands::llm::LlmArgs),
+    /// Embed texts with an embedding model and print the vectors as JSON.
+    Embed(commands::embed::EmbedArgs),
     /// Validate, hash, canonicalize and convert ThreadProtocol threads.
     #[command(subcommand)]
     Thread(commands::thread::ThreadCommand),

@@ -1,5 +1,6 @@
 //! Crash safety through the CLI: a project whose scripted model makes 20 `run_command`
-//! calls (each appends to an execution log and idempotently adds its own line to an output
+//! calls (with fixed call ids, and with ids that change on every answer as real providers
+//! give them) (each appends to an execution log and idempotently adds its own line to an output
 //! file) is started with `weft run`, killed with SIGKILL at random moments, and resumed with
 //! `weft resume --rerun-uncertain` until it completes. Every line must be in the output
 //! exactly once, and no call whose result was recorded may appear twice in the log.
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 const CALLS: usize = 20;
 
-fn project(dir: &Path) {
+fn project(dir: &Path, fresh_ids: bool) {
     for sub in ["agents", "prompts"] {
         std::fs::create_dir_all(dir.join(sub)).expect("mkdir");
     }
@@ -39,7 +40,7 @@ fn project(dir: &Path) {
     responses.push(serde_json::json!({"text": "all done"}));
     std::fs::write(
         dir.join("script.json"),
-        serde_json::json!({"responses": responses}).to_string(),
+        serde_json::json!({"responses": responses, "freshIds": fresh_ids}).to_string(),
     )
     .expect("write");
 }
@@ -58,7 +59,8 @@ fn spawn(cwd: &Path, args: &[&str]) -> std::process::Child {
 fn one_crash_cycle(seed: u64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("p");
-    project(&root);
+    // Odd seeds: call ids change on every answer, as real providers give them.
+    project(&root, seed % 2 == 1);
     let mut rng = fastish(seed);
     let mut child = spawn(dir.path(), &["run", "p", "go"]);
     std::thread::sleep(Duration::from_millis(30 + rng() % 400));
@@ -79,10 +81,7 @@ fn one_crash_cycle(seed: u64) {
     while !finished {
         attempts += 1;
         assert!(attempts < 50, "run {run_id} never finished");
-        let mut child = spawn(
-            dir.path(),
-            &["resume", &run_id, "--rerun-uncertain", "--force"],
-        );
+        let mut child = spawn(dir.path(), &["resume", &run_id, "--rerun-uncertain"]);
         if rng().is_multiple_of(3) {
             std::thread::sleep(Duration::from_millis(rng() % 200));
             let _ = child.kill();

@@ -9,7 +9,7 @@
 //! use weft_provider::{llm, LlmOptions, Tool};
 //!
 //! // A scripted model: first it calls `add`, then it answers.
-//! let model = scripted::model(Script { responses: vec![
+//! let model = scripted::model(Script { fresh_ids: false, responses: vec![
 //!     ScriptedResponse::tool_call("c1", "add", json!({"a": 2, "b": 3})),
 //!     ScriptedResponse::text("2 + 3 = 5"),
 //! ]});

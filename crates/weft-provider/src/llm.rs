@@ -40,7 +40,8 @@ pub struct LlmOptions {
     pub params: Option<serde_json::Map<String, Value>>,
     /// The system prompt.
     pub system: Option<String>,
-    /// Function tools.
+    /// Function tools. With none, tool calls the model makes anyway are not run: the turn
+    /// ends with them in `Turn::response.tool_calls`, as with `max_iterations: Some(0)`.
     pub tools: Vec<Tool>,
     /// Tool loop limits and hooks (`max_iterations` 10 by default).
     pub tool_strategy: ToolUseStrategy,
@@ -697,7 +698,13 @@ async fn run_loop(
         };
         usage.add_cycle(response.usage.as_cycle());
         let LlmResponse { message, data, .. } = response;
-        let manual = inner.strategy.max_iterations == Some(0);
+        // The caller handles the calls itself with `maxIterations: 0` (§10.7), and when it
+        // offered no tools at all: there is nothing to run, so answering "unknown tool" and
+        // asking again would only spend requests (the UPP reference runs the loop only when
+        // tools were given). A step of the agent layer keeps answering them, so the agent's
+        // conversation stays valid for its next step.
+        let manual = inner.strategy.max_iterations == Some(0)
+            || (inner.tools.is_empty() && one_step.is_none());
         if !message.has_tool_calls() || manual {
             Arc::make_mut(&mut conversation).push(Message::Assistant(message.clone()));
             let data = match &inner.structure {

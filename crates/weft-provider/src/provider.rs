@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ProviderConfig;
+use crate::content::ContentBlock;
 use crate::error::{ErrorCode, Modality, UppError};
 use crate::message::{AssistantMessage, Message};
 use crate::stream::StreamEvent;
@@ -74,6 +75,74 @@ pub struct LlmResponse {
     pub stop_reason: String,
     /// Structured output parsed by the provider, if it did so itself.
     pub data: Option<Value>,
+}
+
+impl LlmResponse {
+    /// The stream events a provider would have sent for this response: text and reasoning
+    /// in word-sized deltas, each tool call with its arguments in two pieces. Scripted models
+    /// stream this way, and a recorded response is replayed this way.
+    pub fn replay_events(&self) -> Vec<StreamEvent> {
+        let chunks =
+            |text: &str| -> Vec<String> { text.split_inclusive(' ').map(str::to_owned).collect() };
+        let mut events = vec![StreamEvent::message_start()];
+        let mut index = 0u32;
+        for block in &self.message.content {
+            events.push(StreamEvent::block_start(index));
+            match block {
+                ContentBlock::Text(t) => events.extend(
+                    chunks(&t.text)
+                        .into_iter()
+                        .map(|c| StreamEvent::text_delta(index, c)),
+                ),
+                ContentBlock::Reasoning(r) => events.extend(
+                    chunks(&r.text)
+                        .into_iter()
+                        .map(|c| StreamEvent::reasoning_delta(index, c)),
+                ),
+                _ => {}
+            }
+            events.push(StreamEvent::block_stop(index));
+            index += 1;
+        }
+        for call in &self.message.tool_calls {
+            events.push(StreamEvent::block_start(index));
+            events.push(StreamEvent::tool_call_delta(
+                index,
+                Some(call.tool_call_id.clone()),
+                Some(call.tool_name.clone()),
+                None,
+            ));
+            let json = call.arguments.to_string();
+            let middle = (0..=json.len() / 2)
+                .rev()
+                .find(|&i| json.is_char_boundary(i))
+                .unwrap_or(0);
+            let (a, b) = json.split_at(middle);
+            for part in [a, b].into_iter().filter(|p| !p.is_empty()) {
+                events.push(StreamEvent::tool_call_delta(
+                    index,
+                    None,
+                    None,
+                    Some(part.to_owned()),
+                ));
+            }
+            events.push(StreamEvent::block_stop(index));
+            index += 1;
+        }
+        events.push(StreamEvent::message_stop());
+        events
+    }
+
+    /// This response as a provider stream: [`LlmResponse::replay_events`], then the response.
+    pub fn into_stream(self) -> LlmStream {
+        let mut parts: Vec<Result<LlmStreamPart, UppError>> = self
+            .replay_events()
+            .into_iter()
+            .map(|e| Ok(LlmStreamPart::Event(e)))
+            .collect();
+        parts.push(Ok(LlmStreamPart::Response(self)));
+        Box::pin(futures_util::stream::iter(parts))
+    }
 }
 
 /// An item of a provider stream: events as they arrive, then exactly one response.

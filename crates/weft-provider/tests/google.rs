@@ -24,8 +24,11 @@ use std::time::Duration;
 use adapter_support::*;
 use serde_json::{Value, json};
 use weft_provider::adapters::google;
-use weft_provider::{ErrorCode, LlmStreamPart, Message, RetryAfterStrategy};
-use weft_testkit::{ReplayServer, Reply};
+use weft_provider::{
+    ErrorCode, LlmOptions, LlmStreamPart, Message, ProviderRegistry, RetryAfterStrategy,
+    StreamEvent, StreamEventType, Tool, llm,
+};
+use weft_testkit::{ReplayServer, Reply, weft_fixture};
 
 const DIR: &str = "test_google";
 
@@ -602,5 +605,246 @@ fn truncated_and_garbled_streams_never_panic() {
             assert!(matches!(parts.last(), Some(LlmStreamPart::Response(_))));
         }
     }
+    let body = weft_fixture(STREAMED_ARGS);
+    fuzz_decoder(&body, google::decode_stream);
     assert!(google::decode_response(&json!({"candidates": []})).is_err());
+}
+
+/// Gemini 3 with `streamFunctionCallArguments`: three calls, two of them streamed (a string in
+/// pieces with an escaped quote, numbers, a nested array of objects, null, a boolean; one ended
+/// by `functionCall: {}`, one by a piece without `willContinue`), then a whole call without
+/// arguments. Written from Google's documented `PartialArg` format.
+const STREAMED_ARGS: &str = "gemini-3-stream-function-call-arguments.sse";
+
+fn streamed_args_expected() -> [(&'static str, Value); 3] {
+    [
+        (
+            "get_weather",
+            json!({"location": "San Francisco, \"CA\"", "days": 3, "unit": "celsius"}),
+        ),
+        (
+            "plan_trip",
+            json!({"trip": {"stops": [{"city": "Lyon", "nights": 2}, {"city": "Nice", "nights": 1.5}],
+                            "budget": null, "by_train": true}}),
+        ),
+        ("get_time", json!({})),
+    ]
+}
+
+/// The `tool_call_delta` argument fragments of each block, joined.
+fn argument_texts(events: &[&StreamEvent]) -> std::collections::BTreeMap<u32, String> {
+    let mut texts = std::collections::BTreeMap::<u32, String>::new();
+    for event in events {
+        if event.event_type == StreamEventType::ToolCallDelta {
+            let text = texts.entry(event.index).or_default();
+            text.push_str(event.delta.arguments_json.as_deref().unwrap_or_default());
+        }
+    }
+    texts
+}
+
+#[test]
+fn streamed_function_call_arguments_become_whole_calls() {
+    let parts = google::decode_stream(weft_fixture(STREAMED_ARGS).as_bytes()).unwrap();
+    let response = check_stream(&parts);
+    let calls = &response.message.tool_calls;
+    let expected = streamed_args_expected();
+    assert_eq!(calls.len(), expected.len());
+    for (call, (name, args)) in calls.iter().zip(&expected) {
+        assert_eq!(call.tool_name, *name);
+        assert_eq!(&call.arguments, args, "{name}");
+        // Integral numbers stay integers, as in a whole call's `args`.
+        assert!(!call.arguments.to_string().contains("3.0"));
+    }
+    assert_eq!(response.stop_reason, "tool_use");
+    let signatures =
+        &response.message.provider_metadata("google").unwrap()["functionCallSignatures"];
+    assert!(
+        signatures[&calls[0].tool_call_id]
+            .as_str()
+            .unwrap()
+            .starts_with("CiQBjz1rX3Jm")
+    );
+    assert_eq!(
+        signatures.as_object().unwrap().len(),
+        1,
+        "only the first part had one"
+    );
+    // The argument fragments of each call's events add up to its arguments.
+    let events: Vec<_> = parts
+        .iter()
+        .filter_map(|p| match p {
+            LlmStreamPart::Event(e) => Some(e),
+            LlmStreamPart::Response(_) => None,
+        })
+        .collect();
+    let texts = argument_texts(&events);
+    assert_eq!(texts.len(), 3);
+    for ((_, text), (name, args)) in texts.iter().zip(&expected) {
+        let parsed: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(&parsed, args, "{name}: {text}");
+    }
+    let first_delta = events
+        .iter()
+        .find(|e| e.event_type == StreamEventType::ToolCallDelta)
+        .unwrap();
+    assert_eq!(first_delta.delta.tool_name.as_deref(), Some("get_weather"));
+    assert_eq!(
+        first_delta.delta.tool_call_id.as_deref(),
+        Some(calls[0].tool_call_id.as_str())
+    );
+    // Pieces before the first `partialArgs` part: one event per piece, not one at the end.
+    let pieces = events
+        .iter()
+        .filter(|e| e.event_type == StreamEventType::ToolCallDelta && e.index == first_delta.index)
+        .count();
+    assert!(pieces >= 5, "{pieces}");
+}
+
+#[test]
+fn broken_streamed_arguments_fail_cleanly() {
+    let chunk = |parts: Value| {
+        format!(
+            "data: {}\r\n\r\n",
+            json!({"candidates": [{"content": {"role": "model", "parts": parts}}]})
+        )
+    };
+    let end = format!(
+        "data: {}\r\n\r\n",
+        json!({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP"}]})
+    );
+    for (body, says) in [
+        (
+            chunk(
+                json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.a", "stringValue": "x"}]}}]),
+            ),
+            "before the call's name",
+        ),
+        (
+            chunk(json!([{"functionCall": {"name": "f", "willContinue": true}}]))
+                + &chunk(
+                    json!([{"functionCall": {"partialArgs": [{"jsonPath": "a", "boolValue": true}], "willContinue": true}}]),
+                ),
+            "unsupported partial argument path",
+        ),
+        (
+            chunk(json!([{"functionCall": {"name": "f", "willContinue": true}}]))
+                + &chunk(
+                    json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.a", "stringValue": "x"}], "willContinue": true}}]),
+                )
+                + &chunk(
+                    json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.a.b", "numberValue": 1}]}}]),
+                ),
+            "contradicts",
+        ),
+    ] {
+        let error = google::decode_stream((body + &end).as_bytes()).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidResponse);
+        assert!(error.message.contains(says), "{}", error.message);
+    }
+    // A call still open when the stream ends is closed with what arrived.
+    let body = chunk(json!([{"functionCall": {"name": "f", "willContinue": true}}]))
+        + &chunk(
+            json!([{"functionCall": {"partialArgs": [{"jsonPath": "$.n", "numberValue": 7}], "willContinue": true}}]),
+        )
+        + &end;
+    let parts = google::decode_stream(body.as_bytes()).unwrap();
+    let response = check_stream(&parts);
+    assert_eq!(response.message.tool_calls[0].arguments, json!({"n": 7}));
+}
+
+fn echo_tool(name: &str) -> Tool {
+    Tool::new(
+        name,
+        "echoes its arguments",
+        object_schema(),
+        |args: Value, _ctx| async move { Ok(args) },
+    )
+}
+
+#[tokio::test]
+async fn streamed_call_arguments_run_and_go_back_with_the_signature() {
+    let server = ReplayServer::start(vec![
+        Reply::sse(&weft_fixture(STREAMED_ARGS), 61),
+        Reply::sse(&weft_fixture("gemini-3-stream-text-after-tools.sse"), 61),
+    ])
+    .await;
+    let reference = ProviderRegistry::with_builtins()
+        .resolve("google:gemini-3-pro-preview")
+        .unwrap();
+    let stream_args =
+        json!({"functionCallingConfig": {"mode": "AUTO", "streamFunctionCallArguments": true}});
+    let options = LlmOptions::new(reference)
+        .config(config_no_retry(&server, "/v1beta"))
+        .tool(echo_tool("get_weather"))
+        .tool(echo_tool("plan_trip"))
+        .tool(echo_tool("get_time"))
+        .param("toolConfig", stream_args.clone());
+    let mut stream = llm(options)
+        .unwrap()
+        .stream(
+            &[],
+            "Weather in San Francisco, plan Lyon and Nice, and the time?",
+        )
+        .unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = futures_util::StreamExt::next(&mut stream).await {
+        events.push(event.unwrap());
+    }
+    let turn = stream.turn().await.unwrap();
+    assert!(turn.text().starts_with("San Francisco: 18°C, clear skies"));
+    let expected = streamed_args_expected();
+    assert_eq!(turn.tool_executions.len(), 3);
+    for (execution, (name, args)) in turn.tool_executions.iter().zip(&expected) {
+        assert_eq!(execution.tool_name, *name);
+        assert_eq!(
+            &execution.arguments, args,
+            "{name} ran with the assembled arguments"
+        );
+        assert!(!execution.is_error);
+    }
+    // The first cycle's tool_call_delta fragments are each call's arguments.
+    let first_cycle: Vec<&StreamEvent> = events
+        .iter()
+        .take_while(|e| e.event_type != StreamEventType::MessageStop)
+        .collect();
+    let texts = argument_texts(&first_cycle);
+    for ((_, text), (name, args)) in texts.iter().zip(&expected) {
+        assert_eq!(
+            &serde_json::from_str::<Value>(text).unwrap(),
+            args,
+            "{name}"
+        );
+    }
+
+    let received = server.received();
+    assert_eq!(received.len(), 2);
+    assert!(received[0].path.ends_with(":streamGenerateContent?alt=sse"));
+    assert_eq!(received[0].json()["toolConfig"], stream_args);
+    let second = received[1].json();
+    let model_parts = second["contents"][1]["parts"].as_array().unwrap().clone();
+    assert_eq!(second["contents"][1]["role"], "model");
+    assert_eq!(model_parts.len(), 3, "{second}");
+    for (part, (name, args)) in model_parts.iter().zip(&expected) {
+        assert_eq!(part["functionCall"]["name"], *name);
+        assert_eq!(&part["functionCall"]["args"], args);
+        assert!(part["functionCall"].get("partialArgs").is_none());
+        assert!(part["functionCall"].get("willContinue").is_none());
+    }
+    assert!(
+        model_parts[0]["thoughtSignature"]
+            .as_str()
+            .unwrap()
+            .starts_with("CiQBjz1rX3Jm"),
+        "the streamed call's signature goes back with it"
+    );
+    assert!(model_parts[1].get("thoughtSignature").is_none());
+    let answers = second["contents"][2]["parts"].as_array().unwrap();
+    for (answer, call) in answers.iter().zip(&model_parts) {
+        assert_eq!(answer["functionResponse"]["id"], call["functionCall"]["id"]);
+        assert_eq!(
+            answer["functionResponse"]["name"],
+            call["functionCall"]["name"]
+        );
+    }
 }

@@ -125,6 +125,7 @@ fn upp_253_messages_with_every_block_validate_and_round_trip() {
 #[tokio::test]
 async fn upp_255_a_turn_with_tools_validates_and_round_trips() {
     let model = scripted::model(Script {
+        fresh_ids: false,
         responses: vec![
             ScriptedResponse {
                 reasoning: Some("thinking".into()),

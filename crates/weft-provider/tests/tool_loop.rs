@@ -36,7 +36,10 @@ fn calls(calls: &[(&str, &str, Value)]) -> ScriptedResponse {
 }
 
 fn script(responses: Vec<ScriptedResponse>) -> Script {
-    Script { responses }
+    Script {
+        responses,
+        fresh_ids: false,
+    }
 }
 
 fn echo(name: &str) -> Tool {

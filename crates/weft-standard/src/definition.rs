@@ -10,26 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The conversation mode of an agent (agents §2).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AgentType {
-    /// Side A is the AI, side B the human (the default, SA-002).
-    #[default]
-    AiHuman,
-    /// Both sides are AI (SA-007).
-    DualAi,
-}
-
-impl AgentType {
-    /// The spec's spelling: `ai_human` or `dual_ai`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentType::AiHuman => "ai_human",
-            AgentType::DualAi => "dual_ai",
-        }
-    }
-}
+pub use weft_runtime::event::{AgentType, Side};
 
 /// An agent (agents §1): a conversation type, its sides and how it may be called.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -91,35 +72,6 @@ impl AgentDefinition {
             sides.push((Side::B, b));
         }
         sides
-    }
-}
-
-/// One side of a conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Side {
-    /// Side A (the AI of an `ai_human` agent; the first speaker of a `dual_ai` one).
-    #[serde(rename = "sideA")]
-    A,
-    /// Side B (the human of an `ai_human` agent; the second AI of a `dual_ai` one).
-    #[serde(rename = "sideB")]
-    B,
-}
-
-impl Side {
-    /// The key spelling: `sideA` / `sideB`.
-    pub fn key(self) -> &'static str {
-        match self {
-            Side::A => "sideA",
-            Side::B => "sideB",
-        }
-    }
-
-    /// The other side.
-    pub fn other(self) -> Side {
-        match self {
-            Side::A => Side::B,
-            Side::B => Side::A,
-        }
     }
 }
 
@@ -299,6 +251,14 @@ pub struct PromptDefinition {
     /// Model parameters, passed to the provider unchanged (`temperature`, …).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, Value>,
+    /// HTTP headers sent with every model request of this prompt (a vendor's beta features,
+    /// a proxy's routing); `${NAME}` in a value is replaced like in `system`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Structured output: a JSON Schema (root `"type" = "object"`) the model's final reply
+    /// follows, as the provider's native structured-output mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
     /// Prompt-level default variable values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,

@@ -36,6 +36,7 @@
 pub mod definition;
 mod error;
 pub mod project;
+mod runner;
 mod session;
 mod side;
 pub mod tools;
@@ -45,7 +46,8 @@ pub use definition::{
     SessionToolBinding, Side, SideConfig, ToolDefinition,
 };
 pub use error::{Problem, ProjectError, SessionError};
-pub use project::{BUILTIN_TOOLS, Project};
+pub use project::{BUILTIN_TOOLS, Project, snapshot_of};
+pub use runner::{StandardSessions, changed_since_start};
 pub use session::{
     Durable, MAX_HANDOFFS, SESSION_MARK_KEY, SessionEvent, SessionOptions, SessionOutcome,
     SessionStatus, StopReason, run_session,

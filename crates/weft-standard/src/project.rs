@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use weft_runtime::spec::ProjectSnapshot;
 
 use crate::definition::{
     AgentDefinition, AgentType, ProjectConfig, PromptDefinition, Side, ToolDefinition,
@@ -78,9 +79,36 @@ impl Project {
         if !std::fs::metadata(&dir).map_err(io)?.is_dir() {
             return Err(io(std::io::Error::other("not a folder")));
         }
+        Project::load_from(&dir, &Source::Disk)
+    }
+
+    /// Loads and validates a project from its [`ProjectSnapshot`] (the definitions a run
+    /// recorded), as if it were in `dir` (relative model script paths and the workspace
+    /// resolve against `dir`).
+    ///
+    /// # Errors
+    /// [`ProjectError::Invalid`] with every problem found.
+    pub fn from_snapshot(
+        snapshot: &ProjectSnapshot,
+        dir: impl AsRef<Path>,
+    ) -> Result<Project, ProjectError> {
+        Project::load_from(dir.as_ref(), &Source::Snapshot(&snapshot.files))
+    }
+
+    /// The project's definition files as they are on disk now (`weft.toml`/`weft.json`,
+    /// `agents/`, `prompts/`, `tools/`), with their content hash.
+    ///
+    /// # Errors
+    /// When a file cannot be read.
+    pub fn snapshot(&self) -> Result<ProjectSnapshot, ProjectError> {
+        snapshot_of(&self.dir)
+    }
+
+    fn load_from(dir: &Path, source: &Source<'_>) -> Result<Project, ProjectError> {
         let mut problems = Vec::new();
         let mut loader = Loader {
-            dir: &dir,
+            dir,
+            source,
             problems: &mut problems,
         };
         let config = loader.config();
@@ -88,7 +116,7 @@ impl Project {
         let prompts = loader.folder::<PromptDefinition>("prompts", |p| &p.name);
         let tools = loader.folder::<ToolDefinition>("tools", |t| &t.name);
         let project = Project {
-            dir: dir.clone(),
+            dir: dir.to_path_buf(),
             config: config.unwrap_or_default(),
             agents,
             prompts,
@@ -216,6 +244,22 @@ impl Project {
         substitute(&prompt.system, |name| self.variable(agent, prompt, name))
     }
 
+    /// The HTTP headers of `prompt` for `agent`, with `${NAME}` replaced in the values.
+    pub fn headers(
+        &self,
+        agent: &AgentDefinition,
+        prompt: &PromptDefinition,
+    ) -> Vec<(String, String)> {
+        prompt
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                let value = substitute(value, |variable| self.variable(agent, prompt, variable));
+                (name.clone(), value)
+            })
+            .collect()
+    }
+
     fn validate(&self, problems: &mut Vec<Problem>) {
         let config_file = PathBuf::from("weft.toml");
         if self.agents.is_empty() && problems.is_empty() {
@@ -277,6 +321,28 @@ impl Project {
         if let Some(model) = self.model_of(&prompt.value) {
             check_model(model, file, "model", problems);
         }
+        for name in prompt.value.headers.keys() {
+            let valid = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !valid {
+                problems.push(Problem::new(
+                    file,
+                    format!("headers.{name}"),
+                    format!("{name:?} is not an HTTP header name"),
+                ));
+            }
+        }
+        if let Some(schema) = &prompt.value.output_schema
+            && schema.get("type").and_then(Value::as_str) != Some("object")
+        {
+            problems.push(Problem::new(
+                file,
+                "outputSchema",
+                "the output schema must be a JSON Schema with \"type\" = \"object\"",
+            ));
+        }
         let mut seen = BTreeSet::new();
         for (i, name) in prompt.value.tools.iter().enumerate() {
             let key = format!("tools[{i}]");
@@ -334,15 +400,21 @@ impl Project {
                 ));
                 continue;
             };
-            for name in
-                undefined_variables(&prompt.system, |n| self.variable(def, prompt, n).is_some())
-            {
-                let prompt_file = self
-                    .prompts
-                    .get(&config.prompt)
-                    .map_or_else(|| file.clone(), |l| l.file.clone());
-                problems.push(Problem::new(prompt_file, "system", format!(
-                    "the variable ${{{name}}} has no value for agent {:?}: set it in the prompt's, the agent's or weft.toml's env, or in the environment", def.name)));
+            let texts = std::iter::once(("system".to_owned(), &prompt.system)).chain(
+                prompt
+                    .headers
+                    .iter()
+                    .map(|(header, value)| (format!("headers.{header}"), value)),
+            );
+            for (key, text) in texts {
+                for name in undefined_variables(text, |n| self.variable(def, prompt, n).is_some()) {
+                    let prompt_file = self
+                        .prompts
+                        .get(&config.prompt)
+                        .map_or_else(|| file.clone(), |l| l.file.clone());
+                    problems.push(Problem::new(prompt_file, &key, format!(
+                        "the variable ${{{name}}} has no value for agent {:?}: set it in the prompt's, the agent's or weft.toml's env, or in the environment", def.name)));
+                }
             }
             if let Some(stop) = &config.stop_tool
                 && !prompt.tools.contains(stop)
@@ -452,16 +524,108 @@ fn undefined_variables(text: &str, defined: impl Fn(&str) -> bool) -> Vec<String
     missing
 }
 
+/// The definition files of a project on disk now, as a snapshot.
+///
+/// # Errors
+/// When a file cannot be read.
+pub fn snapshot_of(dir: &Path) -> Result<ProjectSnapshot, ProjectError> {
+    let io = |path: &Path, source| ProjectError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut files = BTreeMap::new();
+    for name in ["weft.toml", "weft.json"] {
+        let path = dir.join(name);
+        if path.is_file() {
+            files.insert(
+                name.to_owned(),
+                std::fs::read_to_string(&path).map_err(|e| io(&path, e))?,
+            );
+        }
+    }
+    for folder in DEFINITION_FOLDERS {
+        let Ok(entries) = std::fs::read_dir(dir.join(folder)) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            let ext = path
+                .extension()
+                .and_then(|e| e.to_str())
+                .unwrap_or_default();
+            if !matches!(ext, "toml" | "json") || !path.is_file() {
+                continue;
+            }
+            let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+                continue;
+            };
+            files.insert(
+                format!("{folder}/{name}"),
+                std::fs::read_to_string(&path).map_err(|e| io(&path, e))?,
+            );
+        }
+    }
+    Ok(ProjectSnapshot::new(files))
+}
+
+/// The folders of definition files.
+const DEFINITION_FOLDERS: [&str; 3] = ["agents", "prompts", "tools"];
+
+/// Where a project's files are read from.
+enum Source<'a> {
+    Disk,
+    Snapshot(&'a BTreeMap<String, String>),
+}
+
 struct Loader<'a> {
     dir: &'a Path,
+    source: &'a Source<'a>,
     problems: &'a mut Vec<Problem>,
 }
 
 impl Loader<'_> {
+    fn is_file(&self, name: &str) -> bool {
+        match self.source {
+            Source::Disk => self.dir.join(name).is_file(),
+            Source::Snapshot(files) => files.contains_key(name),
+        }
+    }
+
+    /// The files of `folder` (paths under `dir`).
+    fn list(&self, folder: &str) -> Vec<PathBuf> {
+        match self.source {
+            Source::Disk => std::fs::read_dir(self.dir.join(folder))
+                .map(|entries| entries.filter_map(Result::ok).map(|e| e.path()).collect())
+                .unwrap_or_default(),
+            Source::Snapshot(files) => files
+                .keys()
+                .filter(|k| {
+                    k.strip_prefix(folder)
+                        .and_then(|rest| rest.strip_prefix('/'))
+                        .is_some_and(|name| !name.contains('/'))
+                })
+                .map(|k| self.dir.join(k))
+                .collect(),
+        }
+    }
+
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        match self.source {
+            Source::Disk => std::fs::read_to_string(path),
+            Source::Snapshot(files) => {
+                let key = self.relative(path).to_string_lossy().replace('\\', "/");
+                files
+                    .get(&key)
+                    .cloned()
+                    .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+            }
+        }
+    }
+
     fn config(&mut self) -> Option<ProjectConfig> {
         let toml = self.dir.join("weft.toml");
         let json = self.dir.join("weft.json");
-        let path = match (toml.is_file(), json.is_file()) {
+        let path = match (self.is_file("weft.toml"), self.is_file("weft.json")) {
             (true, true) => {
                 self.problems.push(Problem::new(
                     "weft.json",
@@ -486,10 +650,7 @@ impl Loader<'_> {
         name: impl Fn(&T) -> &String,
     ) -> BTreeMap<String, Loaded<T>> {
         let mut out: BTreeMap<String, Loaded<T>> = BTreeMap::new();
-        let Ok(entries) = std::fs::read_dir(self.dir.join(folder)) else {
-            return out;
-        };
-        let mut paths: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+        let mut paths = self.list(folder);
         paths.sort();
         for path in paths {
             let ext = path
@@ -526,7 +687,7 @@ impl Loader<'_> {
 
     fn parse<T: DeserializeOwned>(&mut self, path: &Path) -> Option<T> {
         let file = self.relative(path);
-        let text = match std::fs::read_to_string(path) {
+        let text = match self.read(path) {
             Ok(text) => text,
             Err(e) => {
                 self.problems.push(Problem::new(

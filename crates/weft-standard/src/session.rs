@@ -24,10 +24,12 @@ use weft_agent::{AgentError, AgentOptions, AgentState, AgentStreamEvent, agent};
 use weft_provider::adapters::scripted::{self, Script, ScriptedModel};
 use weft_provider::provider::ModelReference;
 use weft_provider::{ExecutionMode, Message, ProviderRegistry, StreamEventType, TokenUsage};
+use weft_runtime::ledger::RunContext;
 use weft_store::Store;
-use weft_store::durable::RunContext;
 use weft_thread::SystemMessage;
 use weft_tools::Workspace;
+
+pub use weft_runtime::event::{RunEvent as SessionEvent, SessionStatus, StopReason};
 
 use crate::definition::{AgentDefinition, AgentType, LifecyclePayload, Side};
 use crate::error::SessionError;
@@ -37,191 +39,6 @@ use crate::tools::prompt_tools;
 
 /// Most handoffs in one session (a guard against two agents handing back and forth).
 pub const MAX_HANDOFFS: u32 = 16;
-
-/// How a session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SessionStatus {
-    /// Stopped by `sessionStop`, a stop tool, or a response (exit code 0).
-    Completed,
-    /// Stopped by `sessionFail`, a safety limit of a `dual_ai` session, or an error (exit 1).
-    Failed,
-    /// Stopped by the caller's signal (exit 130).
-    Interrupted,
-}
-
-/// What stopped the session (agents §5), in evaluation order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum StopReason {
-    /// A `sessionStop` binding was called.
-    SessionStop,
-    /// A `sessionFail` binding was called.
-    SessionFail,
-    /// The side's `stopTool` was called.
-    StopTool,
-    /// A text response without tool calls (`stopOnResponse`).
-    Response,
-    /// `maxSteps` of a side turn.
-    MaxSteps,
-    /// `maxSessionTurns`.
-    MaxSessionTurns,
-    /// The model or the runtime failed.
-    Error,
-    /// The caller stopped the session.
-    Interrupted,
-}
-
-/// One event of a running session. Serialized as `{"type": "...", ...}` with camelCase keys:
-/// the `--json` output of `weft run` (docs/architecture/weft-standard.md lists the schema).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum SessionEvent {
-    /// The session started.
-    #[serde(rename_all = "camelCase")]
-    SessionStart {
-        /// The agent.
-        agent: String,
-        /// `ai_human` or `dual_ai`.
-        agent_type: AgentType,
-    },
-    /// A side's turn started.
-    #[serde(rename_all = "camelCase")]
-    TurnStart {
-        /// The agent.
-        agent: String,
-        /// The side.
-        side: Side,
-        /// The side's label (or the agent's name).
-        label: String,
-        /// The session turn, from 1.
-        turn: u64,
-        /// Nesting depth (0 for the top-level agent).
-        depth: u32,
-    },
-    /// A model call is about to be made.
-    #[serde(rename_all = "camelCase")]
-    StepStart {
-        /// The agent.
-        agent: String,
-        /// The side.
-        side: Side,
-        /// The step number of this side's state.
-        step: u64,
-        /// Nesting depth.
-        depth: u32,
-    },
-    /// Streamed text.
-    #[serde(rename_all = "camelCase")]
-    TextDelta {
-        /// The agent.
-        agent: String,
-        /// The side.
-        side: Side,
-        /// The text.
-        text: String,
-        /// Nesting depth.
-        depth: u32,
-    },
-    /// Streamed reasoning.
-    #[serde(rename_all = "camelCase")]
-    ReasoningDelta {
-        /// The agent.
-        agent: String,
-        /// The side.
-        side: Side,
-        /// The text.
-        text: String,
-        /// Nesting depth.
-        depth: u32,
-    },
-    /// A tool call starts.
-    #[serde(rename_all = "camelCase")]
-    ToolCall {
-        /// The agent.
-        agent: String,
-        /// The side.
-        side: Side,
-        /// The call id.
-        id: String,
-        /// The tool.
-        name: String,
-        /// The arguments.
-        arguments: Value,
-        /// Nesting depth.
-        depth: u32,
-    },
-    /// A tool call ended.
-    #[serde(rename_all = "camelCase")]
-    ToolResult {
-        /// The agent.
-        agent: String,
-        /// The side.
-        side: Side,
-        /// The call id.
-        id: String,
-        /// The tool.
-        name: String,
-        /// The result.
-        result: Value,
-        /// Whether the tool failed.
-        is_error: bool,
-        /// Nesting depth.
-        depth: u32,
-    },
-    /// A `sessionStatus` update (SA-016).
-    #[serde(rename_all = "camelCase")]
-    Status {
-        /// The agent.
-        agent: String,
-        /// The side.
-        side: Side,
-        /// The status text.
-        message: String,
-    },
-    /// Control passed to another agent on the same thread (SA-024).
-    #[serde(rename_all = "camelCase")]
-    Handoff {
-        /// The agent that handed off.
-        from: String,
-        /// The agent that takes over.
-        to: String,
-        /// The handoff message.
-        message: String,
-    },
-    /// A side's turn ended.
-    #[serde(rename_all = "camelCase")]
-    TurnEnd {
-        /// The agent.
-        agent: String,
-        /// The side.
-        side: Side,
-        /// The session turn.
-        turn: u64,
-        /// Why it ended.
-        reason: StopReason,
-        /// The turn's output (what the other side receives).
-        output: String,
-    },
-    /// The session ended.
-    #[serde(rename_all = "camelCase")]
-    SessionEnd {
-        /// How.
-        status: SessionStatus,
-        /// Why.
-        reason: StopReason,
-        /// The final output or the lifecycle message.
-        message: String,
-        /// Attachment paths of the lifecycle payload.
-        attachments: Vec<String>,
-        /// Model calls made.
-        steps: u64,
-        /// Input tokens.
-        input_tokens: u64,
-        /// Output tokens.
-        output_tokens: u64,
-    },
-}
 
 /// Durable execution through weft-store: checkpoints, the event log, and the tool ledger.
 #[derive(Debug, Clone)]
@@ -379,6 +196,19 @@ impl Driver<'_> {
         let model = self
             .model(&reference)
             .map_err(|e| fail(format!("model {reference:?}: {e}")))?;
+        // A durable session records every response before its tools run, per side (each
+        // side's conversation is its own scope), and a resume replays what was recorded.
+        let model = match (&self.options.durable, &self.options.thread_id) {
+            (Some(durable), Some(thread)) => {
+                let scope = match side {
+                    Side::A => thread.clone(),
+                    Side::B => format!("{thread}.sideB"),
+                };
+                weft_runtime::recorded::recorded_model(&model, durable.run.clone(), scope)
+                    .map_err(|e| fail(format!("model {reference:?}: {e}")))?
+            }
+            _ => model,
+        };
         let durable_run = self.options.durable.as_ref().map(|d| d.run.clone());
         let tools = prompt_tools(self.project, prompt, &self.workspace, durable_run.as_ref())
             .map_err(|e| fail(e.to_string()))?;
@@ -451,6 +281,16 @@ impl Driver<'_> {
             .execution(strategy);
         for (key, value) in &prompt.params {
             agent_options = agent_options.param(key.clone(), value.clone());
+        }
+        let headers = self.project.headers(agent_def, prompt);
+        if !headers.is_empty() {
+            agent_options = agent_options.config(weft_provider::ProviderConfig {
+                headers,
+                ..weft_provider::ProviderConfig::default()
+            });
+        }
+        if let Some(schema) = &prompt.output_schema {
+            agent_options = agent_options.structure(schema.clone());
         }
         if let (Some(durable), Some(thread)) = (&self.options.durable, &self.options.thread_id) {
             let session = match side {

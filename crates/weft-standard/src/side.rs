@@ -21,7 +21,7 @@ use weft_agent::{
     GenerateResult,
 };
 use weft_provider::{ErrorCode, InferenceInput, Message, ToolResult, Turn};
-use weft_store::durable::RunContext;
+use weft_runtime::ledger::RunContext;
 use weft_store::event_type;
 
 use crate::definition::{LifecyclePayload, SessionToolBinding, SideConfig};

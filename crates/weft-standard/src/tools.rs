@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use weft_provider::{Tool, ToolContext};
-use weft_store::durable::{DurableTool, RunContext};
+use weft_runtime::ledger::{DurableTool, RunContext};
 use weft_tools::Workspace;
 
 use crate::definition::{AgentDefinition, PromptDefinition, ToolDefinition};

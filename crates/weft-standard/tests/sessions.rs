@@ -387,8 +387,8 @@ fn ending(
 async fn resumes_from_every_checkpoint(p: &Project, agent: &str, providers: ProviderRegistry) {
     use weft_agent::checkpoint::CheckpointMode;
     use weft_agent::{AgentState, SESSION_ID_KEY};
+    use weft_runtime::ledger::RunContext;
     use weft_store::Store;
-    use weft_store::durable::RunContext;
 
     let db = tempfile::tempdir().expect("tempdir");
     let store = Store::open(&format!("sqlite:{}", db.path().join("weft.db").display()))
@@ -408,6 +408,7 @@ async fn resumes_from_every_checkpoint(p: &Project, agent: &str, providers: Prov
             "run-1",
             thread,
             "agent-1",
+            [],
             [],
             Default::default(),
         )),
@@ -563,11 +564,12 @@ fn durable_options(
     options.thread_id = Some("thread-1".into());
     options.initial_state = state;
     options.durable = Some(weft_standard::Durable {
-        run: Arc::new(weft_store::durable::RunContext::new(
+        run: Arc::new(weft_runtime::ledger::RunContext::new(
             store.clone(),
             run,
             "thread-1",
             "agent-1",
+            [],
             [],
             Default::default(),
         )),
@@ -744,4 +746,63 @@ async fn a_state_without_session_marks_goes_on_as_side_a_first_turn() {
         run_session(&p, "helper", "", &options).await,
         Err(weft_standard::SessionError::NoInput)
     ));
+}
+
+/// A prompt's `headers` (with `${NAME}` from its env) and `outputSchema` reach the provider:
+/// checked on the HTTP request a Chat Completions server received.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_headers_and_output_schema_reach_the_provider() {
+    use weft_testkit::{ReplayServer, Reply};
+    let answer = json!({"verdict": "ok"});
+    // Sessions stream: one Chat Completions chunk with the answer, then the end.
+    let chunk = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "tiny",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": answer.to_string()},
+            "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}});
+    let body = format!("data: {chunk}\n\ndata: [DONE]\n\n");
+    let server = ReplayServer::start(vec![Reply::sse(&body, 64)]).await;
+    let url = format!("{}/v1", server.url());
+    let mut registry = ProviderRegistry::with_builtins();
+    registry.register("replay", move || {
+        let mut provider =
+            Arc::unwrap_or_clone(weft_provider::adapters::openai_chat::compatible_provider());
+        provider.default_config = weft_provider::ProviderConfig::default()
+            .base_url(url.clone())
+            .api_key("test-key");
+        Arc::new(provider)
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let prompt = "name = \"p\"\nmodel = \"replay:tiny\"\nsystem = \"Judge.\"\n\
+        outputSchema = { type = \"object\", properties = { verdict = { type = \"string\" } }, required = [\"verdict\"] }\n\
+        [env]\nBETA = \"context-1m-2025-08-07\"\n\
+        [headers]\nanthropic-beta = \"${BETA}\"\nx-team = \"evals\"\n";
+    let p = project(
+        dir.path(),
+        &[
+            ("agents/a.toml", "name = \"a\"\n[sideA]\nprompt = \"p\"\n"),
+            ("prompts/p.toml", prompt),
+        ],
+        &[],
+    );
+    let mut options = SessionOptions::new(p.dir());
+    options.providers = Arc::new(registry);
+    let outcome = run_session(&p, "a", "Is it fine?", &options)
+        .await
+        .expect("session");
+    assert_eq!(outcome.reason, StopReason::Response, "{outcome:?}");
+    let request = &server.received()[0];
+    assert_eq!(
+        request.header("anthropic-beta"),
+        Some("context-1m-2025-08-07")
+    );
+    assert_eq!(request.header("x-team"), Some("evals"));
+    let body = request.json();
+    assert_eq!(
+        body["response_format"]["json_schema"]["schema"]["required"],
+        json!(["verdict"])
+    );
+    assert_eq!(
+        body["messages"][0],
+        json!({"role": "system", "content": "Judge."})
+    );
 }

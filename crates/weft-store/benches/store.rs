@@ -138,6 +138,8 @@ fn sqlite(c: &mut Criterion) {
                 let id = format!("call-{i}");
                 let record = ToolCallRecord {
                     run_id: "bench-run".into(),
+                    position: id.clone(),
+                    args_hash: String::new(),
                     tool_call_id: id.clone(),
                     thread_id: thread.clone(),
                     tool_name: "t".into(),

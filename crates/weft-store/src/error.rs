@@ -65,6 +65,21 @@ pub enum StoreError {
         id: String,
     },
     /// The input cannot be stored (an empty id, an unknown artifact type…).
+    /// A write of a run whose lease was taken over by another owner (a newer epoch): the
+    /// writer is stale and must stop.
+    #[error(
+        "run {run_id:?} is now owned by another process (lease epoch {current}, this process holds {held}); \
+         this process stopped writing to it"
+    )]
+    Fenced {
+        /// The run.
+        run_id: String,
+        /// The epoch this writer holds.
+        held: i64,
+        /// The run's epoch in the store.
+        current: i64,
+    },
+    /// Input that cannot be stored.
     #[error("invalid input: {0}")]
     Invalid(String),
 }

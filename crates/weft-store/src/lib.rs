@@ -8,9 +8,9 @@
 //!   so any agent can checkpoint into it.
 //! * Checkpoint cost grows with the step's new data, not with the history: messages are
 //!   stored once, append-only; a checkpoint references ranges of them (see `store.rs`).
-//! * [`durable`]: the durable tool wrapper (record the pending call, run, record the result;
-//!   on replay return the recorded result) and [`run`]: recorded run specs, a durable loop
-//!   strategy, start and resume with the uncertain-call rule.
+//! * Storage only: the tool ledger keyed by a call's position in its run, recorded model
+//!   responses, run leases and fenced writes ([`lease`]). What a run *does* with them —
+//!   durable tools, replay, resume, ownership — is `weft-runtime`'s.
 //!
 //! # Code map
 //!
@@ -23,16 +23,14 @@
 //! | `store` | [`Store`], the storage traits, the O(new data) checkpoint layout |
 //! | `model` | records: runs, events, artifacts, lineage, threads, tool calls |
 //! | `redact` | the redaction hook |
-//! | [`durable`] | [`durable::DurableTool`] and the per-run ledger context |
-//! | [`run`] | [`run::RunSpec`], [`run::Runner`]: start, resume, exit codes |
+//! | [`lease`] | run leases (claim, renew, release) and the write fence |
 //! | [`testing`] | the demo tool and the conversation-driven scripted model used by tests |
 
-pub mod durable;
 mod error;
+pub mod lease;
 mod model;
 mod postgres;
 mod redact;
-pub mod run;
 mod schema;
 mod sql;
 mod sqlite;
@@ -42,14 +40,14 @@ pub mod testing;
 pub use error::StoreError;
 pub use model::{
     AgentNode, AgentStatus, ArtifactMetadata, ArtifactRecord, ArtifactType, CheckpointSummary,
-    EventQuery, EventRecord, NewArtifact, NewEvent, Retention, RunRecord, RunStatus, ThreadRecord,
-    ToolCallRecord, ToolCallStatus, Usage, event_type, new_id, now_string,
+    EventQuery, EventRecord, Lease, NewArtifact, NewEvent, RecordedResponse, Retention, RunRecord,
+    RunStatus, ThreadRecord, ToolCallRecord, ToolCallStatus, Usage, event_type, new_id, now_string,
 };
 pub use postgres::{PgOptions, drop_schema};
 pub use redact::{DefaultRedactor, NoRedaction, Redactor};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::{SqliteOptions, Synchronous};
 pub use store::{
-    Artifacts, Durability, EventLog, Lineage, Pricing, Runs, SaveStats, Store, StoreOptions,
-    StoreUrl, StoredCheckpoint, Threads, ToolLedger, default_sqlite_path,
+    Artifacts, Durability, EventLog, Lineage, Pricing, Responses, Runs, SaveStats, Store,
+    StoreOptions, StoreUrl, StoredCheckpoint, Threads, ToolLedger, default_sqlite_path,
 };

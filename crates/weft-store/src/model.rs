@@ -107,6 +107,36 @@ pub struct RunRecord {
     pub output: Option<String>,
     /// The run this one was started from (a resume of a branch), if any.
     pub parent_run_id: Option<String>,
+    /// Who owns the run now (read-only here: leases change only through
+    /// [`crate::Leases`], never through `put_run`).
+    #[serde(default)]
+    pub lease: Lease,
+}
+
+/// A run's ownership: the owner, until when its lease holds, and the fencing epoch (every
+/// claim increments it; writes of an older epoch are rejected).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The owner (`HOST/PID/NONCE`), `None` when nobody holds the run.
+    pub owner: Option<String>,
+    /// Milliseconds since the Unix epoch until which the lease holds.
+    pub until_ms: Option<i64>,
+    /// Incremented by every claim.
+    pub epoch: i64,
+}
+
+/// A model response recorded before its tools ran (runtime spec §5.9: replay never asks
+/// the model again for a step whose response is recorded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedResponse {
+    /// The run.
+    pub run_id: String,
+    /// Where in the run the request was made (scope and conversation length).
+    pub position: String,
+    /// A fingerprint of the request's context; a different one on replay is a divergence.
+    pub fingerprint: String,
+    /// The response (message, usage, stop reason, structured data).
+    pub response: Value,
 }
 
 /// The event types of the runtime spec (§5.6) plus Weft's own; any other string is kept.
@@ -402,8 +432,13 @@ pub enum ToolCallStatus {
 pub struct ToolCallRecord {
     /// The run.
     pub run_id: String,
-    /// The stable call id (the idempotency key).
+    /// The call's position in the run (`SCOPE@MESSAGES#INDEX`: the request that asked for it
+    /// and its index in the response): the ledger's key.
+    pub position: String,
+    /// The call id the model gave.
     pub tool_call_id: String,
+    /// SHA-256 of the call's canonical arguments (hex), checked on replay.
+    pub args_hash: String,
     /// The thread.
     pub thread_id: String,
     /// The tool.

@@ -127,6 +127,17 @@ async fn run_in_tx(pool: &Pool, jobs: &[&WriteJob]) -> Result<(), StoreError> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     for job in jobs {
+        if let Some(fence) = &job.fence {
+            // FOR UPDATE: a concurrent claim waits until this write committed or failed.
+            let row = tx
+                .query_opt(
+                    "SELECT lease_epoch FROM runs WHERE run_id = $1 FOR UPDATE",
+                    &[&fence.run_id],
+                )
+                .await?;
+            let current = row.map(|r| r.try_get::<_, i64>(0)).transpose()?;
+            fence.check(current)?;
+        }
         for stmt in &job.stmts {
             let prepared = tx.prepare_cached(&stmt.sql).await?;
             tx.execute(&prepared, &params(stmt)).await?;

@@ -25,7 +25,7 @@ pub(crate) struct Migration {
 }
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -37,6 +37,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 2,
         name: "tool call status index, run parent link",
         sql: V2,
+    },
+    Migration {
+        version: 3,
+        name: "run leases, recorded model responses, tool calls keyed by position",
+        sql: V3,
     },
 ];
 
@@ -172,6 +177,49 @@ CREATE TABLE tool_calls (
 const V2: &str = r"
 CREATE INDEX idx_tool_calls_status ON tool_calls(run_id, status);
 ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+";
+
+// Runs are owned through a lease (owner, deadline in ms since the epoch, fencing epoch);
+// model responses are recorded before their tools run; the ledger identifies a call by its
+// position in the run (rows of earlier versions keep their call id as a `legacy:` position).
+const V3: &str = r"
+ALTER TABLE runs ADD COLUMN lease_owner TEXT;
+ALTER TABLE runs ADD COLUMN lease_until INTEGER;
+ALTER TABLE runs ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE model_responses (
+  run_id TEXT NOT NULL,
+  position TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,
+  response TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  PRIMARY KEY (run_id, position)
+);
+CREATE TABLE tool_calls_v3 (
+  run_id TEXT NOT NULL,
+  position TEXT NOT NULL,
+  tool_call_id TEXT NOT NULL,
+  args_hash TEXT NOT NULL DEFAULT '',
+  thread_id TEXT NOT NULL,
+  tool_name TEXT NOT NULL,
+  arguments TEXT NOT NULL,
+  status TEXT NOT NULL,
+  result TEXT,
+  is_error INTEGER NOT NULL DEFAULT 0,
+  attempts INTEGER NOT NULL DEFAULT 1,
+  side_effects INTEGER NOT NULL DEFAULT 0,
+  idempotent INTEGER NOT NULL DEFAULT 0,
+  turn INTEGER NOT NULL DEFAULT 0,
+  started_at TEXT NOT NULL,
+  ended_at TEXT,
+  PRIMARY KEY (run_id, position)
+);
+INSERT INTO tool_calls_v3 (run_id, position, tool_call_id, args_hash, thread_id, tool_name, arguments, status,
+  result, is_error, attempts, side_effects, idempotent, turn, started_at, ended_at)
+  SELECT run_id, 'legacy:' || tool_call_id, tool_call_id, '', thread_id, tool_name, arguments, status,
+  result, is_error, attempts, side_effects, idempotent, turn, started_at, ended_at FROM tool_calls;
+DROP TABLE tool_calls;
+ALTER TABLE tool_calls_v3 RENAME TO tool_calls;
+CREATE INDEX idx_tool_calls_status ON tool_calls(run_id, status);
 ";
 
 /// The DDL of a migration for PostgreSQL.

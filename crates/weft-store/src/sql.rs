@@ -157,6 +157,8 @@ pub(crate) struct WriteJob {
     pub(crate) stmts: Vec<Stmt>,
     /// Set when the write failed (async writes: the caller's cache is then stale).
     pub(crate) failed: Option<Arc<AtomicBool>>,
+    /// Commit only while the run's lease epoch is this one (see [`crate::lease::Fence`]).
+    pub(crate) fence: Option<Arc<crate::lease::Fence>>,
 }
 
 impl fmt::Debug for WriteJob {

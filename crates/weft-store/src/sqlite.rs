@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension as _};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::StoreError;
@@ -293,6 +293,16 @@ fn run_jobs<'a>(
 ) -> Result<(), StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     for job in jobs {
+        if let Some(fence) = &job.fence {
+            let current: Option<i64> = tx
+                .query_row(
+                    "SELECT lease_epoch FROM runs WHERE run_id = ?1",
+                    [fence.run_id.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            fence.check(current)?;
+        }
         job.stmts.iter().try_for_each(|s| run_stmt(&tx, s))?;
     }
     tx.commit()?;

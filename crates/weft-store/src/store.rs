@@ -32,10 +32,11 @@ use weft_agent::{AgentState, AgentStateJson, PlanStep, SubagentExecutionTrace};
 use weft_provider::{Message, TokenUsage, ToolCall, ToolExecution};
 
 use crate::error::{StoreError, corrupt};
+use crate::lease::Fence;
 use crate::model::{
     AgentNode, AgentStatus, ArtifactMetadata, ArtifactRecord, ArtifactType, CheckpointSummary,
-    EventQuery, EventRecord, NewArtifact, NewEvent, Retention, RunRecord, RunStatus, ThreadRecord,
-    ToolCallRecord, ToolCallStatus, Usage, new_id, now_string,
+    EventQuery, EventRecord, Lease, NewArtifact, NewEvent, RecordedResponse, Retention, RunRecord,
+    RunStatus, ThreadRecord, ToolCallRecord, ToolCallStatus, Usage, new_id, now_string,
 };
 use crate::postgres::{PgBackend, PgOptions};
 use crate::redact::{DefaultRedactor, Redactor};
@@ -250,6 +251,7 @@ pub struct Store {
     shared: Arc<Shared>,
     durability: Durability,
     run_id: Option<Arc<str>>,
+    fence: Option<Arc<Fence>>,
 }
 
 impl fmt::Debug for Store {
@@ -365,6 +367,7 @@ impl Store {
             }),
             durability: Durability::default(),
             run_id: None,
+            fence: None,
         }
     }
 
@@ -384,6 +387,21 @@ impl Store {
             run_id: Some(Arc::from(run_id)),
             ..self.clone()
         }
+    }
+
+    /// The same store whose every write commits only while `fence`'s epoch is the run's
+    /// (see [`crate::lease`]): a stale owner's writes fail with [`StoreError::Fenced`].
+    #[must_use]
+    pub fn fenced(&self, fence: Arc<Fence>) -> Store {
+        Store {
+            fence: Some(fence),
+            ..self.clone()
+        }
+    }
+
+    /// The fence of this handle, if any.
+    pub fn fence(&self) -> Option<&Arc<Fence>> {
+        self.fence.as_ref()
     }
 
     /// The durability of writes through this handle.
@@ -428,7 +446,11 @@ impl Store {
         self.shared
             .backend
             .write(
-                WriteJob { stmts, failed },
+                WriteJob {
+                    stmts,
+                    failed,
+                    fence: self.fence.clone(),
+                },
                 self.durability == Durability::Sync,
             )
             .await
@@ -436,16 +458,48 @@ impl Store {
 
     /// A write that waits for the commit whatever the durability.
     async fn write_now(&self, stmts: Vec<Stmt>) -> Result<(), StoreError> {
+        self.commit(self.fence.clone(), stmts).await
+    }
+
+    /// A write that waits for its commit, fenced by `fence` (none: unconditional).
+    pub(crate) async fn commit(
+        &self,
+        fence: Option<Arc<Fence>>,
+        stmts: Vec<Stmt>,
+    ) -> Result<(), StoreError> {
         self.shared
             .backend
             .write(
                 WriteJob {
                     stmts,
                     failed: None,
+                    fence,
                 },
                 true,
             )
             .await
+    }
+
+    /// The lease of `run_id`.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn lease(&self, run_id: &str) -> Result<Option<Lease>, StoreError> {
+        let rows = self
+            .query(stmt!(
+                "SELECT lease_owner, lease_until, lease_epoch FROM runs WHERE run_id = $1",
+                run_id
+            ))
+            .await?;
+        rows.first()
+            .map(|r| {
+                Ok(Lease {
+                    owner: r.opt_text(0)?,
+                    until_ms: r.opt_int(1)?,
+                    epoch: r.int(2)?,
+                })
+            })
+            .transpose()
     }
 
     async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, StoreError> {
@@ -1794,7 +1848,8 @@ pub trait Runs: Send + Sync {
 }
 
 const RUN_COLUMNS: &str = "run_id, thread_id, agent_id, status, spec, started_at, updated_at, ended_at, steps, \
-    usage_input_tokens, usage_output_tokens, usage_cost, owner_pid, owner_host, error, output, parent_run_id";
+    usage_input_tokens, usage_output_tokens, usage_cost, owner_pid, owner_host, error, output, parent_run_id, \
+    lease_owner, lease_until, lease_epoch";
 
 fn run_of(r: &Row) -> Result<RunRecord, StoreError> {
     Ok(RunRecord {
@@ -1817,6 +1872,11 @@ fn run_of(r: &Row) -> Result<RunRecord, StoreError> {
         error: r.opt_text(14)?,
         output: r.opt_text(15)?,
         parent_run_id: r.opt_text(16)?,
+        lease: Lease {
+            owner: r.opt_text(17)?,
+            until_ms: r.opt_int(18)?,
+            epoch: r.int(19)?,
+        },
     })
 }
 
@@ -1903,7 +1963,7 @@ pub trait ToolLedger: Send + Sync {
     async fn tool_call_finished(
         &self,
         run_id: &str,
-        tool_call_id: &str,
+        position: &str,
         result: &Value,
         is_error: bool,
     ) -> Result<(), StoreError>;
@@ -1922,11 +1982,15 @@ impl ToolLedger for Store {
         self.redact(&mut args);
         self.write(
             vec![stmt!(
-                "INSERT INTO tool_calls (run_id, tool_call_id, thread_id, tool_name, arguments, status, attempts, \
-                 side_effects, idempotent, turn, started_at) VALUES ($1, $2, $3, $4, $5, 'pending', 1, $6, $7, $8, $9) \
-                 ON CONFLICT (run_id, tool_call_id) DO UPDATE SET attempts = tool_calls.attempts + 1, status = 'pending'",
+                "INSERT INTO tool_calls (run_id, position, tool_call_id, args_hash, thread_id, tool_name, arguments, \
+                 status, attempts, side_effects, idempotent, turn, started_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8, $9, $10, $11) \
+                 ON CONFLICT (run_id, position) DO UPDATE SET attempts = tool_calls.attempts + 1, status = 'pending', \
+                 tool_call_id = excluded.tool_call_id",
                 call.run_id.as_str(),
+                call.position.as_str(),
                 call.tool_call_id.as_str(),
+                call.args_hash.as_str(),
                 call.thread_id.as_str(),
                 call.tool_name.as_str(),
                 args.to_string(),
@@ -1943,7 +2007,7 @@ impl ToolLedger for Store {
     async fn tool_call_finished(
         &self,
         run_id: &str,
-        tool_call_id: &str,
+        position: &str,
         result: &Value,
         is_error: bool,
     ) -> Result<(), StoreError> {
@@ -1952,12 +2016,12 @@ impl ToolLedger for Store {
         self.write(
             vec![stmt!(
                 "UPDATE tool_calls SET status = 'completed', result = $1, is_error = $2, ended_at = $3 \
-                 WHERE run_id = $4 AND tool_call_id = $5",
+                 WHERE run_id = $4 AND position = $5",
                 result.to_string(),
                 is_error,
                 now_string(),
                 run_id,
-                tool_call_id
+                position
             )],
             None,
         )
@@ -1968,9 +2032,9 @@ impl ToolLedger for Store {
         self.flush().await?;
         let rows = self
             .query(stmt!(
-                "SELECT run_id, tool_call_id, thread_id, tool_name, arguments, status, result, is_error, attempts, \
-                 side_effects, idempotent, turn, started_at, ended_at FROM tool_calls WHERE run_id = $1 \
-                 ORDER BY started_at, tool_call_id",
+                "SELECT run_id, position, tool_call_id, args_hash, thread_id, tool_name, arguments, status, result, \
+                 is_error, attempts, side_effects, idempotent, turn, started_at, ended_at FROM tool_calls \
+                 WHERE run_id = $1 ORDER BY started_at, position",
                 run_id
             ))
             .await?;
@@ -1978,27 +2042,129 @@ impl ToolLedger for Store {
             .map(|r| {
                 Ok(ToolCallRecord {
                     run_id: r.text(0)?,
-                    tool_call_id: r.text(1)?,
-                    thread_id: r.text(2)?,
-                    tool_name: r.text(3)?,
-                    arguments: serde_json::from_str(&r.text(4)?)
+                    position: r.text(1)?,
+                    tool_call_id: r.text(2)?,
+                    args_hash: r.text(3)?,
+                    thread_id: r.text(4)?,
+                    tool_name: r.text(5)?,
+                    arguments: serde_json::from_str(&r.text(6)?)
                         .map_err(|e| corrupt("tool_calls", e))?,
-                    status: if r.text(5)? == "completed" {
+                    status: if r.text(7)? == "completed" {
                         ToolCallStatus::Completed
                     } else {
                         ToolCallStatus::Pending
                     },
-                    result: parse_opt_json::<Option<Value>>(r.opt_text(6)?, "tool_calls")?,
-                    is_error: r.int(7)? != 0,
-                    attempts: u32::try_from(r.int(8)?).unwrap_or(0),
-                    side_effects: r.int(9)? != 0,
-                    idempotent: r.int(10)? != 0,
-                    turn: r.uint(11)?,
-                    started_at: r.text(12)?,
-                    ended_at: r.opt_text(13)?,
+                    result: parse_opt_json::<Option<Value>>(r.opt_text(8)?, "tool_calls")?,
+                    is_error: r.int(9)? != 0,
+                    attempts: u32::try_from(r.int(10)?).unwrap_or(0),
+                    side_effects: r.int(11)? != 0,
+                    idempotent: r.int(12)? != 0,
+                    turn: r.uint(13)?,
+                    started_at: r.text(14)?,
+                    ended_at: r.opt_text(15)?,
                 })
             })
             .collect()
+    }
+}
+
+// ----- recorded model responses -----
+
+/// Model responses recorded before their tools run, so a resumed step continues from the
+/// response instead of asking the model again (whose new call ids would match nothing).
+#[async_trait]
+pub trait Responses: Send + Sync {
+    /// Records a response (a second record at the same position keeps the first).
+    ///
+    /// # Errors
+    /// Database failures (in `Sync` durability); [`StoreError::Fenced`].
+    ///
+    /// # Cancel safety
+    /// Once queued, the record is written even if the future is dropped.
+    async fn record_response(&self, response: &RecordedResponse) -> Result<(), StoreError>;
+
+    /// Every response recorded for `run_id`.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn recorded_responses(&self, run_id: &str) -> Result<Vec<RecordedResponse>, StoreError>;
+
+    /// The response recorded at `position` of `run_id`.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn recorded_response(
+        &self,
+        run_id: &str,
+        position: &str,
+    ) -> Result<Option<RecordedResponse>, StoreError>;
+}
+
+#[async_trait]
+impl Responses for Store {
+    async fn record_response(&self, response: &RecordedResponse) -> Result<(), StoreError> {
+        let mut body = response.response.clone();
+        self.redact(&mut body);
+        self.write(
+            vec![stmt!(
+                "INSERT INTO model_responses (run_id, position, fingerprint, response, created_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, position) DO NOTHING",
+                response.run_id.as_str(),
+                response.position.as_str(),
+                response.fingerprint.as_str(),
+                body.to_string(),
+                now_string()
+            )],
+            None,
+        )
+        .await
+    }
+
+    async fn recorded_responses(&self, run_id: &str) -> Result<Vec<RecordedResponse>, StoreError> {
+        self.flush().await?;
+        let rows = self
+            .query(stmt!(
+                "SELECT position, fingerprint, response FROM model_responses WHERE run_id = $1",
+                run_id
+            ))
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(RecordedResponse {
+                    run_id: run_id.to_owned(),
+                    position: r.text(0)?,
+                    fingerprint: r.text(1)?,
+                    response: serde_json::from_str(&r.text(2)?)
+                        .map_err(|e| corrupt("model_responses", e))?,
+                })
+            })
+            .collect()
+    }
+
+    async fn recorded_response(
+        &self,
+        run_id: &str,
+        position: &str,
+    ) -> Result<Option<RecordedResponse>, StoreError> {
+        self.flush().await?;
+        let rows = self
+            .query(stmt!(
+                "SELECT fingerprint, response FROM model_responses WHERE run_id = $1 AND position = $2",
+                run_id,
+                position
+            ))
+            .await?;
+        rows.first()
+            .map(|r| {
+                Ok(RecordedResponse {
+                    run_id: run_id.to_owned(),
+                    position: position.to_owned(),
+                    fingerprint: r.text(0)?,
+                    response: serde_json::from_str(&r.text(1)?)
+                        .map_err(|e| corrupt("model_responses", e))?,
+                })
+            })
+            .transpose()
     }
 }
 

@@ -102,8 +102,9 @@ pub fn scripted_turns_provider() -> Arc<Provider> {
                     UppError::llm(ErrorCode::InvalidRequest, SCRIPTED_TURNS, e.to_string())
                 })?;
                 let id = model_id.to_owned();
-                let model: Arc<dyn LlmModel> =
-                    Arc::new(ScriptedModel::from_fn(model_id, move |request| {
+                let fresh_ids = script.fresh_ids;
+                let model: Arc<dyn LlmModel> = Arc::new(
+                    ScriptedModel::from_fn(model_id, move |request| {
                         let k = request
                             .messages
                             .iter()
@@ -120,7 +121,9 @@ pub fn scripted_turns_provider() -> Arc<Provider> {
                                 ),
                             )
                         })
-                    }));
+                    })
+                    .with_fresh_ids(fresh_ids),
+                );
                 Ok(model)
             },
         ),

@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 use weft_agent::AgentState;
 use weft_agent::checkpoint::{Checkpoint, CheckpointMetadata, CheckpointStore};
@@ -12,6 +14,7 @@ use weft_store::{
     NewArtifact, NewEvent, Retention, RunRecord, RunStatus, Runs, SCHEMA_VERSION, Store,
     ThreadRecord, Threads, ToolCallRecord, ToolCallStatus, ToolLedger, Usage, new_id, now_string,
 };
+use weft_store::{Lease, RecordedResponse, Responses as _, StoreError};
 
 fn checkpoint_of(thread: &str, state: &AgentState, usage: u64) -> Checkpoint {
     Checkpoint {
@@ -607,6 +610,7 @@ async fn threads_and_runs(store: &Store) {
         error: None,
         output: None,
         parent_run_id: None,
+        lease: Lease::default(),
     };
     store
         .put_run(&run("run-old", "2026-01-01T00:00:00.000000Z"))
@@ -631,6 +635,8 @@ async fn threads_and_runs(store: &Store) {
 async fn tool_ledger(store: &Store) {
     let record = ToolCallRecord {
         run_id: "run-t".into(),
+        position: "th@3#0".into(),
+        args_hash: "h".into(),
         tool_call_id: "call-1".into(),
         thread_id: "th".into(),
         tool_name: "deploy".into(),
@@ -654,13 +660,146 @@ async fn tool_ledger(store: &Store) {
     assert_eq!(calls[0].attempts, 2);
     assert!(!calls[0].arguments.to_string().contains("0123456789abcdef"));
     store
-        .tool_call_finished("run-t", "call-1", &json!({"ok": true}), false)
+        .tool_call_finished("run-t", "th@3#0", &json!({"ok": true}), false)
         .await
         .unwrap();
     let calls = store.tool_calls("run-t").await.unwrap();
     assert_eq!(calls[0].status, ToolCallStatus::Completed);
     assert_eq!(calls[0].result, Some(json!({"ok": true})));
     assert!(calls[0].side_effects && !calls[0].idempotent && calls[0].turn == 3);
+    // The same call id at another position (id-less models repeat `call_0`) is another call.
+    let mut later = record.clone();
+    later.position = "th@5#0".into();
+    store.tool_call_started(&later).await.unwrap();
+    let calls = store.tool_calls("run-t").await.unwrap();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].status, ToolCallStatus::Pending);
+}
+
+async fn leases_fence_stale_owners(store: &Store) {
+    use weft_store::lease::{Claim, Fence, Leases as _};
+    let mut record = RunRecord {
+        run_id: "run-lease".into(),
+        thread_id: "th-lease".into(),
+        agent_id: "a".into(),
+        status: RunStatus::Running,
+        spec: json!({}),
+        started_at: now_string(),
+        updated_at: now_string(),
+        ended_at: None,
+        steps: 0,
+        usage: Usage::default(),
+        owner_pid: None,
+        owner_host: None,
+        error: None,
+        output: None,
+        parent_run_id: None,
+        lease: Lease::default(),
+    };
+    store.put_run(&record).await.unwrap();
+    let claim = |owner: &str, host: &str, dead: bool, now_ms: i64| Claim {
+        owner: owner.into(),
+        host: host.into(),
+        local_owner_dead: dead,
+        ttl_ms: 1_000,
+        now_ms,
+    };
+    let a = store
+        .claim("run-lease", &claim("h1/1/a", "h1", false, 0))
+        .await
+        .unwrap()
+        .expect("a free run is claimed");
+    assert_eq!(a.epoch, 1);
+    // Another machine while the lease holds: refused, with the holder named.
+    let refused = store
+        .claim("run-lease", &claim("h2/2/b", "h2", true, 500))
+        .await
+        .unwrap()
+        .expect_err("a live lease holds");
+    assert_eq!(refused.owner.as_deref(), Some("h1/1/a"));
+    // After it lapsed: taken over, epoch 2.
+    let b = store
+        .claim("run-lease", &claim("h2/2/b", "h2", false, 2_000))
+        .await
+        .unwrap()
+        .expect("a lapsed lease is taken over");
+    assert_eq!(b.epoch, 2);
+    // The stale owner's next write is rejected and its fence fires — sync and async alike.
+    let fence_a = Arc::new(Fence::new("run-lease", a.epoch));
+    record.steps = 99;
+    let stale = store
+        .with_durability(Durability::Sync)
+        .fenced(fence_a.clone());
+    assert!(matches!(
+        stale.put_run(&record).await,
+        Err(StoreError::Fenced {
+            held: 1,
+            current: 2,
+            ..
+        })
+    ));
+    assert!(fence_a.lost().is_cancelled());
+    let fence_a2 = Arc::new(Fence::new("run-lease", a.epoch));
+    let queued = store
+        .with_durability(Durability::Async)
+        .fenced(fence_a2.clone());
+    queued
+        .append_event(NewEvent {
+            event_type: "turn_start".into(),
+            run_id: "run-lease".into(),
+            thread_id: "th-lease".into(),
+            agent_id: "a".into(),
+            turn: 1,
+            tool_call_id: None,
+            payload: json!({"stale": true}),
+        })
+        .await
+        .unwrap();
+    queued.flush().await.unwrap();
+    assert!(
+        fence_a2.lost().is_cancelled(),
+        "an async stale write fires the fence"
+    );
+    assert_ne!(store.run("run-lease").await.unwrap().unwrap().steps, 99);
+    // The current owner writes.
+    let fence_b = Arc::new(Fence::new("run-lease", b.epoch));
+    let owner = store
+        .with_durability(Durability::Sync)
+        .fenced(fence_b.clone());
+    owner.put_run(&record).await.unwrap();
+    assert_eq!(store.run("run-lease").await.unwrap().unwrap().steps, 99);
+    // An owner on this host known dead (its OS lock was free) is taken over at once.
+    let c = store
+        .claim("run-lease", &claim("h2/3/c", "h2", true, 2_100))
+        .await
+        .unwrap()
+        .expect("a dead local owner's run is taken over");
+    assert_eq!(c.epoch, 3);
+    store
+        .release(&Arc::new(Fence::new("run-lease", c.epoch)))
+        .await
+        .unwrap();
+    assert_eq!(store.lease("run-lease").await.unwrap().unwrap().owner, None);
+    // Responses: recorded once, the first record kept.
+    let response = |n: i64| RecordedResponse {
+        run_id: "run-lease".into(),
+        position: "th-lease@1".into(),
+        fingerprint: "f".into(),
+        response: json!({"n": n}),
+    };
+    let store = store.with_durability(Durability::Sync);
+    store.record_response(&response(1)).await.unwrap();
+    store.record_response(&response(2)).await.unwrap();
+    let got = store
+        .recorded_response("run-lease", "th-lease@1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.response, json!({"n": 1}));
+    assert_eq!(
+        store.recorded_responses("run-lease").await.unwrap().len(),
+        1
+    );
 }
 
 async fn schema_is_current(store: &Store) {
@@ -692,6 +831,7 @@ macro_rules! backend_suite {
             case!(lineage_rolls_usage_up);
             case!(threads_and_runs);
             case!(tool_ledger);
+            case!(leases_fence_stale_owners);
             case!(schema_is_current);
         }
     };

@@ -27,6 +27,17 @@ pub fn cassette_path(relative: &str) -> PathBuf {
         .join(relative)
 }
 
+/// The text of a fixture Weft wrote itself, under `testdata/fixtures/weft/` (modelled on the
+/// providers' documented examples; see that folder's README).
+///
+/// # Panics
+/// When the file cannot be read (a broken checkout).
+pub fn weft_fixture(name: &str) -> String {
+    let path = fixtures_dir().join("weft").join(name);
+    #[allow(clippy::expect_used)]
+    std::fs::read_to_string(&path).expect("a fixture under testdata/fixtures/weft")
+}
+
 /// A canned HTTP response.
 #[derive(Debug, Clone)]
 pub struct Reply {

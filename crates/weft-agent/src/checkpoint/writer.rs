@@ -24,7 +24,9 @@ pub(crate) struct Checkpointer {
     store: Arc<dyn CheckpointStore>,
     mode: CheckpointMode,
     sequence: AtomicU64,
-    written: Arc<tokio::sync::Mutex<HashMap<String, u64>>>,
+    /// Per session: the sequence number of the last save written. One lock per session, so
+    /// saves of different conversations never wait for each other.
+    written: Mutex<HashMap<String, Arc<tokio::sync::Mutex<u64>>>>,
     pending: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -41,7 +43,7 @@ impl Checkpointer {
             store,
             mode,
             sequence: AtomicU64::new(0),
-            written: Arc::default(),
+            written: Mutex::default(),
             pending: Mutex::new(Vec::new()),
         }
     }
@@ -56,16 +58,22 @@ impl Checkpointer {
     ) {
         let sequence = self.sequence.fetch_add(1, Ordering::SeqCst) + 1;
         let store = self.store.clone();
-        let written = self.written.clone();
+        let written = match self.written.lock() {
+            Ok(mut sessions) => {
+                if sessions.len() > 1024 {
+                    // Forget sessions no save is using (their next save starts afresh).
+                    sessions.retain(|_, lock| Arc::strong_count(lock) > 1);
+                }
+                sessions.entry(session_id.to_owned()).or_default().clone()
+            }
+            Err(_) => Arc::default(),
+        };
         let session_id = session_id.to_owned();
         let agent_id = agent_id.to_owned();
         let state = state.clone();
         let job = async move {
             let mut written = written.lock().await;
-            if written
-                .get(&session_id)
-                .is_some_and(|&done| done >= sequence)
-            {
+            if *written >= sequence {
                 return;
             }
             let checkpoint = Checkpoint {
@@ -82,9 +90,7 @@ impl Checkpointer {
                 usage: record.usage,
             };
             match store.save(&session_id, checkpoint).await {
-                Ok(()) => {
-                    written.insert(session_id, sequence);
-                }
+                Ok(()) => *written = sequence,
                 Err(error) => {
                     tracing::warn!(session_id = %session_id, step = state.step(), %error, "checkpoint save failed");
                 }

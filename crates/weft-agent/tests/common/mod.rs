@@ -14,7 +14,10 @@ pub fn texts(texts: &[&str]) -> ModelReference {
 }
 
 pub fn script(responses: Vec<ScriptedResponse>) -> ModelReference {
-    scripted::model(Script { responses })
+    scripted::model(Script {
+        responses,
+        fresh_ids: false,
+    })
 }
 
 pub fn text(t: &str) -> ScriptedResponse {

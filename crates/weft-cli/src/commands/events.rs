@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use weft_store::run::effective_status;
+use weft_runtime::ownership::effective_status;
 use weft_store::{EventLog, EventQuery, EventRecord, RunStatus, Runs};
 
 use super::runs::{StoreArgs, open_store, runtime};
@@ -95,7 +95,7 @@ pub(crate) fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
             let running = store
                 .run(&args.run)
                 .await?
-                .is_some_and(|r| effective_status(&r) == RunStatus::Running);
+                .is_some_and(|r| effective_status(&store, &r) == RunStatus::Running);
             if !running && events.is_empty() {
                 break;
             }

@@ -1,5 +1,7 @@
 //! `weft llm`: one prompt to one model, printed as text (optionally streamed) or as the whole
-//! UPP-1.2 `Turn` in JSON.
+//! UPP-1.2 `Turn` in JSON (with `--stream`, each stream event as a JSON line, then the turn).
+//! No tools are offered: tool calls the model makes anyway end the turn, in its
+//! `response.toolCalls`.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -17,6 +19,9 @@ use weft_provider::{
 #[command(after_help = "Model references are PROVIDER:MODEL:\n  \
     openai:MODEL                 OpenAI Chat Completions (OPENAI_API_KEY)\n  \
     openai-compatible:MODEL      any Chat Completions server (--base-url or WEFT_OPENAI_COMPATIBLE_BASE_URL)\n  \
+    openai-responses:MODEL       OpenAI Responses (OPENAI_API_KEY)\n  \
+    anthropic:MODEL              Anthropic Messages (ANTHROPIC_API_KEY)\n  \
+    google:MODEL                 Gemini (GEMINI_API_KEY or GOOGLE_API_KEY)\n  \
     scripted:PATH                responses from a JSON script file, for tests\n  \
     local:gemma3-270m            the embedded local model (build feature `local`; `weft models list`)\n\
     Without --model and without a provider key, the local model is used when it is installed.\n\
@@ -34,12 +39,20 @@ pub(crate) struct LlmArgs {
     /// Print the reply as it arrives.
     #[arg(long)]
     stream: bool,
-    /// Print the whole Turn as UPP-1.2 JSON instead of the text.
+    /// Print the whole Turn as UPP-1.2 JSON instead of the text; with --stream, every stream
+    /// event as one JSON line, then {"type":"turn","turn":TURN}.
     #[arg(long)]
     json: bool,
     /// A vendor parameter passed through unchanged, as KEY=JSON (repeatable), e.g. temperature=0.2.
     #[arg(long = "param", value_name = "KEY=JSON")]
     params: Vec<String>,
+    /// An HTTP header sent with every request, as NAME:VALUE (repeatable), e.g. for a vendor beta.
+    #[arg(long = "header", value_name = "NAME:VALUE")]
+    headers: Vec<String>,
+    /// Structured output: a JSON Schema file (root "type": "object"); the reply is parsed into
+    /// the Turn's `data`, which is what is printed.
+    #[arg(long, value_name = "FILE")]
+    schema: Option<std::path::PathBuf>,
     /// Request timeout in seconds.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
@@ -72,26 +85,16 @@ pub(crate) fn run(args: LlmArgs) -> anyhow::Result<ExitCode> {
         // candle sizes its thread pool once, before the runtime's threads start.
         weft_local::configure_threads();
     }
-    let mut config = ProviderConfig::default();
-    if let Some(url) = &args.base_url {
-        config.base_url = Some(url.clone());
-    }
-    if let Some(seconds) = args.timeout {
-        anyhow::ensure!(
-            seconds.is_finite() && seconds > 0.0,
-            "--timeout must be a positive number of seconds"
-        );
-        config.timeout = Some(Duration::from_secs_f64(seconds));
-    }
+    let config = provider_config(args.base_url.as_deref(), args.timeout, &args.headers)?;
     let mut options = LlmOptions::new(reference).config(config);
     options.system.clone_from(&args.system);
-    for param in &args.params {
-        let (key, value) = param
-            .split_once('=')
-            .with_context(|| format!("--param {param:?} is not KEY=JSON"))?;
-        let value = serde_json::from_str(value)
-            .unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
-        options = options.param(key, value);
+    options.params = parse_params(&args.params)?;
+    if let Some(path) = &args.schema {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the schema {}", path.display()))?;
+        let schema: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("the schema {} is not JSON", path.display()))?;
+        options = options.structure(schema);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -104,7 +107,14 @@ pub(crate) fn run(args: LlmArgs) -> anyhow::Result<ExitCode> {
             Err(error) => return Ok(provider_failure(&error)),
         };
         let outcome = if args.stream {
-            stream_turn(&instance, prompt, !args.json).await
+            let print = if args.json {
+                Print::JsonLines
+            } else if args.schema.is_some() {
+                Print::Nothing
+            } else {
+                Print::Text
+            };
+            stream_turn(&instance, prompt, print).await
         } else {
             tokio::select! {
                 turn = instance.generate(&[], prompt) => Outcome::from(turn),
@@ -113,8 +123,13 @@ pub(crate) fn run(args: LlmArgs) -> anyhow::Result<ExitCode> {
         };
         match outcome {
             Outcome::Done(turn) => {
-                if args.json {
+                if args.json && args.stream {
+                    let line = serde_json::json!({"type": "turn", "turn": turn});
+                    println!("{}", serde_json::to_string(&line)?);
+                } else if args.json {
                     println!("{}", serde_json::to_string_pretty(&turn)?);
+                } else if let Some(data) = &turn.data {
+                    println!("{}", serde_json::to_string_pretty(data)?);
                 } else if !args.stream {
                     println!("{}", turn.text());
                 }
@@ -144,7 +159,18 @@ impl From<Result<Turn, UppError>> for Outcome {
     }
 }
 
-async fn stream_turn(instance: &weft_provider::LlmInstance, prompt: &str, print: bool) -> Outcome {
+/// What `stream_turn` prints as events arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Print {
+    /// The text deltas.
+    Text,
+    /// Every event, one JSON object a line.
+    JsonLines,
+    /// Nothing (the structured data is printed at the end).
+    Nothing,
+}
+
+async fn stream_turn(instance: &weft_provider::LlmInstance, prompt: &str, print: Print) -> Outcome {
     let mut stream = match instance.stream(&[], prompt) {
         Ok(stream) => stream,
         Err(error) => return Outcome::Failed(error),
@@ -160,7 +186,15 @@ async fn stream_turn(instance: &weft_provider::LlmInstance, prompt: &str, print:
             }
         };
         match next {
-            Some(Ok(event)) if print && event.event_type == StreamEventType::TextDelta => {
+            Some(Ok(event)) if print == Print::JsonLines => {
+                if let Ok(line) = serde_json::to_string(&event) {
+                    let _ = writeln!(stdout, "{line}");
+                    let _ = stdout.flush();
+                }
+            }
+            Some(Ok(event))
+                if print == Print::Text && event.event_type == StreamEventType::TextDelta =>
+            {
                 if let Some(text) = &event.delta.text {
                     let _ = stdout.write_all(text.as_bytes());
                     let _ = stdout.flush();
@@ -171,13 +205,63 @@ async fn stream_turn(instance: &weft_provider::LlmInstance, prompt: &str, print:
             Some(Err(_)) | None => break,
         }
     }
-    if print && printed_any {
+    if printed_any {
         let _ = writeln!(stdout);
     }
     Outcome::from(stream.turn().await)
 }
 
-fn provider_failure(error: &UppError) -> ExitCode {
+/// The provider configuration of the command-line flags shared by `weft llm` and
+/// `weft embed`.
+///
+/// # Errors
+/// A usage error for a timeout that is not a positive number or a header without `:`.
+pub(crate) fn provider_config(
+    base_url: Option<&str>,
+    timeout: Option<f64>,
+    headers: &[String],
+) -> anyhow::Result<ProviderConfig> {
+    let mut config = ProviderConfig {
+        base_url: base_url.map(str::to_owned),
+        ..ProviderConfig::default()
+    };
+    if let Some(seconds) = timeout {
+        anyhow::ensure!(
+            seconds.is_finite() && seconds > 0.0,
+            "--timeout must be a positive number of seconds"
+        );
+        config.timeout = Some(Duration::from_secs_f64(seconds));
+    }
+    for header in headers {
+        let (name, value) = header
+            .split_once(':')
+            .filter(|(name, _)| !name.trim().is_empty())
+            .with_context(|| format!("--header {header:?} is not NAME:VALUE"))?;
+        config = config.header(name.trim(), value.trim());
+    }
+    Ok(config)
+}
+
+/// `--param KEY=JSON` flags as vendor params (a value that is not JSON is taken as a string).
+///
+/// # Errors
+/// A usage error for a flag without `=`.
+pub(crate) fn parse_params(
+    params: &[String],
+) -> anyhow::Result<Option<serde_json::Map<String, serde_json::Value>>> {
+    let mut map = serde_json::Map::new();
+    for param in params {
+        let (key, value) = param
+            .split_once('=')
+            .with_context(|| format!("--param {param:?} is not KEY=JSON"))?;
+        let value = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+        map.insert(key.to_owned(), value);
+    }
+    Ok((!map.is_empty()).then_some(map))
+}
+
+pub(crate) fn provider_failure(error: &UppError) -> ExitCode {
     eprintln!(
         "weft: {}: {} (provider {})",
         error.code, error.message, error.provider

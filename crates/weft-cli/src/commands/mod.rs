@@ -2,6 +2,7 @@
 
 pub(crate) mod checkpoints;
 pub(crate) mod compliance;
+pub(crate) mod embed;
 pub(crate) mod events;
 pub(crate) mod hook;
 pub(crate) mod hooks;
@@ -12,6 +13,7 @@ pub(crate) mod policy;
 pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod signals;
 pub(crate) mod thread;
 pub(crate) mod worktree;
 
@@ -24,6 +26,7 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Thread(command) => thread::run(command),
         Command::Llm(args) => llm::run(args),
+        Command::Embed(args) => embed::run(args),
         Command::Runs(command) => runs::run(command),
         Command::Events(args) => events::run(args),
         Command::Checkpoints(command) => checkpoints::run(command),

@@ -8,7 +8,6 @@
 //! how to resume. Exit codes: 0 completed, 1 the agent failed, 2 usage or definition error,
 //! 130 interrupted.
 
-use std::collections::HashSet;
 use std::io::{IsTerminal as _, Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,17 +18,10 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-use weft_agent::checkpoint::CheckpointMode;
-use weft_agent::{AgentState, SESSION_ID_KEY};
-use weft_provider::{Message, TokenUsage};
-use weft_standard::{
-    AgentDefinition, Durable, Project, ProjectError, SessionEvent, SessionOptions, SessionStatus,
-    run_session,
-};
-use weft_store::durable::RunContext;
-use weft_store::run::{RunSpec, Runner, ToolRegistry, ToolSpec, default_providers};
-use weft_store::{Durability, Pricing, RunRecord, RunStatus, Runs, Store, Usage, now_string};
+use weft_runtime::spec::{Program, RunSpec, SessionProgram};
+use weft_runtime::{RunEnd, RunHandle, Runtime, ToolRegistry};
+use weft_standard::{AgentDefinition, Project, ProjectError, SessionEvent, StandardSessions};
+use weft_store::{Durability, Runs as _, Store};
 
 /// `weft run` flags.
 #[derive(Debug, Args)]
@@ -182,46 +174,12 @@ fn read_input() -> anyhow::Result<String> {
     Ok(text.trim_end().to_owned())
 }
 
-/// The model providers of `weft run` and `weft resume`: weft-store's defaults (built-ins and
-/// `scripted-turns:`) plus the embedded local model.
+/// The model providers of `weft run` and `weft resume`: the runtime's defaults (built-ins
+/// and `scripted-turns:`) plus the embedded local model.
 pub(crate) fn providers() -> weft_provider::ProviderRegistry {
-    let mut providers = default_providers();
+    let mut providers = weft_runtime::default_providers();
     providers.register(weft_local::NAME, weft_local::provider);
     providers
-}
-
-/// The tool registry of a project run: every tool of the agent's prompts, by name, so
-/// weft-store's `Runner::create` accepts the run spec and `weft resume` can rebuild them.
-pub(crate) fn registry(project: &Project, agent: &AgentDefinition) -> ToolRegistry {
-    let mut registry = ToolRegistry::with_builtins();
-    for (_, side) in agent.sides() {
-        for name in project
-            .prompt(&side.prompt)
-            .map(|p| p.tools.clone())
-            .unwrap_or_default()
-        {
-            let project = project.clone();
-            let tool = name.clone();
-            registry.register(name, move |config: &Value| {
-                let root = config["root"].as_str().unwrap_or(".");
-                let workspace = weft_tools::Workspace::new(root).map_err(|e| e.to_string())?;
-                let prompt = weft_standard::PromptDefinition {
-                    name: String::new(),
-                    model: None,
-                    system: String::new(),
-                    tools: vec![tool.clone()],
-                    params: Default::default(),
-                    env: Default::default(),
-                    description: None,
-                };
-                weft_standard::tools::prompt_tools(&project, &prompt, &workspace, None)
-                    .map_err(|e| e.to_string())?
-                    .pop()
-                    .ok_or_else(|| format!("no tool {tool:?}"))
-            });
-        }
-    }
-    registry
 }
 
 async fn drive(
@@ -237,143 +195,59 @@ async fn drive(
     let side_a = &agent.side_a;
     let prompt_a = project.prompt(&side_a.prompt).context("side A's prompt")?;
     let mut model_override = args.model.clone();
-    let mut model_a = args
-        .model
-        .clone()
-        .or_else(|| project.model_of(prompt_a).map(str::to_owned))
-        .unwrap_or_default();
-    if model_a.is_empty() {
+    if model_override.is_none() && project.model_of(prompt_a).is_none() {
         // Neither --model nor the project names a model: the embedded default (issue 6).
         let reference = super::models::default_model()?;
         if reference.provider.name == weft_local::NAME {
             weft_local::configure_threads();
         }
-        model_a = reference.to_reference_string();
-        model_override = Some(model_a.clone());
+        model_override = Some(reference.to_reference_string());
     }
-    let spec = RunSpec {
-        model: project.model_reference(&model_a),
-        system: Some(project.system_text(agent, prompt_a)),
-        tools: prompt_a
-            .tools
-            .iter()
-            .map(|name| ToolSpec {
-                name: name.clone(),
-                config: json!({"root": workspace}),
-            })
-            .collect(),
-        input: input.clone(),
-        durability,
-        max_steps: side_a.max_steps,
-        pricing: None,
-        role: agent.name.clone(),
-    };
-    let runner = Runner::new(store.clone(), registry(project, agent)).with_providers(providers());
-    let run_id = runner.create(&spec).await?;
-    let mut record = store
-        .run(&run_id)
-        .await?
-        .context("the new run is not in the store")?;
-    // What a resume needs beyond the run spec: the project, the agent, the model override.
-    if let Value::Object(map) = &mut record.spec {
-        map.insert(
-            "standard".into(),
-            json!({"project": workspace, "agent": agent.name, "type": agent.agent_type,
-                   "model": model_override}),
-        );
-    }
-    record.owner_pid = Some(std::process::id());
-    store.put_run(&record).await?;
-    let run_store = store.with_durability(durability).for_run(&run_id);
-    let context = Arc::new(RunContext::new(
-        run_store.clone(),
-        &run_id,
-        &record.thread_id,
-        &record.agent_id,
-        [],
-        HashSet::new(),
-    ));
-    let state_a = AgentState::initial()
-        .with_message(Message::user(input.as_str()))
-        .with_metadata(SESSION_ID_KEY, Value::String(record.thread_id.clone()));
-    execute(
-        project,
-        agent,
-        Execution {
-            record,
-            store,
-            run_store,
-            context,
-            durability,
-            model_override,
-            json: args.json,
-            workspace,
-            state_a,
-            state_b: None,
-            base_usage: TokenUsage::default(),
-            resumed: false,
-        },
-    )
-    .await
-}
-
-/// A project run about to go on in this process: a new one (`weft run`) or a resumed one
-/// (`weft resume`).
-pub(crate) struct Execution {
-    /// The run's record (`running`, owned by this process).
-    pub(crate) record: RunRecord,
-    /// The store.
-    pub(crate) store: Store,
-    /// The store with the run's durability, scoped to the run.
-    pub(crate) run_store: Store,
-    /// The run's ledger context.
-    pub(crate) context: Arc<RunContext>,
-    /// The run's durability.
-    pub(crate) durability: Durability,
-    /// `--model` of the command that started the run.
-    pub(crate) model_override: Option<String>,
-    /// JSON lines instead of the live view.
-    pub(crate) json: bool,
-    /// The project folder (the tools' sandbox root).
-    pub(crate) workspace: PathBuf,
-    /// Side A's state to go on from (its latest checkpoint).
-    pub(crate) state_a: AgentState,
-    /// Side B's (`dual_ai`).
-    pub(crate) state_b: Option<AgentState>,
-    /// The run's usage before this process (its latest checkpoint's).
-    pub(crate) base_usage: TokenUsage,
-    /// Whether this goes on from an earlier process.
-    pub(crate) resumed: bool,
-}
-
-/// Runs (or goes on with) the session of a project run, showing it live or as JSON lines,
-/// and records how it ended. Exit codes: 0 completed, 1 failed, 130 interrupted.
-pub(crate) async fn execute(
-    project: &Project,
-    agent: &AgentDefinition,
-    run: Execution,
-) -> anyhow::Result<ExitCode> {
-    let Execution {
-        mut record,
-        store,
-        run_store,
-        context,
-        durability,
-        model_override,
-        json,
+    let program = SessionProgram {
+        project: Some(project.snapshot()?),
         workspace,
-        state_a,
-        state_b,
-        base_usage,
-        resumed,
-    } = run;
-    let run_id = record.run_id.clone();
+        agent: agent.name.clone(),
+        model_override,
+    };
+    let mut spec = RunSpec::new(input, Program::Session(program));
+    spec.durability = durability;
+    let runtime = runtime(store);
+    let handle = runtime.start(spec, true).await?;
+    present(&runtime, handle, &agent.name, args.json, false).await
+}
+
+/// The runtime of `weft run` and `weft resume`: the store, every provider (the embedded
+/// local model included), Standard Agents sessions and the demo tools of weft-store.
+pub(crate) fn runtime(store: Store) -> Runtime {
+    Runtime::new(store)
+        .with_providers(providers())
+        .with_tools(ToolRegistry::with_builtins())
+        .with_sessions(Arc::new(StandardSessions))
+}
+
+/// Shows a run being driven (the live view or JSON lines), stops it cleanly on Ctrl-C,
+/// SIGTERM or SIGHUP (a second signal exits at once), and reports how it ended. Exit codes:
+/// 0 completed, 1 failed, 3 stopped on an uncertain call, 5 owned by another process,
+/// 130 interrupted.
+pub(crate) async fn present(
+    runtime: &Runtime,
+    mut handle: RunHandle,
+    agent: &str,
+    json: bool,
+    resumed: bool,
+) -> anyhow::Result<ExitCode> {
+    let run_id = handle.id().to_owned();
+    let record = runtime.store().run(&run_id).await?;
+    let durability = record
+        .as_ref()
+        .and_then(|r| RunSpec::from_stored(&r.spec).ok())
+        .map_or(Durability::Sync, |s| s.durability);
     let colors = !json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     if json {
         println!(
             "{}",
-            json!({"type": "run_start", "runId": run_id, "threadId": record.thread_id, "agent": agent.name,
-            "durability": if durability == Durability::Sync { "sync" } else { "async" }, "resumed": resumed})
+            json!({"type": "run_start", "runId": run_id, "threadId": record.as_ref().map(|r| r.thread_id.clone()),
+            "agent": agent, "durability": if durability == Durability::Sync { "sync" } else { "async" }, "resumed": resumed})
         );
     } else {
         let resumed = if resumed { " · resumed" } else { "" };
@@ -382,100 +256,89 @@ pub(crate) async fn execute(
             paint(
                 colors,
                 "2",
-                &format!("run {run_id} · agent {}{resumed}", agent.name)
+                &format!("run {run_id} · agent {agent}{resumed}")
             )
         );
     }
-    let steps_before = state_a.step() + state_b.as_ref().map_or(0, AgentState::step);
-    let signal = CancellationToken::new();
-    let (tx, rx) = mpsc::unbounded_channel();
-    let mut options = SessionOptions::new(&workspace);
-    options.model_override = model_override;
-    options.providers = Arc::new(providers());
-    options.signal = signal.clone();
-    options.events = Some(tx);
-    options.thread_id = Some(record.thread_id.clone());
-    options.initial_state = state_a;
-    options.initial_state_b = state_b;
-    options.durable = Some(Durable {
-        run: context,
-        store: run_store.clone(),
-        mode: if durability == Durability::Sync {
-            CheckpointMode::Sync
-        } else {
-            CheckpointMode::Async
-        },
-        base_usage: base_usage.clone(),
-    });
-    let renderer = tokio::spawn(render(rx, json, colors));
-    let ctrl_c = signal.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            ctrl_c.cancel();
-        }
-    });
-    let outcome = run_session(project, &agent.name, "", &options).await;
-    drop(options);
-    let _ = renderer.await;
-    let outcome = outcome?;
-    let _ = run_store.flush().await;
-
-    // Steps are counted from the states, tokens from the latest checkpoint before this
-    // process plus this process's: both exact across processes.
-    let steps = outcome.state_a.step() + outcome.state_b.as_ref().map_or(0, AgentState::step);
-    let input_tokens = base_usage.input_tokens + outcome.usage.input_tokens;
-    let output_tokens = base_usage.output_tokens + outcome.usage.output_tokens;
-    let cost = Pricing::default().cost(input_tokens, output_tokens);
-    let now = now_string();
-    record.steps = steps;
-    record.usage = Usage {
-        input_tokens,
-        output_tokens,
-        cost,
-    };
-    record.updated_at = now.clone();
-    let (code, word) = match outcome.status {
-        SessionStatus::Completed => {
-            record.status = RunStatus::Completed;
-            record.output = Some(outcome.message.clone());
-            record.ended_at = Some(now);
-            (0u8, "completed")
-        }
-        SessionStatus::Failed => {
-            record.status = RunStatus::Failed;
-            record.error = Some(outcome.message.clone());
-            record.ended_at = Some(now);
-            (1, "failed")
-        }
-        SessionStatus::Interrupted => {
-            record.status = RunStatus::Interrupted;
-            (130, "interrupted")
+    let renderer = handle
+        .take_events()
+        .map(|rx| tokio::spawn(render(rx, json, colors)));
+    let watcher = tokio::spawn(super::signals::stop_on_signals(handle.abort_handle()));
+    let outcome = handle.outcome().await;
+    watcher.abort();
+    let mut text_shown = false;
+    if let Some(renderer) = renderer {
+        text_shown = renderer.await.unwrap_or(false);
+    }
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            let code = error.exit_code();
+            if json {
+                println!(
+                    "{}",
+                    json!({"type": "run_end", "runId": run_id, "status": "error", "exitCode": code, "error": error.to_string()})
+                );
+            }
+            eprintln!("weft: {error}");
+            return Ok(ExitCode::from(code));
         }
     };
-    store.put_run(&record).await?;
-    weft_store::run::record_root_agent(&store, &record, &agent.name).await?;
-    let tokens = input_tokens + output_tokens;
-    let this_time = steps.saturating_sub(steps_before);
+    let code = outcome.exit_code();
+    let word = match &outcome.end {
+        RunEnd::Completed { .. } => "completed",
+        RunEnd::Failed { .. } => "failed",
+        RunEnd::Interrupted => "interrupted",
+        RunEnd::NeedsApproval { .. } => "stopped",
+    };
+    let usage = outcome.usage;
+    let (input_tokens, output_tokens, cost) = (usage.input_tokens, usage.output_tokens, usage.cost);
+    let resume_hint = match &outcome.end {
+        RunEnd::Interrupted => Some(format!("weft resume {run_id}")),
+        RunEnd::NeedsApproval { .. } => Some(format!("weft resume {run_id} --rerun-uncertain")),
+        _ => None,
+    };
+    if let RunEnd::NeedsApproval { calls } = &outcome.end {
+        for c in calls {
+            eprintln!(
+                "weft: run {run_id}: tool call {} ({}) was in flight when the run stopped and may have had its effect; \
+                 re-run it with `weft resume {run_id} --rerun-uncertain`",
+                c.tool_call_id, c.tool_name
+            );
+        }
+    }
     if json {
         println!(
             "{}",
-            json!({"type": "run_end", "runId": run_id, "status": word, "exitCode": code, "steps": steps,
+            json!({"type": "run_end", "runId": run_id, "status": word, "exitCode": code, "steps": outcome.steps,
             "inputTokens": input_tokens, "outputTokens": output_tokens, "cost": cost,
-            "resume": (code == 130).then(|| format!("weft resume {run_id}"))})
+            "output": match &outcome.end { RunEnd::Completed { output } => Some(output.clone()), _ => None },
+            "resume": resume_hint})
         );
     } else {
-        if outcome.status == SessionStatus::Failed {
-            eprintln!("weft: the agent failed: {}", outcome.message);
+        if let RunEnd::Failed { error } = &outcome.end {
+            eprintln!("weft: the agent failed: {error}");
         }
+        if let RunEnd::Completed { output } = &outcome.end
+            && !text_shown
+        {
+            // Nothing was streamed (the run had ended before a crash, or its answer was
+            // a stop tool's): print the answer.
+            println!("{output}");
+        }
+        let tokens = input_tokens + output_tokens;
         let mut line = format!(
             "{word} · {} · {tokens} tokens ({input_tokens} in, {output_tokens} out) · ${cost:.4} · run {run_id}",
-            count(steps, "step")
+            count(outcome.steps, "step")
         );
         if resumed {
-            line.push_str(&format!(" ({} after the resume)", count(this_time, "step")));
+            line.push_str(&format!(
+                " ({} after the resume)",
+                count(outcome.steps_now, "step")
+            ));
         }
-        if code == 130 {
-            line.push_str(&format!("\nresume with: weft resume {run_id}"));
+        if let Some(hint) = resume_hint {
+            line.push_str(&format!("\nresume with: {hint}"));
         }
         println!(
             "{}",
@@ -536,8 +399,9 @@ fn summary(result: &Value, is_error: bool) -> String {
     clip(&result.to_string(), 100)
 }
 
-/// Prints events: JSON lines, or the live view.
-async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, colors: bool) {
+/// Prints events: JSON lines, or the live view. Returns whether any text was shown.
+async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, colors: bool) -> bool {
+    let mut text_shown = false;
     let spin = !json && std::io::stderr().is_terminal();
     let mut spinner_on = false;
     let mut frame = 0usize;
@@ -591,6 +455,7 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
                 );
             }
             SessionEvent::TextDelta { text, depth, .. } => {
+                text_shown |= !text.trim().is_empty();
                 let _ = write!(out, "{}", indent_text(text, *depth, &mut at_line_start));
             }
             SessionEvent::ReasoningDelta { text, depth, .. } => {
@@ -650,6 +515,7 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
     if spinner_on {
         eprint!("\r\x1b[K");
     }
+    text_shown || json
 }
 
 fn indent(depth: u32) -> String {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use weft_store::run::effective_status;
+use weft_runtime::ownership::effective_status;
 use weft_store::{Lineage, RunRecord, Runs, Store, StoreOptions, StoreUrl, ToolLedger};
 
 /// `--store` and `--json`, shared by the store commands.
@@ -65,12 +65,12 @@ pub(crate) async fn open_store_at(url: Option<&str>) -> anyhow::Result<Store> {
 }
 
 /// The JSON of a run, with its effective status.
-pub(crate) fn run_json(run: &RunRecord) -> Value {
+pub(crate) fn run_json(store: &Store, run: &RunRecord) -> Value {
     json!({
         "run_id": run.run_id,
         "thread_id": run.thread_id,
         "agent_id": run.agent_id,
-        "status": effective_status(run),
+        "status": effective_status(store, run),
         "started_at": run.started_at,
         "updated_at": run.updated_at,
         "ended_at": run.ended_at,
@@ -89,7 +89,7 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                 let s = open_store(&store).await?;
                 let runs = s.runs(limit).await?;
                 if store.json {
-                    let list: Vec<Value> = runs.iter().map(run_json).collect();
+                    let list: Vec<Value> = runs.iter().map(|r| run_json(&s, r)).collect();
                     println!("{}", Value::Array(list));
                 } else {
                     println!(
@@ -100,7 +100,7 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                         println!(
                             "{:<36}  {:<11}  {:>5}  {:<27}  {}",
                             r.run_id,
-                            effective_status(r).as_str(),
+                            effective_status(&s, r).as_str(),
                             r.steps,
                             r.started_at,
                             r.thread_id
@@ -119,7 +119,7 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                 let agents = s.lineage(&run).await?;
                 let checkpoints = s.list_checkpoints(&record.thread_id).await?;
                 if store.json {
-                    let mut v = run_json(&record);
+                    let mut v = run_json(&s, &record);
                     v["spec"] = record.spec.clone();
                     v["tool_calls"] = serde_json::to_value(&calls)?;
                     v["agents"] = serde_json::to_value(&agents)?;
@@ -128,7 +128,7 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                 } else {
                     println!("run       {}", record.run_id);
                     println!("thread    {}", record.thread_id);
-                    println!("status    {}", effective_status(&record).as_str());
+                    println!("status    {}", effective_status(&s, &record).as_str());
                     println!("started   {}", record.started_at);
                     if let Some(end) = &record.ended_at {
                         println!("ended     {end}");

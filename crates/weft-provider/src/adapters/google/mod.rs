@@ -38,6 +38,7 @@
 mod convert;
 mod embed;
 mod finish_reason;
+mod partial_args;
 mod stream;
 
 use std::sync::Arc;

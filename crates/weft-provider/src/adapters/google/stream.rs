@@ -4,9 +4,16 @@
 //! The decoder merges the chunks into one response: consecutive text parts of the same kind
 //! (thought or answer) join into one part and one UPP block, a part's `thoughtSignature` is
 //! kept on the part it came with (a new part starts when a second signature would be lost),
-//! every `functionCall` part is one block (Gemini sends calls whole; a call without an `id`
-//! gets one here, so events and the final message agree), and the last chunk's usage, finish
-//! reason and safety ratings win. The merged response goes through
+//! every `functionCall` part is one block (a call without an `id` gets one here, so events and
+//! the final message agree), and the last chunk's usage, finish reason and safety ratings win.
+//!
+//! Calls usually come whole. With `streamFunctionCallArguments` (Gemini 3 on Vertex AI) a call
+//! is streamed instead: a part with its `name`, `willContinue: true` and the part's
+//! `thoughtSignature`; parts whose `partialArgs` fill the arguments in
+//! ([`partial_args::ArgumentsBuilder`]), with `willContinue` while more follow; and an empty
+//! `functionCall: {}` (or the first part without `willContinue`) ending it. Parts with only
+//! `willContinue: true` mark progress. The pieces become one `functionCall` part with `args`
+//! (and the signature, sent back with the call), and `tool_call_delta` events as they come. The merged response goes through
 //! [`convert::decode_response`], like a non-streamed one. A stream that ends without a
 //! `finishReason` is cut (`INVALID_RESPONSE`); an `error` object in a chunk is mapped by its
 //! `code` like an HTTP error.
@@ -19,6 +26,7 @@ use crate::provider::LlmStreamPart;
 use crate::sse::SseEvent;
 use crate::stream::StreamEvent;
 
+use super::partial_args::ArgumentsBuilder;
 use super::{NAME, convert};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +47,8 @@ pub(crate) struct EventDecoder {
     top: Map<String, Value>,
     candidate: Map<String, Value>,
     finished: bool,
+    /// The call whose arguments are being streamed: its block index and arguments so far.
+    streaming: Option<(u32, ArgumentsBuilder)>,
 }
 
 impl EventDecoder {
@@ -93,6 +103,142 @@ impl EventDecoder {
                 _ => StreamEvent::text_delta(index, text),
             }));
         }
+    }
+
+    /// Starts a streamed call (`name` with `willContinue: true`).
+    fn start_call(
+        &mut self,
+        part: &Value,
+        call: &Map<String, Value>,
+        out: &mut Vec<LlmStreamPart>,
+    ) {
+        self.finish_call(out);
+        let id = call
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map_or_else(convert::fresh_call_id, str::to_owned);
+        let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
+        let mut merged = Map::new();
+        merged.insert("functionCall".into(), json!({"id": id, "name": name}));
+        if let Some(signature) = part.get("thoughtSignature").filter(|s| s.is_string()) {
+            merged.insert("thoughtSignature".into(), signature.clone());
+        }
+        let index = self.new_block(Kind::Other, Value::Object(merged), out);
+        out.push(LlmStreamPart::Event(StreamEvent::tool_call_delta(
+            index,
+            Some(id),
+            Some(name.to_owned()),
+            None,
+        )));
+        self.streaming = Some((index, ArgumentsBuilder::default()));
+    }
+
+    /// Adds one part's `partialArgs` to the streamed call; ends the call when the part says
+    /// nothing more follows.
+    fn continue_call(
+        &mut self,
+        part: &Value,
+        call: &Map<String, Value>,
+        out: &mut Vec<LlmStreamPart>,
+    ) -> Result<(), UppError> {
+        let Some((index, builder)) = self.streaming.as_mut() else {
+            return Err(UppError::llm(
+                ErrorCode::InvalidResponse,
+                NAME,
+                "streamed function-call arguments arrived before the call's name",
+            )
+            .with_cause(part.clone()));
+        };
+        let index = *index;
+        let items = call
+            .get("partialArgs")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let mut text = String::new();
+        for item in items {
+            text.push_str(&builder.apply(item).map_err(|message| {
+                UppError::llm(ErrorCode::InvalidResponse, NAME, message).with_cause(part.clone())
+            })?);
+        }
+        if !text.is_empty() {
+            out.push(LlmStreamPart::Event(StreamEvent::tool_call_delta(
+                index,
+                None,
+                None,
+                Some(text),
+            )));
+        }
+        if let Some(signature) = part.get("thoughtSignature").filter(|s| s.is_string())
+            && let Some((_, _, merged)) = self.parts.iter_mut().find(|(i, _, _)| *i == index)
+            && let Some(object) = merged.as_object_mut()
+        {
+            object
+                .entry("thoughtSignature")
+                .or_insert_with(|| signature.clone());
+        }
+        let continues = |value: Option<&Value>| value.and_then(Value::as_bool) == Some(true);
+        if !continues(call.get("willContinue"))
+            && !items.iter().any(|item| continues(item.get("willContinue")))
+        {
+            self.finish_call(out);
+        }
+        Ok(())
+    }
+
+    /// Ends the streamed call, if any: its arguments go into its part, the closing text into a
+    /// last `tool_call_delta`.
+    fn finish_call(&mut self, out: &mut Vec<LlmStreamPart>) {
+        let Some((index, builder)) = self.streaming.take() else {
+            return;
+        };
+        let (args, text) = builder.finish();
+        if let Some((_, _, merged)) = self.parts.iter_mut().find(|(i, _, _)| *i == index)
+            && let Some(Value::Object(call)) = merged.get_mut("functionCall")
+        {
+            call.insert("args".into(), args);
+        }
+        out.push(LlmStreamPart::Event(StreamEvent::tool_call_delta(
+            index,
+            None,
+            None,
+            Some(text),
+        )));
+        self.close(out);
+    }
+
+    /// Handles a `functionCall` part that belongs to a streamed call; `false` for a whole call.
+    fn streamed_call_part(
+        &mut self,
+        part: &Value,
+        out: &mut Vec<LlmStreamPart>,
+    ) -> Result<bool, UppError> {
+        let Some(call) = part.get("functionCall").and_then(Value::as_object) else {
+            return Ok(false);
+        };
+        let has = |key: &str| call.get(key).is_some_and(|v| !v.is_null());
+        let will_continue = call.get("willContinue").and_then(Value::as_bool) == Some(true);
+        if has("args") {
+            return Ok(false);
+        }
+        if has("name") {
+            if !will_continue && !has("partialArgs") {
+                return Ok(false);
+            }
+            self.start_call(part, call, out);
+            if has("partialArgs") {
+                self.continue_call(part, call, out)?;
+            }
+            return Ok(true);
+        }
+        if has("partialArgs") {
+            self.continue_call(part, call, out)?;
+        } else if !will_continue {
+            // `functionCall: {}` ends the streamed call (and is nothing on its own).
+            self.finish_call(out);
+        }
+        Ok(true)
     }
 
     fn merged_response(&mut self) -> Value {
@@ -153,6 +299,10 @@ impl StreamDecoder for EventDecoder {
             .into_iter()
             .flatten()
         {
+            if self.streamed_call_part(part, out)? {
+                continue;
+            }
+            self.finish_call(out);
             if let Some(call) = part.get("functionCall") {
                 let mut part = part.clone();
                 let mut call = call.clone();
@@ -209,6 +359,7 @@ impl StreamDecoder for EventDecoder {
                 "the stream ended without a finishReason (the response is incomplete)",
             ));
         }
+        self.finish_call(out);
         self.close(out);
         let body = self.merged_response();
         let response = convert::decode_response(&body)?;

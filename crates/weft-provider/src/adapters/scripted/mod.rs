@@ -32,10 +32,8 @@ use crate::content::{ContentBlock, ReasoningBlock};
 use crate::error::{ErrorCode, UppError};
 use crate::message::{AssistantMessage, MessageOptions};
 use crate::provider::{
-    LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStream, LlmStreamPart, ModelReference,
-    Provider,
+    LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStream, ModelReference, Provider,
 };
-use crate::stream::StreamEvent;
 use crate::tool::{BoxFuture, ToolCall};
 use crate::turn::{CycleUsage, TokenUsage};
 
@@ -142,6 +140,13 @@ impl ScriptedResponse {
 pub struct Script {
     /// The responses.
     pub responses: Vec<ScriptedResponse>,
+    /// Give every answer's tool calls new ids (a random suffix), as real providers do.
+    #[serde(
+        default,
+        rename = "freshIds",
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub fresh_ids: bool,
 }
 
 /// Why a script file could not be loaded.
@@ -170,6 +175,7 @@ impl Script {
     pub fn texts(texts: impl IntoIterator<Item = impl Into<String>>) -> Self {
         Script {
             responses: texts.into_iter().map(ScriptedResponse::text).collect(),
+            fresh_ids: false,
         }
     }
 
@@ -201,6 +207,7 @@ pub struct ScriptedModel {
     model_id: String,
     source: Source,
     capabilities: LlmCapabilities,
+    fresh_ids: bool,
 }
 
 impl fmt::Debug for ScriptedModel {
@@ -226,6 +233,7 @@ impl ScriptedModel {
     pub fn from_script(model_id: impl Into<String>, script: Script) -> Self {
         ScriptedModel {
             model_id: model_id.into(),
+            fresh_ids: script.fresh_ids,
             source: Source::Script {
                 script,
                 cursor: AtomicUsize::new(0),
@@ -243,7 +251,20 @@ impl ScriptedModel {
             model_id: model_id.into(),
             source: Source::Function(Box::new(respond)),
             capabilities: CAPABILITIES,
+            fresh_ids: false,
         }
+    }
+
+    /// Gives every answer's tool calls new ids, as real providers do (see
+    /// [`Script::fresh_ids`]).
+    #[must_use]
+    pub fn with_fresh_ids(mut self, fresh_ids: bool) -> Self {
+        self.fresh_ids = fresh_ids;
+        self
+    }
+
+    fn fresh_ids(&self) -> bool {
+        self.fresh_ids
     }
 
     /// Overrides the declared capabilities (to test capability checks).
@@ -298,7 +319,13 @@ impl ScriptedModel {
     }
 }
 
-fn to_llm_response(scripted: &ScriptedResponse) -> Result<LlmResponse, UppError> {
+fn to_llm_response(scripted: &ScriptedResponse, fresh_ids: bool) -> Result<LlmResponse, UppError> {
+    // Real providers give new call ids on every answer; `freshIds` scripts do the same.
+    let suffix = if fresh_ids {
+        format!("-{:08x}", fastrand::u32(..))
+    } else {
+        String::new()
+    };
     let mut content = Vec::new();
     if let Some(reasoning) = &scripted.reasoning {
         content.push(ContentBlock::Reasoning(ReasoningBlock {
@@ -315,7 +342,10 @@ fn to_llm_response(scripted: &ScriptedResponse) -> Result<LlmResponse, UppError>
         .iter()
         .enumerate()
         .map(|(i, c)| ToolCall {
-            tool_call_id: c.id.clone().unwrap_or_else(|| format!("call_{i}")),
+            tool_call_id: format!(
+                "{}{suffix}",
+                c.id.clone().unwrap_or_else(|| format!("call_{i}"))
+            ),
             tool_name: c.name.clone(),
             arguments: c.arguments.clone(),
             after: c.after.clone(),
@@ -342,53 +372,6 @@ fn to_llm_response(scripted: &ScriptedResponse) -> Result<LlmResponse, UppError>
     })
 }
 
-/// Splits text into word-sized deltas, as a real model streams.
-fn chunks(text: &str) -> impl Iterator<Item = &str> {
-    text.split_inclusive(' ')
-}
-
-fn stream_events(response: &LlmResponse) -> Vec<StreamEvent> {
-    let mut events = vec![StreamEvent::message_start()];
-    let mut index = 0u32;
-    for block in &response.message.content {
-        events.push(StreamEvent::block_start(index));
-        match block {
-            ContentBlock::Text(t) => {
-                events.extend(chunks(&t.text).map(|c| StreamEvent::text_delta(index, c)))
-            }
-            ContentBlock::Reasoning(r) => {
-                events.extend(chunks(&r.text).map(|c| StreamEvent::reasoning_delta(index, c)));
-            }
-            _ => {}
-        }
-        events.push(StreamEvent::block_stop(index));
-        index += 1;
-    }
-    for call in &response.message.tool_calls {
-        events.push(StreamEvent::block_start(index));
-        events.push(StreamEvent::tool_call_delta(
-            index,
-            Some(call.tool_call_id.clone()),
-            Some(call.tool_name.clone()),
-            None,
-        ));
-        let json = call.arguments.to_string();
-        let (a, b) = json.split_at(json.len() / 2);
-        for part in [a, b].into_iter().filter(|p| !p.is_empty()) {
-            events.push(StreamEvent::tool_call_delta(
-                index,
-                None,
-                None,
-                Some(part.to_owned()),
-            ));
-        }
-        events.push(StreamEvent::block_stop(index));
-        index += 1;
-    }
-    events.push(StreamEvent::message_stop());
-    events
-}
-
 impl LlmModel for ScriptedModel {
     fn model_id(&self) -> &str {
         &self.model_id
@@ -405,21 +388,14 @@ impl LlmModel for ScriptedModel {
     fn complete(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmResponse, UppError>> {
         Box::pin(async move {
             let scripted = self.respond(&request).await?;
-            to_llm_response(&scripted)
+            to_llm_response(&scripted, self.fresh_ids())
         })
     }
 
     fn stream(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmStream, UppError>> {
         Box::pin(async move {
             let scripted = self.respond(&request).await?;
-            let response = to_llm_response(&scripted)?;
-            let mut parts: Vec<Result<LlmStreamPart, UppError>> = stream_events(&response)
-                .into_iter()
-                .map(|e| Ok(LlmStreamPart::Event(e)))
-                .collect();
-            parts.push(Ok(LlmStreamPart::Response(response)));
-            let stream: LlmStream = Box::pin(futures_util::stream::iter(parts));
-            Ok(stream)
+            Ok(to_llm_response(&scripted, self.fresh_ids())?.into_stream())
         })
     }
 }

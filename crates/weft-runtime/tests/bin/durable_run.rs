@@ -1,16 +1,17 @@
-//! `weft-store-durable-run`: starts or resumes a durable run (the crash tests' subject).
+//! `weft-runtime-durable-run`: starts or resumes a durable run (the crash tests' subject).
 //!
 //! ```text
-//! weft-store-durable-run start  --store URL --script PATH --out FILE --log FILE
+//! weft-runtime-durable-run start  --store URL --script PATH --out FILE --log FILE
 //!                               [--delay-ms N] [--durability sync|async] [--idempotent]
-//! weft-store-durable-run resume --store URL RUN [--rerun-uncertain]
+//! weft-runtime-durable-run resume --store URL RUN [--rerun-uncertain]
 //! ```
 //! Exit codes: those of `weft resume` (0 completed, 1 failed, 2 usage, 3 needs approval).
 
 use std::process::ExitCode;
 
 use serde_json::json;
-use weft_store::run::{ResumeOptions, RunOutcome, RunSpec, Runner, ToolRegistry, ToolSpec};
+use weft_runtime::spec::{AgentProgram, Program, RunSpec, ToolSpec};
+use weft_runtime::{ResumeOptions, RunEnd, RunHandle, Runtime, ToolRegistry};
 use weft_store::{Durability, Store};
 
 fn flag(args: &[String], name: &str) -> Option<String> {
@@ -20,11 +21,21 @@ fn flag(args: &[String], name: &str) -> Option<String> {
         .cloned()
 }
 
-fn report(outcome: &RunOutcome) -> ExitCode {
-    match outcome {
-        RunOutcome::Completed { run_id, output } => println!("completed {run_id}: {output}"),
-        RunOutcome::Failed { run_id, error } => eprintln!("failed {run_id}: {error}"),
-        RunOutcome::NeedsApproval { run_id, calls } => {
+async fn report(handle: Result<RunHandle, weft_runtime::RunError>) -> Result<ExitCode, String> {
+    let handle = match handle {
+        Ok(handle) => handle,
+        Err(error) => {
+            eprintln!("{error}");
+            return Ok(ExitCode::from(error.exit_code()));
+        }
+    };
+    let outcome = handle.outcome().await.map_err(|e| e.to_string())?;
+    let run_id = &outcome.run_id;
+    match &outcome.end {
+        RunEnd::Completed { output } => println!("completed {run_id}: {output}"),
+        RunEnd::Failed { error } => eprintln!("failed {run_id}: {error}"),
+        RunEnd::Interrupted => eprintln!("interrupted {run_id}"),
+        RunEnd::NeedsApproval { calls } => {
             for call in calls {
                 eprintln!(
                     "run {run_id}: tool call {} ({}) was in flight when the run stopped; re-run it with --rerun-uncertain",
@@ -33,16 +44,16 @@ fn report(outcome: &RunOutcome) -> ExitCode {
             }
         }
     }
-    ExitCode::from(outcome.exit_code())
+    Ok(ExitCode::from(outcome.exit_code()))
 }
 
 async fn main_async(args: Vec<String>) -> Result<ExitCode, String> {
     let store_url = flag(&args, "--store").ok_or("--store is required")?;
     let store = Store::open(&store_url).await.map_err(|e| e.to_string())?;
-    let runner = Runner::new(store, ToolRegistry::with_builtins());
+    let runtime = Runtime::new(store).with_tools(ToolRegistry::with_builtins());
     match args.first().map(String::as_str) {
         Some("start") => {
-            let spec = RunSpec {
+            let program = AgentProgram {
                 model: format!(
                     "scripted-turns:{}",
                     flag(&args, "--script").ok_or("--script")?
@@ -57,26 +68,25 @@ async fn main_async(args: Vec<String>) -> Result<ExitCode, String> {
                         "idempotent": args.iter().any(|a| a == "--idempotent"),
                     }),
                 }],
-                input: "Write the lines.".into(),
-                durability: if flag(&args, "--durability").as_deref() == Some("async") {
-                    Durability::Async
-                } else {
-                    Durability::Sync
-                },
                 max_steps: None,
                 pricing: None,
                 role: "coder".into(),
             };
-            let run_id = runner.create(&spec).await.map_err(|e| e.to_string())?;
+            let mut spec = RunSpec::new("Write the lines.", Program::Agent(program));
+            if flag(&args, "--durability").as_deref() == Some("async") {
+                spec.durability = Durability::Async;
+            }
+            let run_id = runtime.create(&spec).await.map_err(|e| e.to_string())?;
             println!("{run_id}");
             if args.iter().any(|a| a == "--create-only") {
                 return Ok(ExitCode::SUCCESS);
             }
-            let outcome = runner
-                .run_created(&run_id)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(report(&outcome))
+            report(
+                runtime
+                    .resume(&run_id, ResumeOptions::default(), false)
+                    .await,
+            )
+            .await
         }
         Some("resume") => {
             let run = args
@@ -92,15 +102,10 @@ async fn main_async(args: Vec<String>) -> Result<ExitCode, String> {
                 .ok_or("resume needs a RUN id")?;
             let options = ResumeOptions {
                 rerun_uncertain: args.iter().any(|a| a == "--rerun-uncertain"),
-                force: false,
             };
-            let outcome = runner
-                .resume(&run, options)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(report(&outcome))
+            report(runtime.resume(&run, options, false).await).await
         }
-        _ => Err("usage: weft-store-durable-run start|resume --store URL …".into()),
+        _ => Err("usage: weft-runtime-durable-run start|resume --store URL …".into()),
     }
 }
 
@@ -112,14 +117,14 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("weft-store-durable-run: {e}");
+            eprintln!("weft-runtime-durable-run: {e}");
             return ExitCode::from(2);
         }
     };
     match runtime.block_on(main_async(args)) {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("weft-store-durable-run: {message}");
+            eprintln!("weft-runtime-durable-run: {message}");
             ExitCode::from(2)
         }
     }

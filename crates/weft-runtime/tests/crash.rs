@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use weft_store::{RunStatus, Runs, Store, ToolLedger};
 
-const BIN: &str = env!("CARGO_BIN_EXE_weft-store-durable-run");
+const BIN: &str = env!("CARGO_BIN_EXE_weft-runtime-durable-run");
 const CALLS: usize = 20;
 
 fn write_script(dir: &Path) -> PathBuf {

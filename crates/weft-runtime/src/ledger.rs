@@ -1,5 +1,8 @@
 //! Durable tool execution (runtime spec §5.9): [`DurableTool`] wraps any [`Tool`] so that,
-//! keyed by the stable `ToolContext::tool_call_id` (the idempotency key):
+//! keyed by the call's **position** in the run — the recorded response that asked for it
+//! and its index there (`SCOPE@MESSAGES#INDEX`), checked against the tool name and a hash of
+//! the arguments, because call ids alone repeat (`call_0` of id-less models) or change
+//! between answers (every real provider):
 //!
 //! 1. a call whose result is recorded is **not run again**: the recorded result is returned
 //!    (a `tool_call_replayed` event says so);
@@ -10,7 +13,10 @@
 //!    followed by a tool-result checkpoint and `tool_call_start` / `tool_call_end` events.
 //!
 //! A pending record without a result after a crash is an *uncertain* call; `run.rs` decides
-//! whether it may run again (idempotent tool, or explicit approval).
+//! whether it may run again (idempotent tool, or explicit approval). A call that was
+//! cancelled or interrupted stays pending (uncertain): its error is never recorded as its
+//! result, so a resume cannot replay "the command was cancelled" for a command whose effect
+//! may have happened.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -19,10 +25,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use weft_provider::{Tool, ToolCall, ToolContext, ToolError, ToolExecution};
+use sha2::{Digest as _, Sha256};
+use tokio_util::sync::CancellationToken;
+use weft_provider::{AssistantMessage, Tool, ToolCall, ToolContext, ToolError, ToolExecution};
+use weft_store::{
+    EventLog as _, NewEvent, RecordedResponse, Store, ToolCallRecord, ToolCallStatus,
+    ToolLedger as _, event_type, now_string,
+};
 
-use crate::model::{NewEvent, ToolCallRecord, ToolCallStatus, event_type, now_string};
-use crate::store::{EventLog, Store, ToolLedger};
+use crate::spec::hex;
 
 #[derive(Debug, Default)]
 struct StepCalls {
@@ -30,16 +41,30 @@ struct StepCalls {
     completed: Vec<ToolExecution>,
 }
 
-/// What every durable tool of one run shares: the store, the ids, the recorded results.
+/// The calls of the response being acted on: where it was recorded, and which of its calls
+/// have been matched to a running tool.
+#[derive(Debug, Default)]
+struct Round {
+    position: String,
+    calls: Vec<(String, String, String)>,
+    taken: Vec<bool>,
+}
+
+/// What every durable tool of one run shares: the store, the ids, the recorded results and
+/// responses.
 pub struct RunContext {
     store: Store,
     run_id: String,
     thread_id: String,
     agent_id: String,
     recorded: Mutex<HashMap<String, ToolCallRecord>>,
+    responses: HashMap<String, RecordedResponse>,
     approved_reruns: HashSet<String>,
     turn: AtomicU64,
     step: Mutex<StepCalls>,
+    round: Mutex<Round>,
+    divergence: Mutex<Option<String>>,
+    stop: CancellationToken,
 }
 
 impl fmt::Debug for RunContext {
@@ -52,14 +77,16 @@ impl fmt::Debug for RunContext {
 }
 
 impl RunContext {
-    /// A context for `run_id`; `recorded` holds the results of earlier attempts (by call id)
-    /// and `approved_reruns` the uncertain calls the user allowed to run again.
+    /// A context for `run_id`; `recorded` holds the calls of earlier attempts (completed
+    /// ones are replayed, by position), `responses` the recorded model responses, and
+    /// `approved_reruns` the positions of uncertain calls the user allowed to run again.
     pub fn new(
         store: Store,
         run_id: impl Into<String>,
         thread_id: impl Into<String>,
         agent_id: impl Into<String>,
         recorded: impl IntoIterator<Item = ToolCallRecord>,
+        responses: impl IntoIterator<Item = RecordedResponse>,
         approved_reruns: HashSet<String>,
     ) -> Self {
         RunContext {
@@ -71,13 +98,82 @@ impl RunContext {
                 recorded
                     .into_iter()
                     .filter(|r| r.status == ToolCallStatus::Completed)
-                    .map(|r| (r.tool_call_id.clone(), r))
+                    .map(|r| (r.position.clone(), r))
                     .collect(),
             ),
+            responses: responses
+                .into_iter()
+                .map(|r| (r.position.clone(), r))
+                .collect(),
             approved_reruns,
             turn: AtomicU64::new(0),
             step: Mutex::new(StepCalls::default()),
+            round: Mutex::new(Round::default()),
+            divergence: Mutex::new(None),
+            stop: CancellationToken::new(),
         }
+    }
+
+    /// The response recorded at `position` by an earlier process of this run.
+    pub(crate) fn recorded_response(&self, position: &str) -> Option<&RecordedResponse> {
+        self.responses.get(position)
+    }
+
+    /// Makes `message`'s calls the round the next tool calls belong to.
+    pub(crate) fn begin_round(&self, position: &str, message: &AssistantMessage) {
+        if let Ok(mut round) = self.round.lock() {
+            *round = Round {
+                position: position.to_owned(),
+                calls: message
+                    .tool_calls
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.tool_call_id.clone(),
+                            c.tool_name.clone(),
+                            args_hash(&c.arguments),
+                        )
+                    })
+                    .collect(),
+                taken: vec![false; message.tool_calls.len()],
+            };
+        }
+    }
+
+    /// The position of the call `id` of the current round (the first not yet taken with
+    /// that id), or a turn-and-id position when no response was recorded.
+    fn position_of(&self, id: &str) -> String {
+        if let Ok(mut round) = self.round.lock() {
+            let round = &mut *round;
+            if let Some(i) = round
+                .calls
+                .iter()
+                .zip(round.taken.iter())
+                .position(|((call, _, _), taken)| call == id && !taken)
+            {
+                round.taken[i] = true;
+                return format!("{}#{i}", round.position);
+            }
+        }
+        format!("turn{}:{id}", self.turn())
+    }
+
+    /// Stops the run: its record and what is happening now disagree.
+    pub(crate) fn diverge(&self, message: String) {
+        if let Ok(mut divergence) = self.divergence.lock() {
+            divergence.get_or_insert(message);
+        }
+        self.stop.cancel();
+    }
+
+    /// Why the run diverged from its record, if it did.
+    pub fn divergence(&self) -> Option<String> {
+        self.divergence.lock().ok().and_then(|d| d.clone())
+    }
+
+    /// Cancelled when the run must stop (a divergence).
+    pub fn stop_token(&self) -> &CancellationToken {
+        &self.stop
     }
 
     /// The run id.
@@ -113,13 +209,16 @@ impl RunContext {
         self.turn.load(Ordering::SeqCst)
     }
 
-    /// Whether the user approved re-running `tool_call_id`.
-    pub fn rerun_approved(&self, tool_call_id: &str) -> bool {
-        self.approved_reruns.contains(tool_call_id)
+    /// Whether the user approved re-running the call at `position`.
+    pub fn rerun_approved(&self, position: &str) -> bool {
+        self.approved_reruns.contains(position)
     }
 
-    fn recorded(&self, id: &str) -> Option<ToolCallRecord> {
-        self.recorded.lock().ok().and_then(|r| r.get(id).cloned())
+    fn recorded(&self, position: &str) -> Option<ToolCallRecord> {
+        self.recorded
+            .lock()
+            .ok()
+            .and_then(|r| r.get(position).cloned())
     }
 
     /// Appends an event of this run; failures are logged (events never fail a run).
@@ -186,6 +285,11 @@ impl DurableTool {
     }
 }
 
+/// SHA-256 (hex) of a call's arguments as JSON.
+pub(crate) fn args_hash(arguments: &Value) -> String {
+    hex(&Sha256::digest(arguments.to_string().as_bytes()))
+}
+
 fn replay(record: &ToolCallRecord) -> Result<Value, ToolError> {
     let result = record.result.clone().unwrap_or(Value::Null);
     if record.is_error {
@@ -205,11 +309,24 @@ async fn durable_call(
     context: ToolContext,
 ) -> Result<Value, ToolError> {
     let id = context.tool_call_id.clone();
-    if let Some(record) = run.recorded(&id) {
+    let position = run.position_of(&id);
+    let hash = args_hash(&arguments);
+    if let Some(record) = run.recorded(&position) {
+        if record.tool_name != tool.name
+            || (!record.args_hash.is_empty() && record.args_hash != hash)
+        {
+            let message = format!(
+                "the run diverged from its record at call {position}: the record holds {} with other arguments, \
+                 now {} was called; nothing was replayed or run",
+                record.tool_name, tool.name
+            );
+            run.diverge(message.clone());
+            return Err(ToolError::new(message));
+        }
         run.event(
             event_type::TOOL_CALL_REPLAYED,
             Some(&id),
-            json!({"tool": tool.name, "isError": record.is_error}),
+            json!({"tool": tool.name, "isError": record.is_error, "position": position}),
         )
         .await;
         return replay(&record);
@@ -218,7 +335,9 @@ async fn durable_call(
     let (pending, completed) = run.snapshot(|s| s.pending.push(call));
     let record = ToolCallRecord {
         run_id: run.run_id.clone(),
+        position: position.clone(),
         tool_call_id: id.clone(),
+        args_hash: hash,
         thread_id: run.thread_id.clone(),
         tool_name: tool.name.clone(),
         arguments: arguments.clone(),
@@ -252,7 +371,13 @@ async fn durable_call(
     )
     .await;
     let started = Instant::now();
+    let signal = context.signal.clone();
     let outcome = tool.run(arguments.clone(), context).await;
+    if outcome.is_err() && signal.is_cancelled() {
+        // Interrupted: whether the effect happened is unknown. The call stays pending
+        // (uncertain) — its cancellation error is not its result.
+        return outcome;
+    }
     let (result, is_error) = match &outcome {
         Ok(v) => (v.clone(), false),
         Err(e) => (Value::String(e.message.clone()), true),
@@ -260,7 +385,7 @@ async fn durable_call(
     // Sync durability: committed before the next model call.
     if let Err(error) = run
         .store
-        .tool_call_finished(&run.run_id, &id, &result, is_error)
+        .tool_call_finished(&run.run_id, &position, &result, is_error)
         .await
     {
         tracing::warn!(%error, "recording a tool result failed");

@@ -1,0 +1,69 @@
+//! [`RunError`]: why a run could not be started, resumed or finished.
+
+use weft_store::StoreError;
+
+/// Why a run could not be started, resumed or driven to its end.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// Storage failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The run does not exist.
+    #[error("run {0:?} not found")]
+    UnknownRun(String),
+    /// The run spec names a tool the registry lacks.
+    #[error("the run uses tool {0:?}, which this program does not provide")]
+    UnknownTool(String),
+    /// A tool's configuration is invalid.
+    #[error("tool {tool:?}: {message}")]
+    ToolConfig {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The recorded spec cannot be read.
+    #[error("run spec of {run}: {message}")]
+    Spec {
+        /// The run.
+        run: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The model reference cannot be resolved, or the agent cannot be built.
+    #[error("agent: {0}")]
+    Agent(String),
+    /// A Standard Agents session run, but this runtime was given no session runner.
+    #[error("this program cannot run Standard Agents sessions")]
+    NoSessions,
+    /// Another live process owns the run (exit code 5).
+    #[error(
+        "run {run} is being driven by another live process ({owner}); wait for it to end, or stop it first"
+    )]
+    Owned {
+        /// The run.
+        run: String,
+        /// The owner (`HOST/PID/NONCE`).
+        owner: String,
+    },
+    /// The OS lock of the run could not be taken.
+    #[error("cannot lock the run in {path}: {message}")]
+    Lock {
+        /// The lock folder.
+        path: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl RunError {
+    /// The exit code a command reports for this error: 5 when another process owns the
+    /// run, else 1 (2 is for usage errors, decided before a run exists).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Owned { .. } | RunError::Store(StoreError::Fenced { .. }) => 5,
+            _ => 1,
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! Recorded model responses (RUNTIME.md §2): a run's model is wrapped so that every response
+//! is stored **before its tools run**, at its position in the run (the conversation scope and
+//! the number of messages the request carried). When a resumed run reaches a position whose
+//! response is recorded, the recording is returned and the model is not asked again: real
+//! providers give new call ids on every answer, so asking again would make recorded tool calls
+//! unrecognisable and run their side effects twice.
+//!
+//! **Invariant:** within one scope the conversation only grows between model calls, so the
+//! message count identifies a request; the request's fingerprint (count and last message) is
+//! checked on replay, and a different one is a divergence, reported, never replayed.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+use weft_provider::provider::{LlmCapabilities, LlmModel, Provider};
+use weft_provider::tool::BoxFuture;
+use weft_provider::{
+    AssistantMessage, ErrorCode, LlmRequest, LlmResponse, LlmStream, LlmStreamPart, Message,
+    ModelReference, TokenUsage, UppError,
+};
+use weft_store::{RecordedResponse, Responses as _};
+
+use crate::ledger::RunContext;
+use crate::spec::hex;
+
+/// `model` wrapped so its responses are recorded in (and replayed from) `run`'s store, in
+/// conversation scope `scope` (the checkpoint thread: each `dual_ai` side has its own).
+///
+/// # Errors
+/// When `model` cannot be bound.
+pub fn recorded_model(
+    model: &ModelReference,
+    run: Arc<RunContext>,
+    scope: impl Into<String>,
+) -> Result<ModelReference, UppError> {
+    let inner = model
+        .provider
+        .llm_handler()?
+        .bind(&model.model_id, &model.options)?;
+    let wrapped: Arc<dyn LlmModel> = Arc::new(RecordedModel {
+        inner,
+        run,
+        scope: scope.into(),
+    });
+    let mut provider = Provider::new(model.provider.name.clone(), model.provider.version.clone())
+        .with_llm(move |_id: &str, _options: &Value| Ok(wrapped.clone()));
+    provider.default_config = model.provider.default_config.clone();
+    Ok(ModelReference {
+        model_id: model.model_id.clone(),
+        provider: Arc::new(provider),
+        options: Value::Null,
+    })
+}
+
+struct RecordedModel {
+    inner: Arc<dyn LlmModel>,
+    run: Arc<RunContext>,
+    scope: String,
+}
+
+impl std::fmt::Debug for RecordedModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordedModel")
+            .field("model", &self.inner.model_id())
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+fn fingerprint(messages: &[Message]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(messages.len().to_le_bytes());
+    if let Some(last) = messages.last()
+        && let Ok(json) = serde_json::to_vec(last)
+    {
+        hasher.update(json);
+    }
+    hex(&hasher.finalize()[..12])
+}
+
+fn encode(response: &LlmResponse) -> Value {
+    json!({"message": response.message, "usage": response.usage,
+           "stopReason": response.stop_reason, "data": response.data})
+}
+
+fn decode(value: &Value, provider: &str) -> Result<LlmResponse, UppError> {
+    let bad = |e: serde_json::Error| {
+        UppError::llm(
+            ErrorCode::InvalidResponse,
+            provider,
+            format!("the recorded response cannot be read: {e}"),
+        )
+    };
+    let message: AssistantMessage =
+        serde_json::from_value(value["message"].clone()).map_err(bad)?;
+    let usage: TokenUsage = serde_json::from_value(value["usage"].clone()).map_err(bad)?;
+    Ok(LlmResponse {
+        message,
+        usage,
+        stop_reason: value["stopReason"]
+            .as_str()
+            .unwrap_or("end_turn")
+            .to_owned(),
+        data: value.get("data").filter(|d| !d.is_null()).cloned(),
+    })
+}
+
+impl RecordedModel {
+    fn position(&self, request: &LlmRequest) -> String {
+        format!("{}@{}", self.scope, request.messages.len())
+    }
+
+    /// The recorded response at the request's position, if any.
+    fn replay(&self, request: &LlmRequest) -> Result<Option<LlmResponse>, UppError> {
+        let position = self.position(request);
+        let Some(recorded) = self.run.recorded_response(&position) else {
+            return Ok(None);
+        };
+        let expected = fingerprint(&request.messages);
+        if recorded.fingerprint != expected {
+            let message = format!(
+                "the run diverged from its record at {position}: the conversation there is not the one the recorded \
+                 response answered (was the project or the model changed since?); it was not replayed"
+            );
+            self.run.diverge(message.clone());
+            return Err(UppError::llm(
+                ErrorCode::InvalidRequest,
+                self.inner.provider(),
+                message,
+            ));
+        }
+        let response = decode(&recorded.response, self.inner.provider())?;
+        self.run.begin_round(&position, &response.message);
+        Ok(Some(response))
+    }
+}
+
+/// Stores `response` at `scope@request_len` (committed before returning in `sync`
+/// durability) and makes its calls the current round of the ledger.
+async fn record(
+    run: &RunContext,
+    scope: &str,
+    provider: &str,
+    request_len: usize,
+    fingerprint: String,
+    response: &LlmResponse,
+) -> Result<(), UppError> {
+    let position = format!("{scope}@{request_len}");
+    let record = RecordedResponse {
+        run_id: run.run_id().to_owned(),
+        position: position.clone(),
+        fingerprint,
+        response: encode(response),
+    };
+    if let Err(error) = run.store().record_response(&record).await {
+        // Without the record a crash would re-ask the model: refuse to go on.
+        return Err(UppError::llm(
+            ErrorCode::InvalidRequest,
+            provider,
+            format!(
+                "the model's response could not be recorded, so its tools were not run: {error}"
+            ),
+        ));
+    }
+    run.begin_round(&position, &response.message);
+    Ok(())
+}
+
+impl LlmModel for RecordedModel {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn provider(&self) -> &str {
+        self.inner.provider()
+    }
+
+    fn capabilities(&self) -> LlmCapabilities {
+        self.inner.capabilities()
+    }
+
+    fn complete(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmResponse, UppError>> {
+        Box::pin(async move {
+            if let Some(response) = self.replay(&request)? {
+                return Ok(response);
+            }
+            let len = request.messages.len();
+            let print = fingerprint(&request.messages);
+            let response = self.inner.complete(request).await?;
+            record(
+                &self.run,
+                &self.scope,
+                self.inner.provider(),
+                len,
+                print,
+                &response,
+            )
+            .await?;
+            Ok(response)
+        })
+    }
+
+    fn stream(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmStream, UppError>> {
+        Box::pin(async move {
+            if let Some(response) = self.replay(&request)? {
+                return Ok(response.into_stream());
+            }
+            let len = request.messages.len();
+            let print = fingerprint(&request.messages);
+            let inner = self.inner.stream(request).await?;
+            let (run, scope) = (self.run.clone(), self.scope.clone());
+            let provider = self.inner.provider().to_owned();
+            // Events pass through as they arrive; the final response is recorded before it is
+            // handed on, so the tool round (which starts after it) always finds it recorded.
+            let stream = inner.then(move |part| {
+                let (run, scope, provider) = (run.clone(), scope.clone(), provider.clone());
+                let print = print.clone();
+                async move {
+                    match part {
+                        Ok(LlmStreamPart::Response(response)) => {
+                            record(&run, &scope, &provider, len, print, &response).await?;
+                            Ok(LlmStreamPart::Response(response))
+                        }
+                        other => other,
+                    }
+                }
+            });
+            let stream: LlmStream = Box::pin(stream);
+            Ok(stream)
+        })
+    }
+}

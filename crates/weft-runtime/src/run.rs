@@ -1,0 +1,754 @@
+//! [`Runtime`]: starts and resumes runs, in any process, and hands back a [`RunHandle`].
+//!
+//! The life of a run, the same for every driver (CLI, server, workers):
+//!
+//! 1. **start** records the thread, the run with its whole [`RunSpec`] (one write: there is
+//!    no run record without its spec), the lineage root and the initial checkpoint;
+//! 2. the process **claims** the run ([`Ownership`]: OS lock, lease, fence) — a second
+//!    driver is refused with [`RunError::Owned`] (exit code 5);
+//! 3. a **resume** applies the uncertain-call rule (runtime spec §5.9, RT-050): a call
+//!    recorded as pending without a result was in flight when the run stopped; it runs again
+//!    only when its tool has no side effects, is idempotent, or the user approved
+//!    (`rerun_uncertain`), else the resume stops before any model call
+//!    ([`RunEnd::NeedsApproval`], exit code 3);
+//! 4. the program runs from the latest checkpoint with every write fenced, every model
+//!    response recorded before its tools run and every tool result in the ledger, so no
+//!    recorded step is asked of the model again and no recorded call runs again;
+//! 5. the run record gets its end (completed, failed, interrupted), its steps and usage, and
+//!    the lease is released so the run can be resumed at once.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use weft_agent::AgentState;
+use weft_provider::{Message, ModelReference, ProviderRegistry, TokenUsage, Tool, UppError};
+use weft_store::{
+    AgentNode, AgentStatus, Durability, EventLog as _, Lineage as _, NewEvent, Pricing,
+    Responses as _, RunRecord, RunStatus, Runs as _, Store, StoreError, ThreadRecord, Threads as _,
+    ToolCallRecord, ToolCallStatus, ToolLedger as _, Usage, event_type, new_id, now_string,
+};
+
+use crate::agent_program::{self, ToolRegistry};
+use crate::error::RunError;
+use crate::event::RunEvent;
+use crate::ledger::RunContext;
+use crate::ownership::Ownership;
+use crate::recorded::recorded_model;
+use crate::spec::{Program, RunSpec, SessionProgram};
+
+/// Runs Standard Agents sessions for the runtime (implemented by `weft-standard`, which
+/// sits above this crate).
+#[async_trait]
+pub trait Sessions: Send + Sync + std::fmt::Debug {
+    /// Runs (or goes on with) `program` as the run `run`.
+    ///
+    /// # Errors
+    /// When the session cannot be set up (its project, its agent).
+    async fn run(&self, program: &SessionProgram, run: ActiveRun) -> Result<ProgramEnd, RunError>;
+}
+
+/// A run this process owns and is about to drive: what a program needs.
+#[derive(Debug)]
+pub struct ActiveRun {
+    /// The run's record.
+    pub record: RunRecord,
+    /// Its spec.
+    pub spec: RunSpec,
+    /// The store with the run's durability, scoped to the run and fenced by its lease.
+    pub store: Store,
+    /// The run's ledger (recorded results and responses).
+    pub ledger: Arc<RunContext>,
+    /// Stops the run (an abort, a lost lease, a divergence).
+    pub signal: CancellationToken,
+    /// Where the run's events go (`None`: nobody listens).
+    pub events: Option<mpsc::UnboundedSender<RunEvent>>,
+    /// Whether an earlier process drove the run before.
+    pub resumed: bool,
+    /// The state to go on from (the latest checkpoint of the run's thread).
+    pub state: AgentState,
+    /// The run's usage up to that checkpoint.
+    pub base_usage: TokenUsage,
+    /// Resolves model references.
+    pub providers: Arc<ProviderRegistry>,
+}
+
+impl ActiveRun {
+    /// `model` with its responses recorded (and replayed) at their positions in `scope`
+    /// (the checkpoint thread the conversation is saved under).
+    ///
+    /// # Errors
+    /// When the model cannot be bound.
+    pub fn model(&self, model: &ModelReference, scope: &str) -> Result<ModelReference, UppError> {
+        recorded_model(model, self.ledger.clone(), scope)
+    }
+}
+
+/// How a program ended in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndStatus {
+    /// It reached its end.
+    Completed,
+    /// It failed.
+    Failed,
+    /// It was stopped and can be resumed.
+    Interrupted,
+}
+
+/// What a program reports when it stops.
+#[derive(Debug, Clone)]
+pub struct ProgramEnd {
+    /// How it ended.
+    pub status: EndStatus,
+    /// The output (completed) or the error (failed).
+    pub message: String,
+    /// Steps of the whole run so far.
+    pub steps: u64,
+    /// Steps before this process.
+    pub steps_before: u64,
+    /// Usage of the whole run so far.
+    pub usage: TokenUsage,
+}
+
+/// How a run ended this time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEnd {
+    /// Completed with this output.
+    Completed {
+        /// The output.
+        output: String,
+    },
+    /// Failed.
+    Failed {
+        /// Why.
+        error: String,
+    },
+    /// Interrupted: resumable.
+    Interrupted,
+    /// A resume stopped before any model call: these calls were in flight when the run
+    /// stopped and may not run again without approval.
+    NeedsApproval {
+        /// The uncertain calls.
+        calls: Vec<ToolCallRecord>,
+    },
+}
+
+/// The outcome of a run's drive in this process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOutcome {
+    /// The run.
+    pub run_id: String,
+    /// How it ended.
+    pub end: RunEnd,
+    /// Steps of the whole run.
+    pub steps: u64,
+    /// Steps taken by this process.
+    pub steps_now: u64,
+    /// Usage of the whole run.
+    pub usage: Usage,
+}
+
+impl RunOutcome {
+    /// The exit code: 0 completed, 1 failed, 3 needs approval, 130 interrupted.
+    pub fn exit_code(&self) -> u8 {
+        match self.end {
+            RunEnd::Completed { .. } => 0,
+            RunEnd::Failed { .. } => 1,
+            RunEnd::NeedsApproval { .. } => 3,
+            RunEnd::Interrupted => 130,
+        }
+    }
+}
+
+/// Options of [`Runtime::resume`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResumeOptions {
+    /// Re-run uncertain side-effecting calls (the user approves).
+    pub rerun_uncertain: bool,
+}
+
+/// A run being driven by this process.
+#[derive(Debug)]
+pub struct RunHandle {
+    id: String,
+    events: Option<mpsc::UnboundedReceiver<RunEvent>>,
+    abort: CancellationToken,
+    task: JoinHandle<Result<RunOutcome, RunError>>,
+}
+
+impl RunHandle {
+    /// The run id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The run's events (once; `None` afterwards).
+    pub fn take_events(&mut self) -> Option<mpsc::UnboundedReceiver<RunEvent>> {
+        self.events.take()
+    }
+
+    /// Stops the run at the next safe point: in-flight tool calls stay pending (uncertain),
+    /// the run ends `interrupted` and can be resumed.
+    pub fn abort(&self) {
+        self.abort.cancel();
+    }
+
+    /// A token that aborts the run when cancelled (for signal handlers).
+    pub fn abort_handle(&self) -> CancellationToken {
+        self.abort.clone()
+    }
+
+    /// Waits for the run to stop.
+    ///
+    /// # Errors
+    /// Storage failures; [`StoreError::Fenced`] when another process took the run over.
+    pub async fn outcome(self) -> Result<RunOutcome, RunError> {
+        self.task
+            .await
+            .map_err(|e| RunError::Agent(format!("the run's task failed: {e}")))?
+    }
+}
+
+/// Starts and resumes runs.
+///
+/// # Examples
+///
+/// ```no_run
+/// use weft_runtime::{Runtime, spec::{AgentProgram, Program, RunSpec}};
+/// # async fn demo(store: weft_store::Store) -> Result<(), weft_runtime::RunError> {
+/// let runtime = Runtime::new(store);
+/// let handle = runtime
+///     .start(RunSpec::new("Hi", Program::Agent(AgentProgram::new("scripted:hello.json"))), false)
+///     .await?;
+/// let outcome = handle.outcome().await?;
+/// assert_eq!(outcome.exit_code(), 0);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    store: Store,
+    providers: Arc<ProviderRegistry>,
+    tools: ToolRegistry,
+    sessions: Option<Arc<dyn Sessions>>,
+}
+
+impl Runtime {
+    /// A runtime over `store` with the default providers and no tools.
+    pub fn new(store: Store) -> Self {
+        Runtime {
+            store,
+            providers: Arc::new(default_providers()),
+            tools: ToolRegistry::new(),
+            sessions: None,
+        }
+    }
+
+    /// Uses `providers` to resolve model references.
+    #[must_use]
+    pub fn with_providers(mut self, providers: ProviderRegistry) -> Self {
+        self.providers = Arc::new(providers);
+        self
+    }
+
+    /// Uses `tools` for agent programs.
+    #[must_use]
+    pub fn with_tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Runs Standard Agents sessions with `sessions`.
+    #[must_use]
+    pub fn with_sessions(mut self, sessions: Arc<dyn Sessions>) -> Self {
+        self.sessions = Some(sessions);
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Records a new run of `spec` and starts driving it on a task; `events` asks for its
+    /// event stream ([`RunHandle::take_events`]).
+    ///
+    /// # Errors
+    /// Unknown tools or an unresolvable model of an agent program; storage failures.
+    pub async fn start(&self, spec: RunSpec, events: bool) -> Result<RunHandle, RunError> {
+        let tools = self.agent_tools(&spec)?;
+        if let Program::Agent(agent) = &spec.program {
+            self.providers
+                .resolve(&agent.model)
+                .map_err(|e| RunError::Agent(e.to_string()))?;
+        }
+        let run_id = self.create(&spec).await?;
+        let ownership = Ownership::claim(&self.store, &run_id).await?;
+        let record = self
+            .store
+            .run(&run_id)
+            .await?
+            .ok_or_else(|| RunError::UnknownRun(run_id.clone()))?;
+        Ok(self.spawn(
+            record,
+            spec,
+            tools,
+            ownership,
+            Vec::new(),
+            HashSet::new(),
+            false,
+            events,
+        ))
+    }
+
+    /// Goes on with `run_id` from its latest checkpoint, re-using every recorded response
+    /// and tool result.
+    ///
+    /// # Errors
+    /// Unknown run, unreadable spec, unknown tools, storage failures; [`RunError::Owned`]
+    /// when another live process drives it.
+    pub async fn resume(
+        &self,
+        run_id: &str,
+        options: ResumeOptions,
+        events: bool,
+    ) -> Result<RunHandle, RunError> {
+        let record = self
+            .store
+            .run(run_id)
+            .await?
+            .ok_or_else(|| RunError::UnknownRun(run_id.to_owned()))?;
+        let spec = RunSpec::from_stored(&record.spec).map_err(|e| RunError::Spec {
+            run: run_id.to_owned(),
+            message: e.to_string(),
+        })?;
+        if record.status == RunStatus::Completed {
+            return Ok(finished(
+                &record,
+                RunEnd::Completed {
+                    output: record.output.clone().unwrap_or_default(),
+                },
+            ));
+        }
+        let tools = self.agent_tools(&spec)?;
+        let ownership = Ownership::claim(&self.store, run_id).await?;
+        // The uncertain-call rule.
+        let calls = self.store.tool_calls(run_id).await?;
+        let mut approved = HashSet::new();
+        let mut blocked = Vec::new();
+        for call in calls.iter().filter(|c| c.status == ToolCallStatus::Pending) {
+            let tool = tools.iter().find(|t| t.name == call.tool_name);
+            let side_effects = tool.map_or(call.side_effects, |t| t.side_effects);
+            let idempotent = tool.map_or(call.idempotent, |t| t.idempotent);
+            if !side_effects || idempotent || options.rerun_uncertain {
+                approved.insert(call.position.clone());
+            } else {
+                blocked.push(call.clone());
+            }
+        }
+        if !blocked.is_empty() {
+            let store = self.store.fenced(ownership.fence().clone());
+            let event = NewEvent {
+                event_type: event_type::RECOVERY.to_owned(),
+                run_id: run_id.to_owned(),
+                thread_id: record.thread_id.clone(),
+                agent_id: record.agent_id.clone(),
+                turn: 0,
+                tool_call_id: None,
+                payload: json!({"stopped": true,
+                    "uncertainCalls": blocked.iter().map(|c| json!({"toolCallId": c.tool_call_id, "tool": c.tool_name, "position": c.position})).collect::<Vec<_>>()}),
+            };
+            store.append_event(event).await?;
+            let mut record = record;
+            record.status = RunStatus::Interrupted;
+            record.updated_at = now_string();
+            store.put_run(&record).await?;
+            ownership.release().await;
+            return Ok(finished(&record, RunEnd::NeedsApproval { calls: blocked }));
+        }
+        Ok(self.spawn(
+            record, spec, tools, ownership, calls, approved, true, events,
+        ))
+    }
+
+    fn agent_tools(&self, spec: &RunSpec) -> Result<Vec<Tool>, RunError> {
+        match &spec.program {
+            Program::Agent(agent) => agent.tools.iter().map(|t| self.tools.build(t)).collect(),
+            Program::Session(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// Records a new run — thread, run with its spec, lineage root, initial checkpoint —
+    /// without driving it ([`Runtime::resume`] drives it later, in any process).
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn create(&self, spec: &RunSpec) -> Result<String, RunError> {
+        let run_id = new_id();
+        let thread_id = new_id();
+        let agent_id = new_id();
+        let now = now_string();
+        let store = self
+            .store
+            .with_durability(Durability::Sync)
+            .for_run(&run_id);
+        store.put_thread(&ThreadRecord::new(&thread_id)).await?;
+        let record = RunRecord {
+            run_id: run_id.clone(),
+            thread_id: thread_id.clone(),
+            agent_id: agent_id.clone(),
+            status: RunStatus::Running,
+            spec: serde_json::to_value(spec).map_err(|e| RunError::Spec {
+                run: run_id.clone(),
+                message: e.to_string(),
+            })?,
+            started_at: now.clone(),
+            updated_at: now.clone(),
+            ended_at: None,
+            steps: 0,
+            usage: Usage::default(),
+            owner_pid: Some(std::process::id()),
+            owner_host: Some(crate::ownership::host_id()),
+            error: None,
+            output: None,
+            parent_run_id: None,
+            lease: weft_store::Lease::default(),
+        };
+        store.put_run(&record).await?;
+        store
+            .put_agent(&AgentNode {
+                id: agent_id.clone(),
+                run_id: run_id.clone(),
+                parent_agent_id: None,
+                role: spec.role().to_owned(),
+                status: AgentStatus::Active,
+                depth: 0,
+                created_at: now,
+                completed_at: None,
+                usage: Usage::default(),
+            })
+            .await?;
+        let checkpoint = weft_agent::checkpoint::Checkpoint {
+            metadata: weft_agent::checkpoint::CheckpointMetadata {
+                session_id: thread_id.clone(),
+                checkpoint_id: new_id(),
+                timestamp: chrono::Utc::now(),
+                step: 0,
+                agent_id: agent_id.clone(),
+            },
+            state: initial_state(spec, &thread_id),
+            pending_tool_calls: Vec::new(),
+            completed_tool_calls: Vec::new(),
+            usage: Some(TokenUsage::default()),
+        };
+        store.save_checkpoint(&thread_id, &checkpoint).await?;
+        store
+            .append_event(NewEvent {
+                event_type: event_type::RUN_START.to_owned(),
+                run_id: run_id.clone(),
+                thread_id,
+                agent_id,
+                turn: 0,
+                tool_call_id: None,
+                payload: json!({"spec": spec}),
+            })
+            .await?;
+        Ok(run_id)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn spawn(
+        &self,
+        record: RunRecord,
+        spec: RunSpec,
+        tools: Vec<Tool>,
+        ownership: Ownership,
+        calls: Vec<ToolCallRecord>,
+        approved: HashSet<String>,
+        resumed: bool,
+        events: bool,
+    ) -> RunHandle {
+        let (tx, rx) = if events {
+            let (tx, rx) = mpsc::unbounded_channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        let abort = CancellationToken::new();
+        let id = record.run_id.clone();
+        let drive = Drive {
+            runtime: self.clone(),
+            record,
+            spec,
+            tools,
+            calls,
+            approved,
+            resumed,
+            events: tx,
+            abort: abort.clone(),
+        };
+        let task = tokio::spawn(drive.run(ownership));
+        RunHandle {
+            id,
+            events: rx,
+            abort,
+            task,
+        }
+    }
+}
+
+fn finished(record: &RunRecord, end: RunEnd) -> RunHandle {
+    let outcome = RunOutcome {
+        run_id: record.run_id.clone(),
+        end,
+        steps: record.steps,
+        steps_now: 0,
+        usage: record.usage,
+    };
+    RunHandle {
+        id: record.run_id.clone(),
+        events: None,
+        abort: CancellationToken::new(),
+        task: tokio::spawn(async move { Ok(outcome) }),
+    }
+}
+
+fn initial_state(spec: &RunSpec, thread_id: &str) -> AgentState {
+    AgentState::initial()
+        .with_message(Message::user(spec.input.as_str()))
+        .with_metadata(
+            weft_agent::SESSION_ID_KEY,
+            Value::String(thread_id.to_owned()),
+        )
+}
+
+struct Drive {
+    runtime: Runtime,
+    record: RunRecord,
+    spec: RunSpec,
+    tools: Vec<Tool>,
+    calls: Vec<ToolCallRecord>,
+    approved: HashSet<String>,
+    resumed: bool,
+    events: Option<mpsc::UnboundedSender<RunEvent>>,
+    abort: CancellationToken,
+}
+
+impl Drive {
+    async fn run(self, ownership: Ownership) -> Result<RunOutcome, RunError> {
+        let fence = ownership.fence().clone();
+        let result = self.drive(&fence).await;
+        match &result {
+            // A stale owner writes nothing more; the lease is not its to release.
+            Err(RunError::Store(StoreError::Fenced { .. })) => drop(ownership),
+            _ => ownership.release().await,
+        }
+        result
+    }
+
+    async fn drive(self, fence: &Arc<weft_store::lease::Fence>) -> Result<RunOutcome, RunError> {
+        let Drive {
+            runtime,
+            mut record,
+            spec,
+            tools,
+            calls,
+            approved,
+            resumed,
+            events,
+            abort,
+        } = self;
+        let run_id = record.run_id.clone();
+        let store = runtime
+            .store
+            .with_durability(spec.durability)
+            .for_run(&run_id)
+            .fenced(fence.clone());
+        let responses = if resumed {
+            store.recorded_responses(&run_id).await?
+        } else {
+            Vec::new()
+        };
+        let ledger = Arc::new(RunContext::new(
+            store.clone(),
+            &run_id,
+            &record.thread_id,
+            &record.agent_id,
+            calls.iter().cloned(),
+            responses,
+            approved.clone(),
+        ));
+        let latest = store.latest_checkpoint(&record.thread_id).await?;
+        let (state, base_usage) = match &latest {
+            Some(c) => (
+                c.checkpoint.state.clone(),
+                c.checkpoint.usage.clone().unwrap_or_default(),
+            ),
+            // The initial checkpoint was not written before a crash: start from the input.
+            None => (
+                initial_state(&spec, &record.thread_id),
+                TokenUsage::default(),
+            ),
+        };
+        if resumed {
+            ledger.begin_turn(state.step());
+            ledger
+                .event(
+                    event_type::RECOVERY,
+                    None,
+                    json!({
+                        "fromCheckpoint": latest.as_ref().map(|c| c.summary.id.clone()),
+                        "agentStep": state.step(),
+                        "recordedResults": calls.iter().filter(|c| c.status == ToolCallStatus::Completed).count(),
+                        "rerunUncertain": approved.iter().collect::<Vec<_>>(),
+                    }),
+                )
+                .await;
+        }
+        record.status = RunStatus::Running;
+        record.owner_pid = Some(std::process::id());
+        record.owner_host = Some(crate::ownership::host_id());
+        record.updated_at = now_string();
+        store.put_run(&record).await?;
+
+        // One signal stops the program: an abort, a lost lease, a divergence.
+        let signal = CancellationToken::new();
+        let watch = {
+            let (signal, abort, lost, stop) = (
+                signal.clone(),
+                abort.clone(),
+                fence.lost().clone(),
+                ledger.stop_token().clone(),
+            );
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = abort.cancelled() => {}
+                    () = lost.cancelled() => {}
+                    () = stop.cancelled() => {}
+                }
+                signal.cancel();
+            })
+        };
+        let active = ActiveRun {
+            record: record.clone(),
+            spec: spec.clone(),
+            store: store.clone(),
+            ledger: ledger.clone(),
+            signal,
+            events,
+            resumed,
+            state,
+            base_usage,
+            providers: runtime.providers.clone(),
+        };
+        let end = match &spec.program {
+            Program::Agent(program) => agent_program::run(program, tools, active).await,
+            Program::Session(program) => match &runtime.sessions {
+                Some(sessions) => sessions.run(program, active).await,
+                None => Err(RunError::NoSessions),
+            },
+        };
+        watch.abort();
+        if fence.lost().is_cancelled() {
+            let lease = runtime.store.lease(&run_id).await?.unwrap_or_default();
+            return Err(RunError::Store(StoreError::Fenced {
+                run_id,
+                held: fence.epoch(),
+                current: lease.epoch,
+            }));
+        }
+        let mut end = end?;
+        if let Some(divergence) = ledger.divergence() {
+            end.status = EndStatus::Failed;
+            end.message = divergence;
+        }
+        let _ = store.flush().await;
+        let pricing = match &spec.program {
+            Program::Agent(a) => a.pricing.unwrap_or_default(),
+            Program::Session(_) => Pricing::default(),
+        };
+        let now = now_string();
+        record.steps = end.steps;
+        record.usage = Usage {
+            input_tokens: end.usage.input_tokens,
+            output_tokens: end.usage.output_tokens,
+            cost: pricing.cost(end.usage.input_tokens, end.usage.output_tokens),
+        };
+        record.updated_at = now.clone();
+        let run_end = match end.status {
+            EndStatus::Completed => {
+                record.status = RunStatus::Completed;
+                record.output = Some(end.message.clone());
+                record.ended_at = Some(now);
+                RunEnd::Completed {
+                    output: end.message.clone(),
+                }
+            }
+            EndStatus::Failed => {
+                record.status = RunStatus::Failed;
+                record.error = Some(end.message.clone());
+                record.ended_at = Some(now);
+                RunEnd::Failed {
+                    error: end.message.clone(),
+                }
+            }
+            EndStatus::Interrupted => {
+                record.status = RunStatus::Interrupted;
+                RunEnd::Interrupted
+            }
+        };
+        store.put_run(&record).await?;
+        record_root_agent(&store, &record, spec.role()).await?;
+        store.flush().await?;
+        Ok(RunOutcome {
+            run_id,
+            end: run_end,
+            steps: end.steps,
+            steps_now: end.steps.saturating_sub(end.steps_before),
+            usage: record.usage,
+        })
+    }
+}
+
+/// Records the root agent of `run` in the lineage as the run stands: completed or failed
+/// (with `ended_at`) once the run ended, active before; usage is the run's.
+///
+/// # Errors
+/// Storage failures.
+pub async fn record_root_agent(
+    store: &Store,
+    run: &RunRecord,
+    role: &str,
+) -> Result<(), StoreError> {
+    store
+        .put_agent(&AgentNode {
+            id: run.agent_id.clone(),
+            run_id: run.run_id.clone(),
+            parent_agent_id: None,
+            role: role.to_owned(),
+            status: match run.status {
+                RunStatus::Completed => AgentStatus::Completed,
+                RunStatus::Failed => AgentStatus::Failed,
+                RunStatus::Running | RunStatus::Interrupted => AgentStatus::Active,
+            },
+            depth: 0,
+            created_at: run.started_at.clone(),
+            completed_at: run.ended_at.clone(),
+            usage: run.usage,
+        })
+        .await
+}
+
+/// The model providers a runtime resolves model references with: the built-ins plus
+/// `scripted-turns` (see `weft_store::testing`).
+pub fn default_providers() -> ProviderRegistry {
+    let mut registry = ProviderRegistry::with_builtins();
+    registry.register(
+        weft_store::testing::SCRIPTED_TURNS,
+        weft_store::testing::scripted_turns_provider,
+    );
+    registry
+}

@@ -1,0 +1,533 @@
+//! Durable execution in-process: weft-agent checkpointing into the store, the uncertain-call
+//! rule, and redaction of a secret passed as a tool argument (events, ledger, checkpoints).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use weft_agent::checkpoint::{CheckpointMode, CheckpointStore};
+use weft_agent::{AgentOptions, AgentState, agent};
+use weft_provider::Tool;
+use weft_provider::adapters::scripted::{self, Script, ScriptedResponse};
+use weft_runtime::spec::{AgentProgram, Program, RunSpec, ToolSpec};
+use weft_runtime::{ResumeOptions, RunEnd, RunOutcome, Runtime, ToolRegistry};
+use weft_store::{
+    Durability, EventLog, EventQuery, RunStatus, Runs, Store, ToolCallRecord, ToolCallStatus,
+    ToolLedger, now_string,
+};
+
+async fn sqlite(dir: &Path) -> Store {
+    Store::open(&format!("sqlite:{}", dir.join("weft.db").display()))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_agent_checkpoints_into_the_store_and_restores() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let add = Tool::new(
+        "add",
+        "adds",
+        json!({"type": "object"}),
+        |a: Value, _c| async move {
+            Ok(json!(
+                a["a"].as_i64().unwrap_or(0) + a["b"].as_i64().unwrap_or(0)
+            ))
+        },
+    );
+    let model = scripted::model(Script {
+        fresh_ids: false,
+        responses: vec![
+            ScriptedResponse::tool_call("c1", "add", json!({"a": 2, "b": 3})),
+            ScriptedResponse::text("5"),
+            ScriptedResponse::text("again 5"),
+        ],
+    });
+    let calculator = agent(
+        AgentOptions::new(model)
+            .tool(add)
+            .checkpoints(store.clone())
+            .checkpoint_mode(CheckpointMode::Sync)
+            .session_id("session-1"),
+    )
+    .unwrap();
+    let result = calculator
+        .generate("2 + 3?", &AgentState::initial())
+        .await
+        .unwrap();
+    calculator.flush_checkpoints().await;
+    let saved = CheckpointStore::load(&store, "session-1")
+        .await
+        .unwrap()
+        .unwrap();
+    let restored = saved.state.clone();
+    assert_eq!(restored, result.state);
+    assert_eq!(restored.session_id(), Some("session-1"));
+    assert_eq!(saved.completed_tool_calls.len(), 0); // the last step ran no tool
+    let steps = store.list_checkpoints("session-1").await.unwrap();
+    assert_eq!(steps.len(), 2);
+    let next = calculator.generate("and again?", &restored).await.unwrap();
+    assert_eq!(next.turn.text(), "again 5");
+}
+
+fn script(dir: &Path, args: &[Value]) -> String {
+    let mut responses: Vec<Value> = args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| json!({"toolCalls": [{"id": format!("call-{i:02}"), "name": "append_line", "arguments": a}]}))
+        .collect();
+    responses.push(json!({"text": "finished"}));
+    let path = dir.join("script.json");
+    std::fs::write(&path, json!({"responses": responses}).to_string()).unwrap();
+    format!("scripted-turns:{}", path.display())
+}
+
+fn spec(dir: &Path, model: String, idempotent: bool) -> RunSpec {
+    let mut program = AgentProgram::new(model);
+    program.tools = vec![ToolSpec {
+        name: "append_line".into(),
+        config: json!({"out": dir.join("out.txt"), "log": dir.join("log.txt"), "idempotent": idempotent}),
+    }];
+    program.role = "coder".into();
+    RunSpec::new("go", Program::Agent(program))
+}
+
+fn runtime(store: &Store) -> Runtime {
+    Runtime::new(store.clone()).with_tools(ToolRegistry::with_builtins())
+}
+
+async fn resume(store: &Store, run: &str, rerun_uncertain: bool) -> RunOutcome {
+    runtime(store)
+        .resume(run, ResumeOptions { rerun_uncertain }, false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap()
+}
+
+/// Records call `call` of the run's first model response as started, as a crash during it
+/// leaves it: pending, at its position (the thread's conversation of one message, index 0).
+async fn fake_in_flight(store: &Store, run: &str, call: &str) {
+    let record = store.run(run).await.unwrap().unwrap();
+    store
+        .with_durability(Durability::Sync)
+        .tool_call_started(&ToolCallRecord {
+            run_id: run.into(),
+            position: format!("{}@1#0", record.thread_id),
+            args_hash: String::new(),
+            tool_call_id: call.into(),
+            thread_id: record.thread_id,
+            tool_name: "append_line".into(),
+            arguments: json!({"line": "a"}),
+            status: ToolCallStatus::Pending,
+            result: None,
+            is_error: false,
+            attempts: 1,
+            side_effects: true,
+            idempotent: false,
+            turn: 1,
+            started_at: now_string(),
+            ended_at: None,
+        })
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncertain_call_stops_the_resume_until_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let model = script(dir.path(), &[json!({"line": "a"}), json!({"line": "b"})]);
+    let run = runtime(&store)
+        .create(&spec(dir.path(), model, false))
+        .await
+        .unwrap();
+    fake_in_flight(&store, &run, "call-00").await;
+
+    let outcome = resume(&store, &run, false).await;
+    let RunEnd::NeedsApproval { calls } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        calls
+            .iter()
+            .map(|c| c.tool_call_id.as_str())
+            .collect::<Vec<_>>(),
+        ["call-00"]
+    );
+    assert_eq!(outcome.exit_code(), 3);
+    assert_eq!(
+        store.run(&run).await.unwrap().unwrap().status,
+        RunStatus::Interrupted
+    );
+    assert!(
+        !dir.path().join("out.txt").exists(),
+        "nothing may run before approval"
+    );
+
+    let outcome = resume(&store, &run, true).await;
+    assert_eq!(
+        outcome.end,
+        RunEnd::Completed {
+            output: "finished".into()
+        }
+    );
+    let calls = store.tool_calls(&run).await.unwrap();
+    assert!(calls.iter().all(|c| c.status == ToolCallStatus::Completed));
+    assert_eq!(
+        calls
+            .iter()
+            .find(|c| c.tool_call_id == "call-00")
+            .unwrap()
+            .attempts,
+        2
+    );
+    let kinds: Vec<String> = store
+        .events(&EventQuery {
+            run_id: Some(run.clone()),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect();
+    assert!(
+        kinds.iter().filter(|k| *k == "recovery").count() == 2,
+        "{kinds:?}"
+    );
+    assert!(kinds.contains(&"completion".to_owned()));
+    // Resuming a completed run is a no-op with the same answer.
+    let again = resume(&store, &run, false).await;
+    assert_eq!(again.exit_code(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_tool_reruns_its_uncertain_call_without_asking() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let model = script(dir.path(), &[json!({"line": "a"})]);
+    let run = runtime(&store)
+        .create(&spec(dir.path(), model, true))
+        .await
+        .unwrap();
+    fake_in_flight(&store, &run, "call-00").await;
+    let outcome = resume(&store, &run, false).await;
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_in_a_tool_argument_never_reaches_the_store() {
+    let secret = "sk-test-0123456789abcdefSECRET";
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let model = script(
+        dir.path(),
+        &[json!({"line": format!("deploy with {secret}")})],
+    );
+    let outcome = runtime(&store)
+        .start(spec(dir.path(), model, false), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    let run = outcome.run_id.clone();
+    // The tool itself got the real argument…
+    assert!(
+        std::fs::read_to_string(dir.path().join("out.txt"))
+            .unwrap()
+            .contains(secret)
+    );
+    // …but nothing stored has it.
+    let events = store
+        .events(&EventQuery {
+            run_id: Some(run.clone()),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    let calls = store.tool_calls(&run).await.unwrap();
+    let record = store.run(&run).await.unwrap().unwrap();
+    let cp = store
+        .latest_checkpoint(&record.thread_id)
+        .await
+        .unwrap()
+        .unwrap();
+    for (what, text) in [
+        ("events", serde_json::to_string(&events).unwrap()),
+        ("tool calls", serde_json::to_string(&calls).unwrap()),
+        ("checkpoint", serde_json::to_string(&cp.checkpoint).unwrap()),
+    ] {
+        assert!(
+            !text.contains(secret),
+            "the secret leaked into the {what}: {text}"
+        );
+        assert!(text.contains("[REDACTED]"), "{what}");
+    }
+    // Raw bytes of the database file too.
+    store.flush().await.unwrap();
+    let raw = std::fs::read(dir.path().join("weft.db")).unwrap();
+    let wal = std::fs::read(dir.path().join("weft.db-wal")).unwrap_or_default();
+    let needle = secret.as_bytes();
+    assert!(!raw.windows(needle.len()).any(|w| w == needle));
+    assert!(!wal.windows(needle.len()).any(|w| w == needle));
+}
+
+/// A model that answers like a real provider: the first answer of a conversation asks for
+/// the `probe` tool with a new call id and new arguments on every ask; after a tool result
+/// it answers "done". `asks` counts how often it was asked for the first answer.
+fn fickle_providers(asks: Arc<AtomicUsize>) -> weft_provider::ProviderRegistry {
+    let mut providers = weft_runtime::default_providers();
+    providers.register("fickle", move || {
+        let asks = asks.clone();
+        Arc::new(weft_provider::Provider::new("fickle", "1").with_llm(
+            move |id: &str, _options: &Value| {
+                let asks = asks.clone();
+                let model: Arc<dyn weft_provider::LlmModel> =
+                    Arc::new(scripted::ScriptedModel::from_fn(id, move |request| {
+                        if request.messages.len() > 1 {
+                            return Ok(ScriptedResponse::text("done"));
+                        }
+                        let n = asks.fetch_add(1, Ordering::SeqCst);
+                        Ok(ScriptedResponse::tool_call(
+                            format!("call-{n}"),
+                            "probe",
+                            json!({"ask": n}),
+                        ))
+                    }));
+                Ok(model)
+            },
+        ))
+    });
+    providers
+}
+
+/// The `probe` tool: records the call id and arguments it ran with; its first run hangs
+/// until cancelled (the process "dies" while it runs).
+fn probe_registry(seen: Arc<Mutex<Vec<(String, Value)>>>) -> ToolRegistry {
+    let mut tools = ToolRegistry::new();
+    tools.register("probe", move |_config: &Value| {
+        let seen = seen.clone();
+        Ok(Tool::new(
+            "probe",
+            "probes",
+            json!({"type": "object"}),
+            move |args: Value, ctx: weft_provider::ToolContext| {
+                let seen = seen.clone();
+                async move {
+                    let first = {
+                        let mut seen = seen.lock().unwrap();
+                        seen.push((ctx.tool_call_id.clone(), args));
+                        seen.len() == 1
+                    };
+                    if first {
+                        ctx.signal.cancelled().await;
+                        return Err(weft_provider::ToolError::new("the probe was cancelled"));
+                    }
+                    Ok(json!("probed"))
+                }
+            },
+        )
+        .with_side_effects(true))
+    });
+    tools
+}
+
+/// RT-050 with real providers' habits: a step whose response was recorded is never asked
+/// of the model again; the resumed step runs the recorded call (same id, same arguments),
+/// and an interrupted call is uncertain, not a recorded result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_step_continues_from_its_recorded_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let asks = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let runtime = Runtime::new(store.clone())
+        .with_providers(fickle_providers(asks.clone()))
+        .with_tools(probe_registry(seen.clone()));
+    let mut program = AgentProgram::new("fickle:m");
+    program.tools = vec![ToolSpec {
+        name: "probe".into(),
+        config: Value::Null,
+    }];
+    let handle = runtime
+        .start(RunSpec::new("go", Program::Agent(program)), false)
+        .await
+        .unwrap();
+    let run = handle.id().to_owned();
+    while seen.lock().unwrap().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    handle.abort();
+    let outcome = handle.outcome().await.unwrap();
+    assert_eq!(outcome.end, RunEnd::Interrupted);
+    let calls = store.tool_calls(&run).await.unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0].status,
+        ToolCallStatus::Pending,
+        "a cancelled call stays uncertain"
+    );
+
+    // The interrupted call is uncertain: nothing runs without approval.
+    let stopped = runtime
+        .resume(&run, ResumeOptions::default(), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(stopped.exit_code(), 3);
+    let done = runtime
+        .resume(
+            &run,
+            ResumeOptions {
+                rerun_uncertain: true,
+            },
+            false,
+        )
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(
+        done.end,
+        RunEnd::Completed {
+            output: "done".into()
+        }
+    );
+    assert_eq!(
+        asks.load(Ordering::SeqCst),
+        1,
+        "the recorded step was asked again"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(
+        seen[1], seen[0],
+        "the resume ran the recorded call, id and arguments"
+    );
+}
+
+/// RT-026…RT-028, RT-049 through the runtime: a run of two tool steps leaves a checkpoint
+/// after every tool result (holding its pending and then its completed call, inputs and
+/// outputs) and one at every step boundary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_checkpoints_every_tool_result_and_every_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let model = script(dir.path(), &[json!({"line": "a"}), json!({"line": "b"})]);
+    let outcome = runtime(&store)
+        .start(spec(dir.path(), model, false), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    let record = store.run(&outcome.run_id).await.unwrap().unwrap();
+    let checkpoints = store.list_checkpoints(&record.thread_id).await.unwrap();
+    let kinds: Vec<(&str, u64, u64, u64)> = checkpoints
+        .iter()
+        .map(|c| {
+            (
+                c.kind.as_str(),
+                c.agent_step,
+                c.pending_tools,
+                c.completed_tools,
+            )
+        })
+        .collect();
+    // Initial, then per tool step: pending call, its result, the step end; then the answer.
+    let tool = kinds.iter().filter(|k| k.0 == "tool").count();
+    let steps = kinds.iter().filter(|k| k.0 == "step").count();
+    assert_eq!(tool, 4, "{kinds:?}");
+    assert!(
+        kinds.iter().any(|k| k.0 == "tool" && k.2 == 1 && k.3 == 0),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds.iter().any(|k| k.0 == "tool" && k.2 == 0 && k.3 == 1),
+        "{kinds:?}"
+    );
+    assert_eq!(steps, 4, "initial + 3 model steps: {kinds:?}");
+    let calls = store.tool_calls(&outcome.run_id).await.unwrap();
+    assert_eq!(calls.len(), 2);
+    assert!(calls.iter().all(|c| c.status == ToolCallStatus::Completed
+        && c.arguments["line"].is_string()
+        && c.result.is_some()
+        && !c.args_hash.is_empty()));
+}
+
+/// A resumed request whose conversation is not the one the recorded response answered is a
+/// divergence: the run fails with a message naming the position; nothing is replayed and
+/// the model is not asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_divergence_from_the_record_stops_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let asks = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let runtime = Runtime::new(store.clone())
+        .with_providers(fickle_providers(asks.clone()))
+        .with_tools(probe_registry(seen.clone()));
+    let mut program = AgentProgram::new("fickle:m");
+    program.tools = vec![ToolSpec {
+        name: "probe".into(),
+        config: Value::Null,
+    }];
+    let handle = runtime
+        .start(RunSpec::new("go", Program::Agent(program)), false)
+        .await
+        .unwrap();
+    let run = handle.id().to_owned();
+    while seen.lock().unwrap().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    handle.abort();
+    handle.outcome().await.unwrap();
+    store.flush().await.unwrap();
+    // What the record answered is not what the resumed run asks (as after an edited store).
+    let db = rusqlite::Connection::open(dir.path().join("weft.db")).unwrap();
+    let changed = db
+        .execute("UPDATE model_responses SET fingerprint = 'other'", [])
+        .unwrap();
+    assert_eq!(changed, 1);
+    let outcome = runtime
+        .resume(
+            &run,
+            ResumeOptions {
+                rerun_uncertain: true,
+            },
+            false,
+        )
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    let RunEnd::Failed { error } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    assert!(
+        error.contains("diverged") && error.contains("@1"),
+        "{error}"
+    );
+    assert_eq!(
+        asks.load(Ordering::SeqCst),
+        1,
+        "the model was asked instead"
+    );
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        1,
+        "a call ran after the divergence"
+    );
+}

@@ -1,0 +1,106 @@
+//! Standard Agents sessions as runs of `weft-runtime`: [`StandardSessions`] implements the
+//! runtime's [`Sessions`], so `Runtime::start` / `Runtime::resume` drive a project's agent
+//! with the spec's stop rules, handoffs and both `dual_ai` sides — the same code for a new
+//! run and for one resumed in another process.
+
+use async_trait::async_trait;
+use weft_agent::checkpoint::CheckpointMode;
+use weft_provider::TokenUsage;
+use weft_runtime::spec::SessionProgram;
+use weft_runtime::{ActiveRun, EndStatus, ProgramEnd, RunError, Sessions};
+use weft_store::Durability;
+
+use crate::project::{Project, snapshot_of};
+use crate::session::{Durable, SessionOptions, SessionStatus, run_session};
+
+/// Runs Standard Agents sessions for the runtime.
+///
+/// # Examples
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use weft_runtime::Runtime;
+/// use weft_standard::StandardSessions;
+/// # fn demo(store: weft_store::Store) {
+/// let runtime = Runtime::new(store).with_sessions(Arc::new(StandardSessions));
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StandardSessions;
+
+/// The files of the project of `program` that changed on disk since the run recorded its
+/// snapshot (empty when nothing changed, or when the run has no snapshot).
+pub fn changed_since_start(program: &SessionProgram) -> Vec<String> {
+    let Some(recorded) = &program.project else {
+        return Vec::new();
+    };
+    match snapshot_of(&program.workspace) {
+        Ok(now) if now.hash != recorded.hash => recorded.changed_files(&now),
+        _ => Vec::new(),
+    }
+}
+
+#[async_trait]
+impl Sessions for StandardSessions {
+    async fn run(&self, program: &SessionProgram, run: ActiveRun) -> Result<ProgramEnd, RunError> {
+        let project = match &program.project {
+            Some(snapshot) => Project::from_snapshot(snapshot, &program.workspace),
+            None => Project::load(&program.workspace),
+        }
+        .map_err(|e| RunError::Agent(format!("the run's project: {e}")))?;
+        let agent = project.agent(&program.agent).ok_or_else(|| {
+            RunError::Agent(format!("the project has no agent {:?}", program.agent))
+        })?;
+        let thread = run.record.thread_id.clone();
+        // Side B's conversation has its own checkpoints; the later checkpoint of the two
+        // sides holds the larger usage total (checkpoints record the run's usage to them).
+        let side_b = if run.resumed {
+            run.store
+                .latest_checkpoint(&format!("{thread}.sideB"))
+                .await?
+        } else {
+            None
+        };
+        let total = |u: &TokenUsage| u.input_tokens + u.output_tokens;
+        let base_usage = match side_b.as_ref().and_then(|c| c.checkpoint.usage.clone()) {
+            Some(b) if total(&b) > total(&run.base_usage) => b,
+            _ => run.base_usage.clone(),
+        };
+        let state_b = side_b.map(|c| c.checkpoint.state);
+        let steps_before = run.state.step() + state_b.as_ref().map_or(0, |s| s.step());
+        let mut options = SessionOptions::new(&program.workspace);
+        options.model_override = program.model_override.clone();
+        options.providers = run.providers.clone();
+        options.signal = run.signal.clone();
+        options.events = run.events.clone();
+        options.thread_id = Some(thread);
+        options.initial_state = run.state.clone();
+        options.initial_state_b = state_b;
+        options.durable = Some(Durable {
+            run: run.ledger.clone(),
+            store: run.store.clone(),
+            mode: match run.spec.durability {
+                Durability::Sync => CheckpointMode::Sync,
+                Durability::Async => CheckpointMode::Async,
+            },
+            base_usage: base_usage.clone(),
+        });
+        let outcome = run_session(&project, &agent.name, "", &options)
+            .await
+            .map_err(|e| RunError::Agent(e.to_string()))?;
+        let mut usage = base_usage;
+        usage.merge(&outcome.usage);
+        usage.cycles = None;
+        Ok(ProgramEnd {
+            status: match outcome.status {
+                SessionStatus::Completed => EndStatus::Completed,
+                SessionStatus::Failed => EndStatus::Failed,
+                SessionStatus::Interrupted => EndStatus::Interrupted,
+            },
+            message: outcome.message,
+            steps: outcome.state_a.step() + outcome.state_b.as_ref().map_or(0, |s| s.step()),
+            steps_before,
+            usage,
+        })
+    }
+}
