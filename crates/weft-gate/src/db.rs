@@ -218,8 +218,8 @@ impl GateDb {
         }
         self.conn.pragma_update(None, "synchronous", "NORMAL")?;
         // Each hook is a short process, usually the file's only connection: without this,
-        // every exit would checkpoint the whole WAL with fsyncs (tens of ms). Checkpoints
-        // still happen as the WAL grows (wal_autocheckpoint) and in the store's writer.
+        // every exit would checkpoint the WAL with fsyncs. The WAL is truncated on drop
+        // instead, once it passes WAL_TRUNCATE_BYTES (see `Drop`).
         self.conn.set_db_config(
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
@@ -674,6 +674,29 @@ impl GateDb {
         self.conn
             .execute("DELETE FROM gate_claims WHERE path LIKE ?1", [prefix])
             .map_err(|e| self.err(e))
+    }
+}
+
+/// The WAL size past which a closing connection truncates it.
+///
+/// A process that opens the file as its only connection rebuilds the WAL index by reading
+/// every frame of the WAL, and a WAL written by one-connection processes never restarts
+/// (each recovery forgets what was checkpointed). So without a bound, every hook would read a
+/// WAL that grows by every hook. With it, a hook reads at most ~512 KiB, and one hook in
+/// ~30 pays the checkpoint's fsyncs.
+const WAL_TRUNCATE_BYTES: u64 = 512 * 1024;
+
+impl Drop for GateDb {
+    fn drop(&mut self) {
+        let wal = PathBuf::from(format!("{}-wal", self.path.display()));
+        let big = std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_TRUNCATE_BYTES);
+        if big {
+            // Never wait for another connection (a running `weft run`): try, or leave it.
+            let _ = self.conn.busy_timeout(Duration::ZERO);
+            let _ = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
     }
 }
 
