@@ -728,6 +728,35 @@ mod tests {
     }
 
     #[test]
+    fn the_wal_stays_bounded_across_short_connections() {
+        // One connection per hook process: a WAL nobody truncates would grow with every hook,
+        // and every hook would read all of it on open.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("weft.db");
+        let wal = dir.path().join("weft.db-wal");
+        let row = AuditEntry {
+            harness: "claude".into(),
+            event: "pre-tool-use".into(),
+            gate: "verdict".into(),
+            message: "x".repeat(500),
+            ..AuditEntry::default()
+        };
+        let mut largest = 0;
+        for _ in 0..300 {
+            let db = GateDb::open(&path).expect("open");
+            db.audit(&vec![row.clone(); 8]).expect("audit");
+            drop(db);
+            largest = largest.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+        }
+        assert!(
+            largest <= WAL_TRUNCATE_BYTES + 256 * 1024,
+            "the WAL reached {largest} bytes"
+        );
+        let db = GateDb::open(&path).expect("open");
+        assert_eq!(db.recent_audit(0, false, 10_000).expect("rows").len(), 2400);
+    }
+
+    #[test]
     fn migrations_run_once_and_coexist_with_other_tables() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("weft.db");
