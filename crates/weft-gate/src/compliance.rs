@@ -66,13 +66,21 @@ pub fn check(root: &Path) -> Vec<Item> {
     let mut items = Vec::new();
 
     let starts = wired(&coverage, "SessionStart", "sessionStart");
+    // The hooks' self-tests run in a scratch folder, so they leave nothing in the project's
+    // audit trail (a test denial would show up in the next session's context).
+    let scratch = std::env::temp_dir().join(format!(
+        "weft-compliance-{}-{}",
+        std::process::id(),
+        crate::db::now_ms()
+    ));
+    let _ = std::fs::create_dir_all(&scratch);
     let answer = run_hook(
         HookEvent::SessionStart,
         Some(Harness::Claude),
-        json!({"session_id": "weft-compliance-check", "hook_event_name": "SessionStart", "cwd": root, "source": "startup"})
+        json!({"session_id": "weft-compliance-check", "hook_event_name": "SessionStart", "cwd": scratch, "source": "startup"})
             .to_string()
             .as_bytes(),
-        root,
+        &scratch,
     );
     let injects = answer.exit_code == 0 && answer.stdout.contains("<uap-context>");
     items.push(Item {
