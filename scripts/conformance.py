@@ -14,7 +14,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIREMENTS = os.path.join(ROOT, "..", "shared", "specs", "REQUIREMENTS.md")
 OWNER = {"UPP": "issues 2-3", "UAP": "issue 4", "TP": "issue 5", "RT": "issues 8-9",
-         "SA": "issue 9", "UNI": "not yet filed"}
+         "SA": "issue 9", "UNI": "issue 23"}
 ID = re.compile(r"^\|\s*((?:UPP|UAP|TP|RT|SA|UNI)-\d+)\s*\|")
 
 

@@ -46,4 +46,22 @@ pub(crate) enum Command {
     /// Local models: `list` what is available and where, `install` (assemble) the default one.
     #[command(subcommand)]
     Models(commands::models::ModelsCommand),
+    /// A harness hook (Claude Code, Cursor, Codex): reads its JSON on stdin, answers in its
+    /// format; exit codes follow the harness's contract (2 = deny), not the table above.
+    Hook(commands::hook::HookArgs),
+    /// Harness hook registration: `install --harness claude|cursor`, `doctor`.
+    #[command(subcommand)]
+    Hooks(commands::hooks::HooksCommand),
+    /// The gate's policy database: `add`, `list`, `remove`, `enable`, `disable`, `check`, `audit`.
+    #[command(subcommand)]
+    Policy(commands::policy::PolicyCommand),
+    /// Worktrees under .worktrees/NNN-<slug>/: `create`, `ensure`, `pr`, `finish`, `list`.
+    #[command(subcommand)]
+    Worktree(commands::worktree::WorktreeCommand),
+    /// The Universal Agent Protocol's §6 conformance items for this repository: `check`.
+    #[command(subcommand)]
+    Compliance(commands::compliance::ComplianceCommand),
+    /// The completion checklist of weft.toml: `check`.
+    #[command(subcommand)]
+    Completion(commands::compliance::CompletionCommand),
 }

@@ -310,4 +310,14 @@ pub struct ProjectConfig {
     /// `tools/`), which are otherwise read-only to them. The run store stays out of reach.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tools_may_edit_definitions: bool,
+    /// `[project]`: settings shared by several parts of Weft (`testCommand`); read by
+    /// `weft-gate` (the completion checklist), kept here as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<Value>,
+    /// `[gates]`: the harness gates' settings, read by `weft-gate`; kept here as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gates: Option<Value>,
+    /// `[completion]`: the completion checklist, read by `weft-gate`; kept here as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<Value>,
 }

@@ -133,3 +133,30 @@ fn a_dual_ai_agent_without_max_session_turns_loads_with_a_warning() {
         ]
     );
 }
+
+#[test]
+fn weft_toml_gate_tables_load_beside_the_project_settings() {
+    // weft-gate reads [project], [gates] and [completion] from the same weft.toml; a
+    // project that configures them must still load for `weft run`.
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, body) in [
+        (
+            "weft.toml",
+            "model = \"scripted:s.json\"\n[project]\ntestCommand = \"cargo test\"\n[gates]\nworktree = true\n[completion]\nbuild = \"cargo build\"\n",
+        ),
+        ("agents/a.toml", "name = \"a\"\n[sideA]\nprompt = \"p\"\n"),
+        ("prompts/p.toml", "name = \"p\"\n"),
+    ] {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, body).expect("write");
+    }
+    let project = Project::load(dir.path()).expect("gate tables are accepted");
+    let test_command = project
+        .config()
+        .project
+        .as_ref()
+        .and_then(|p| p.get("testCommand"))
+        .and_then(|v| v.as_str());
+    assert_eq!(test_command, Some("cargo test"));
+}

@@ -1,0 +1,326 @@
+//! The completion checklist: what must pass before anyone may claim "done".
+//!
+//! Each check comes from the project's `[completion]` table ([`crate::config`]): a command
+//! (tests — the one `[project] testCommand` key —, build, type-check, lint, schema diff,
+//! memory lesson) passes when it exits 0; three are built in:
+//! - `newTests`: when the branch (committed or not, against the base branch) changes source
+//!   files, it changes at least one test file too (a path with a `test`/`tests`/`spec`
+//!   part, or a `_test.`/`.test.`/`.spec.`/`test_` file name);
+//! - `versionBump`: the branch is not a protected one, and the version in `Cargo.toml`,
+//!   `package.json` or `pyproject.toml` at `HEAD` differs from the base branch's;
+//! - `review`: a commit on the branch since the base carries a `Reviewed-by:` trailer;
+//! - `taskDiscipline`: the session had a task in progress (a `TodoWrite` item
+//!   `in_progress`) before its first edit.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::config::{CheckSpec, GateConfig};
+use crate::db::GateDb;
+use crate::process;
+use crate::project::Repo;
+
+/// The result of one check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckResult {
+    /// The check's name.
+    pub name: String,
+    /// Whether a failure refuses "done".
+    pub required: bool,
+    /// Whether it passed.
+    pub passed: bool,
+    /// What it ran or saw, and the tail of the output when it failed.
+    pub detail: String,
+}
+
+/// The results of the whole checklist.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checklist {
+    /// One per configured check, in order.
+    pub results: Vec<CheckResult>,
+}
+
+impl Checklist {
+    /// Whether "done" may be claimed: no required check failed.
+    pub fn passed(&self) -> bool {
+        self.results.iter().all(|r| r.passed || !r.required)
+    }
+
+    /// The failed required checks, with their details.
+    pub fn reason(&self) -> String {
+        let failed: Vec<String> = self
+            .results
+            .iter()
+            .filter(|r| !r.passed && r.required)
+            .map(|r| format!("- {}: {}", r.name, r.detail))
+            .collect();
+        format!(
+            "completion gates failed; do not claim done until they pass:\n{}",
+            failed.join("\n")
+        )
+    }
+
+    /// One line per check.
+    pub fn summary(&self) -> String {
+        self.results
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}{}",
+                    if r.passed { "pass" } else { "FAIL" },
+                    r.name,
+                    if r.required { "" } else { " (optional)" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Runs every configured check in `dir` (the worktree being finished). `db` and `session`
+/// serve the task-discipline check.
+pub fn run_checklist(
+    config: &GateConfig,
+    dir: &Path,
+    db: Option<&GateDb>,
+    session: Option<&str>,
+) -> Checklist {
+    let limit = Duration::from_secs(config.completion.timeout_seconds);
+    let mut results = Vec::new();
+    for check in &config.completion.checks {
+        let (passed, detail) = match &check.spec {
+            CheckSpec::Missing(why) => (false, why.clone()),
+            CheckSpec::Command(line) => run_command(line, dir, limit),
+            CheckSpec::Builtin => match check.name.as_str() {
+                "versionBump" => version_bump(config, dir),
+                "newTests" => new_tests(config, dir),
+                "review" => review(config, dir),
+                "taskDiscipline" => task_discipline(db, session),
+                other => (false, format!("{other} has no built-in check")),
+            },
+        };
+        results.push(CheckResult {
+            name: check.name.clone(),
+            required: check.required,
+            passed,
+            detail,
+        });
+    }
+    Checklist { results }
+}
+
+fn run_command(line: &str, dir: &Path, limit: Duration) -> (bool, String) {
+    match process::run_shell(line, dir, limit) {
+        Err(e) => (false, e),
+        Ok(done) if done.timed_out => (
+            false,
+            format!("`{line}` ran past {}s and was stopped", limit.as_secs()),
+        ),
+        Ok(done) if done.code == Some(0) => (true, format!("`{line}` passed")),
+        Ok(done) => {
+            let output = format!("{}\n{}", done.stdout, done.stderr);
+            (
+                false,
+                format!(
+                    "`{line}` exited {}:\n{}",
+                    done.code
+                        .map_or_else(|| "by signal".to_owned(), |c| c.to_string()),
+                    process::tail(&output, 15)
+                ),
+            )
+        }
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let done = process::run("git", &args, dir, &[], Duration::from_secs(60)).ok()?;
+    (done.code == Some(0)).then_some(done.stdout)
+}
+
+/// The base branch: configured, else the first protected branch that exists.
+pub(crate) fn base_branch(config: &GateConfig, dir: &Path) -> Option<String> {
+    let candidates = config
+        .completion
+        .base_branch
+        .iter()
+        .chain(config.protected_branches.iter());
+    for candidate in candidates {
+        if git(dir, &["rev-parse", "--verify", "--quiet", candidate]).is_some() {
+            return Some(candidate.clone());
+        }
+    }
+    None
+}
+
+fn version_at(dir: &Path, rev: &str) -> Option<(String, String)> {
+    for file in ["Cargo.toml", "package.json", "pyproject.toml"] {
+        let Some(text) = git(dir, &["show", &format!("{rev}:{file}")]) else {
+            continue;
+        };
+        let version = if file == "package.json" {
+            serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("version")?.as_str().map(str::to_owned))
+        } else {
+            toml::from_str::<toml::Table>(&text).ok().and_then(|t| {
+                let pick = |path: &[&str]| {
+                    let mut value = t.get(path[0])?;
+                    for key in &path[1..] {
+                        value = value.get(key)?;
+                    }
+                    value.as_str().map(str::to_owned)
+                };
+                pick(&["package", "version"])
+                    .or_else(|| pick(&["workspace", "package", "version"]))
+                    .or_else(|| pick(&["project", "version"]))
+                    .or_else(|| pick(&["tool", "poetry", "version"]))
+            })
+        };
+        if let Some(v) = version {
+            return Some((file.to_owned(), v));
+        }
+    }
+    None
+}
+
+fn version_bump(config: &GateConfig, dir: &Path) -> (bool, String) {
+    let branch = Repo::discover(dir).and_then(|r| r.branch());
+    if let Some(b) = branch
+        .as_ref()
+        .filter(|b| config.protected_branches.contains(b))
+    {
+        return (
+            false,
+            format!("version bumps happen on the feature branch, and this is {b}"),
+        );
+    }
+    let Some(base) = base_branch(config, dir) else {
+        return (false, "no base branch to compare the version with".into());
+    };
+    let Some(merge_base) = git(dir, &["merge-base", "HEAD", &base]).map(|s| s.trim().to_owned())
+    else {
+        return (false, format!("no common ancestor of HEAD and {base}"));
+    };
+    match (version_at(dir, "HEAD"), version_at(dir, &merge_base)) {
+        (None, _) => (
+            false,
+            "no version found in Cargo.toml, package.json or pyproject.toml at HEAD".into(),
+        ),
+        (Some((file, now)), Some((_, before))) if now == before => (
+            false,
+            format!("the version in {file} is still {now}, as on {base}: bump it on this branch"),
+        ),
+        (Some((file, now)), before) => (
+            true,
+            format!(
+                "{file}: {} → {now}",
+                before.map_or_else(|| "none".to_owned(), |(_, v)| v)
+            ),
+        ),
+    }
+}
+
+const CODE_EXTENSIONS: &[&str] = &[
+    "rs", "ts", "tsx", "js", "jsx", "mjs", "py", "go", "java", "kt", "rb", "c", "cc", "cpp", "h",
+    "hpp", "cs", "swift", "scala", "php",
+];
+
+fn is_test_path(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    let file = lower.rsplit('/').next().unwrap_or(&lower);
+    lower
+        .split('/')
+        .any(|part| matches!(part, "test" | "tests" | "spec" | "specs" | "__tests__"))
+        || file.starts_with("test_")
+        || file.contains("_test.")
+        || file.contains(".test.")
+        || file.contains(".spec.")
+}
+
+fn new_tests(config: &GateConfig, dir: &Path) -> (bool, String) {
+    let Some(base) = base_branch(config, dir) else {
+        return (false, "no base branch to compare the changes with".into());
+    };
+    let Some(merge_base) = git(dir, &["merge-base", "HEAD", &base]).map(|s| s.trim().to_owned())
+    else {
+        return (false, format!("no common ancestor of HEAD and {base}"));
+    };
+    let mut changed: Vec<String> = git(dir, &["diff", "--name-only", &merge_base])
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    changed.extend(
+        git(dir, &["ls-files", "--others", "--exclude-standard"])
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned),
+    );
+    let code: Vec<&String> = changed
+        .iter()
+        .filter(|p| {
+            p.rsplit_once('.')
+                .is_some_and(|(_, ext)| CODE_EXTENSIONS.contains(&ext))
+                && !is_test_path(p)
+        })
+        .collect();
+    let tests = changed.iter().filter(|p| is_test_path(p)).count();
+    match (code.is_empty(), tests) {
+        (true, _) => (true, "no source file changed".into()),
+        (false, 0) => (
+            false,
+            format!(
+                "source files changed ({}) but no test file did: add tests that cover the change",
+                code.iter()
+                    .take(5)
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
+        (false, n) => (true, format!("{n} test file(s) changed with the code")),
+    }
+}
+
+fn review(config: &GateConfig, dir: &Path) -> (bool, String) {
+    let Some(base) = base_branch(config, dir) else {
+        return (false, "no base branch to find the branch's commits".into());
+    };
+    let Some(log) = git(dir, &["log", &format!("{base}..HEAD"), "--format=%B"]) else {
+        return (false, "cannot read the branch's commits".into());
+    };
+    if log
+        .lines()
+        .any(|l| l.trim().to_ascii_lowercase().starts_with("reviewed-by:"))
+    {
+        (true, "a Reviewed-by: trailer is present".into())
+    } else {
+        (
+            false,
+            format!(
+                "no commit since {base} carries a Reviewed-by: trailer (have the change reviewed first)"
+            ),
+        )
+    }
+}
+
+fn task_discipline(db: Option<&GateDb>, session: Option<&str>) -> (bool, String) {
+    let (Some(db), Some(session)) = (db, session) else {
+        return (false, "no session to check the task trace of".into());
+    };
+    match db.task_trace(session) {
+        Err(e) => (false, e.to_string()),
+        Ok(trace) => match (trace.first_task_at, trace.first_edit_at) {
+            (_, None) => (true, "no edits in this session".into()),
+            (Some(task), Some(edit)) if task <= edit => {
+                (true, "a task was in progress before the first edit".into())
+            }
+            _ => (
+                false,
+                "files were edited before any task was in progress (mark a task in_progress first)"
+                    .into(),
+            ),
+        },
+    }
+}
