@@ -853,6 +853,8 @@ async fn a_run_attached_to_a_finished_thread_answers_its_new_input() {
                 workspace: p.dir().to_path_buf(),
                 agent: "a".into(),
                 model_override: None,
+                project_dir: None,
+                sandbox: None,
             }),
         )
     };
