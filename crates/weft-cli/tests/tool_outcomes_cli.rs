@@ -95,7 +95,8 @@ fn refused_calls_are_errors_the_model_sees_and_the_run_goes_on() {
     assert_eq!(end["output"], "recovered");
 
     let run = events[0]["runId"].as_str().unwrap();
-    let log = weft(dir.path(), &["events", run, "--json"]);
+    // The run's store is the project's (`p/.weft/`): ask from the project folder.
+    let log = weft(&dir.path().join("p"), &["events", run, "--json"]);
     let refused: Vec<String> = String::from_utf8_lossy(&log.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
