@@ -55,7 +55,7 @@ pub(crate) enum Command {
     /// The gate's policy database: `add`, `list`, `remove`, `enable`, `disable`, `check`, `audit`.
     #[command(subcommand)]
     Policy(commands::policy::PolicyCommand),
-    /// Worktrees under .worktrees/NNN-<slug>/: `create`, `ensure`, `pr`, `finish`, `list`.
+    /// Worktrees under `.worktrees/NNN-<slug>/`: `create`, `ensure`, `pr`, `finish`, `list`.
     #[command(subcommand)]
     Worktree(commands::worktree::WorktreeCommand),
     /// The Universal Agent Protocol's §6 conformance items for this repository: `check`.

@@ -672,6 +672,7 @@ impl Drive {
                 signal.cancel();
             })
         };
+        let (active_steps, active_usage) = (state.step(), base_usage.clone());
         let active = ActiveRun {
             record: record.clone(),
             spec: spec.clone(),
@@ -700,7 +701,18 @@ impl Drive {
                 current: lease.epoch,
             }));
         }
-        let mut end = end?;
+        // A program that could not even start (its project, its model) fails the run, with
+        // the reason recorded, rather than leaving it `running`.
+        let mut end = match end {
+            Ok(end) => end,
+            Err(error) => ProgramEnd {
+                status: EndStatus::Failed,
+                message: error.to_string(),
+                steps: active_steps,
+                steps_before: active_steps,
+                usage: active_usage,
+            },
+        };
         if let Some(divergence) = ledger.divergence() {
             end.status = EndStatus::Failed;
             end.message = divergence;

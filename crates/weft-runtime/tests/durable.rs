@@ -607,3 +607,33 @@ async fn a_run_on_an_existing_thread_continues_its_conversation() {
         Err(weft_runtime::RunError::UnknownThread(_))
     ));
 }
+
+/// A program that cannot start (here: a session, on a runtime given no session runner)
+/// fails its run with the reason recorded, instead of leaving it `running`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_that_cannot_start_fails_its_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let program = weft_runtime::spec::SessionProgram {
+        project: None,
+        workspace: dir.path().to_path_buf(),
+        agent: "a".into(),
+        model_override: None,
+        project_dir: None,
+        sandbox: None,
+    };
+    let outcome = Runtime::new(store.clone())
+        .start(RunSpec::new("go", Program::Session(program)), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    let RunEnd::Failed { error } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    assert!(error.contains("Standard Agents"), "{error}");
+    let record = store.run(&outcome.run_id).await.unwrap().unwrap();
+    assert_eq!(record.status, RunStatus::Failed);
+    assert_eq!(record.error.as_deref(), Some(error.as_str()));
+}

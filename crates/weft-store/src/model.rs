@@ -108,7 +108,7 @@ pub struct RunRecord {
     /// The run this one was started from (a resume of a branch), if any.
     pub parent_run_id: Option<String>,
     /// Who owns the run now (read-only here: leases change only through
-    /// [`crate::Leases`], never through `put_run`).
+    /// [`crate::lease::Leases`], never through `put_run`).
     #[serde(default)]
     pub lease: Lease,
 }
