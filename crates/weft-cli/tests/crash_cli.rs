@@ -99,7 +99,29 @@ fn one_crash_cycle(seed: u64) {
     for line in output.lines() {
         *lines.entry(line).or_default() += 1;
     }
-    assert_eq!(lines.len(), CALLS, "{output}");
+    if lines.len() != CALLS {
+        // Say which calls went wrong and how (the run's ledger), to tell a crash-safety bug
+        // from a command that failed.
+        let show = spawn(&root, &["runs", "show", &run_id, "--json"])
+            .wait_with_output()
+            .expect("runs show");
+        let ledger: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap_or_default();
+        let odd: Vec<String> = ledger["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| {
+                c["is_error"] == true || c["status"] != "completed" || c["result"]["exit_code"] != 0
+            })
+            .map(|c| format!("{} {} {}", c["position"], c["status"], c["result"]))
+            .collect();
+        let exec = std::fs::read_to_string(root.join("exec.log")).unwrap_or_default();
+        panic!(
+            "seed {seed}: {} of {CALLS} lines after {kills} kills\n{output}\nodd calls:\n{}\nexec.log:\n{exec}",
+            lines.len(),
+            odd.join("\n")
+        );
+    }
     assert!(lines.values().all(|&n| n == 1), "{output}");
     // A call whose result was recorded never runs again: repeats come only from kills.
     let log = std::fs::read_to_string(root.join("exec.log")).expect("exec.log");

@@ -12,6 +12,9 @@ pub enum RunError {
     /// The run does not exist.
     #[error("run {0:?} not found")]
     UnknownRun(String),
+    /// The run's budget cannot be enforced (a cost limit without prices): not started.
+    #[error("{0}")]
+    Budget(String),
     /// The thread does not exist.
     #[error("thread {0:?} not found")]
     UnknownThread(String),
@@ -62,10 +65,11 @@ pub enum RunError {
 
 impl RunError {
     /// The exit code a command reports for this error: 5 when another process owns the
-    /// run, else 1 (2 is for usage errors, decided before a run exists).
+    /// run, 2 for a request that cannot be run as given (no run record is made), else 1.
     pub fn exit_code(&self) -> u8 {
         match self {
             RunError::Owned { .. } | RunError::Store(StoreError::Fenced { .. }) => 5,
+            RunError::Budget(_) | RunError::UnknownThread(_) => 2,
             _ => 1,
         }
     }

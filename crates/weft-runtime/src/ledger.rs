@@ -27,12 +27,15 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
-use weft_provider::{AssistantMessage, Tool, ToolCall, ToolContext, ToolError, ToolExecution};
+use weft_provider::{
+    AssistantMessage, TokenUsage, Tool, ToolCall, ToolContext, ToolError, ToolExecution,
+};
 use weft_store::{
     EventLog as _, NewEvent, RecordedResponse, Store, ToolCallRecord, ToolCallStatus,
     ToolLedger as _, event_type, now_string,
 };
 
+use crate::budget::Budget;
 use crate::spec::hex;
 
 #[derive(Debug, Default)]
@@ -67,8 +70,19 @@ pub struct RunContext {
     step: Mutex<StepCalls>,
     /// The latest rounds, newest last (a few are kept: event consumers may lag a step).
     rounds: Mutex<std::collections::VecDeque<Round>>,
-    divergence: Mutex<Option<String>>,
+    failure: Mutex<Option<String>>,
     stop: CancellationToken,
+    budget: Budget,
+    pricing: Option<weft_store::Pricing>,
+    spent: Mutex<Spent>,
+}
+
+/// What the run has used so far, against its budget.
+#[derive(Debug, Default, Clone, Copy)]
+struct Spent {
+    steps: u64,
+    input_tokens: u64,
+    output_tokens: u64,
 }
 
 impl fmt::Debug for RunContext {
@@ -113,8 +127,76 @@ impl RunContext {
             turn: AtomicU64::new(0),
             step: Mutex::new(StepCalls::default()),
             rounds: Mutex::new(std::collections::VecDeque::new()),
-            divergence: Mutex::new(None),
+            failure: Mutex::new(None),
             stop: CancellationToken::new(),
+            budget: Budget::default(),
+            pricing: None,
+            spent: Mutex::new(Spent::default()),
+        }
+    }
+
+    /// This context with `budget` (costs priced with `pricing`). What the run spent before
+    /// this process is exactly its recorded responses: one per model call, with its usage
+    /// (whatever the program: both sides of a session, a run attached to an older thread).
+    #[must_use]
+    pub fn with_budget(mut self, budget: Budget, pricing: Option<weft_store::Pricing>) -> Self {
+        let mut spent = Spent::default();
+        for response in self.responses.values() {
+            spent.steps += 1;
+            let usage = &response.response["usage"];
+            spent.input_tokens += usage["inputTokens"].as_u64().unwrap_or(0);
+            spent.output_tokens += usage["outputTokens"].as_u64().unwrap_or(0);
+        }
+        self.budget = budget;
+        self.pricing = pricing;
+        self.spent = Mutex::new(spent);
+        self
+    }
+
+    /// Checks the budget before a model call: a reached limit fails the run.
+    pub(crate) fn check_budget(&self, pricing: Option<weft_store::Pricing>) -> Result<(), String> {
+        let Ok(spent) = self.spent.lock().map(|s| *s) else {
+            return Ok(());
+        };
+        let tokens = spent.input_tokens + spent.output_tokens;
+        let reached = self.budget.exceeded(spent.steps, tokens).or_else(|| {
+            let (max, pricing) = (self.budget.max_cost?, pricing?);
+            let cost = pricing.cost(spent.input_tokens, spent.output_tokens);
+            (cost >= max)
+                .then(|| format!("the run reached its budget of {max} (maxCost): {cost:.4} spent"))
+        });
+        match reached {
+            Some(reason) => {
+                self.fail(reason.clone());
+                Err(reason)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The tokens of every model call of the run so far (recorded responses, and this
+    /// process's calls): what a failed or interrupted run reports too.
+    pub fn spent_usage(&self) -> TokenUsage {
+        let spent = self.spent.lock().map(|s| *s).unwrap_or_default();
+        TokenUsage {
+            input_tokens: spent.input_tokens,
+            output_tokens: spent.output_tokens,
+            total_tokens: spent.input_tokens + spent.output_tokens,
+            ..TokenUsage::default()
+        }
+    }
+
+    /// The prices the run's cost is computed with, when known.
+    pub(crate) fn pricing(&self) -> Option<weft_store::Pricing> {
+        self.pricing
+    }
+
+    /// Counts a new model call and its tokens.
+    pub(crate) fn spend(&self, usage: &TokenUsage) {
+        if let Ok(mut spent) = self.spent.lock() {
+            spent.steps += 1;
+            spent.input_tokens += usage.input_tokens;
+            spent.output_tokens += usage.output_tokens;
         }
     }
 
@@ -178,20 +260,20 @@ impl RunContext {
         })
     }
 
-    /// Stops the run: its record and what is happening now disagree.
-    pub(crate) fn diverge(&self, message: String) {
-        if let Ok(mut divergence) = self.divergence.lock() {
-            divergence.get_or_insert(message);
+    /// Stops the run as failed, for `reason` (a divergence from its record, a budget).
+    pub fn fail(&self, reason: String) {
+        if let Ok(mut failure) = self.failure.lock() {
+            failure.get_or_insert(reason);
         }
         self.stop.cancel();
     }
 
-    /// Why the run diverged from its record, if it did.
-    pub fn divergence(&self) -> Option<String> {
-        self.divergence.lock().ok().and_then(|d| d.clone())
+    /// Why the run must end failed (it diverged from its record, it reached its budget).
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().ok().and_then(|d| d.clone())
     }
 
-    /// Cancelled when the run must stop (a divergence).
+    /// Cancelled when the run must stop (a divergence, a budget).
     pub fn stop_token(&self) -> &CancellationToken {
         &self.stop
     }
@@ -340,7 +422,7 @@ async fn durable_call(
                  now {} was called; nothing was replayed or run",
                 record.tool_name, tool.name
             );
-            run.diverge(message.clone());
+            run.fail(message.clone());
             return Err(ToolError::new(message));
         }
         run.event(

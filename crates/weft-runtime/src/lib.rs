@@ -30,6 +30,7 @@
 //! ```
 
 pub mod agent_program;
+pub mod budget;
 mod error;
 pub mod event;
 pub mod ledger;

@@ -124,13 +124,14 @@ impl RecordedModel {
                 "the run diverged from its record at {position}: the conversation there is not the one the recorded \
                  response answered (was the project or the model changed since?); it was not replayed"
             );
-            self.run.diverge(message.clone());
+            self.run.fail(message.clone());
             return Err(UppError::llm(
                 ErrorCode::InvalidRequest,
                 self.inner.provider(),
                 message,
             ));
         }
+        // Already counted against the budget: the run's recorded responses are what it spent.
         let response = decode(&recorded.response, self.inner.provider())?;
         self.run.begin_round(&position, &response.message);
         Ok(Some(response))
@@ -164,8 +165,15 @@ async fn record(
             ),
         ));
     }
+    run.spend(&response.usage);
     run.begin_round(&position, &response.message);
     Ok(())
+}
+
+/// Refuses a model call the run's budget does not allow (the run then ends failed).
+fn within_budget(run: &RunContext, provider: &str) -> Result<(), UppError> {
+    run.check_budget(run.pricing())
+        .map_err(|reason| UppError::llm(ErrorCode::InvalidRequest, provider, reason))
 }
 
 impl LlmModel for RecordedModel {
@@ -186,6 +194,7 @@ impl LlmModel for RecordedModel {
             if let Some(response) = self.replay(&request)? {
                 return Ok(response);
             }
+            within_budget(&self.run, self.inner.provider())?;
             let len = request.messages.len();
             let print = fingerprint(&request.messages);
             let response = self.inner.complete(request).await?;
@@ -207,6 +216,7 @@ impl LlmModel for RecordedModel {
             if let Some(response) = self.replay(&request)? {
                 return Ok(response.into_stream());
             }
+            within_budget(&self.run, self.inner.provider())?;
             let len = request.messages.len();
             let print = fingerprint(&request.messages);
             let inner = self.inner.stream(request).await?;

@@ -295,6 +295,19 @@ impl Runtime {
         spec: RunSpec,
         events: bool,
     ) -> Result<RunHandle, RunError> {
+        if spec.budget.max_cost.is_some() && known_pricing(&spec).is_none() {
+            let model = match &spec.program {
+                Program::Agent(agent) => agent.model.clone(),
+                Program::Session(session) => session
+                    .model_override
+                    .clone()
+                    .unwrap_or_else(|| format!("the models of agent {}", session.agent)),
+            };
+            return Err(RunError::Budget(format!(
+                "a cost budget (maxCost) needs the price of {model}, and Weft knows none: \
+                 the run was not started (give the run's pricing, or use maxTotalTokens)"
+            )));
+        }
         let tools = self.agent_tools(&spec)?;
         if let Program::Agent(agent) = &spec.program {
             self.providers
@@ -612,15 +625,6 @@ impl Drive {
         } else {
             Vec::new()
         };
-        let ledger = Arc::new(RunContext::new(
-            store.clone(),
-            &run_id,
-            &record.thread_id,
-            &record.agent_id,
-            calls.iter().cloned(),
-            responses,
-            approved.clone(),
-        ));
         let latest = store.latest_checkpoint(&record.thread_id).await?;
         let (state, base_usage) = match &latest {
             Some(c) => (
@@ -633,6 +637,18 @@ impl Drive {
                 TokenUsage::default(),
             ),
         };
+        let ledger = Arc::new(
+            RunContext::new(
+                store.clone(),
+                &run_id,
+                &record.thread_id,
+                &record.agent_id,
+                calls.iter().cloned(),
+                responses,
+                approved.clone(),
+            )
+            .with_budget(spec.budget, known_pricing(&spec)),
+        );
         if resumed {
             ledger.begin_turn(state.step());
             ledger
@@ -657,17 +673,28 @@ impl Drive {
         // One signal stops the program: an abort, a lost lease, a divergence.
         let signal = CancellationToken::new();
         let watch = {
-            let (signal, abort, lost, stop) = (
+            let (signal, abort, lost, ledger) = (
                 signal.clone(),
                 abort.clone(),
                 fence.lost().clone(),
-                ledger.stop_token().clone(),
+                ledger.clone(),
             );
+            let max_time = spec.budget.max_time;
             tokio::spawn(async move {
+                let out_of_time = async {
+                    match max_time {
+                        Some(limit) => tokio::time::sleep(limit).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     () = abort.cancelled() => {}
                     () = lost.cancelled() => {}
-                    () = stop.cancelled() => {}
+                    () = ledger.stop_token().cancelled() => {}
+                    () = out_of_time => ledger.fail(format!(
+                        "the run reached its time budget of {} (maxTime)",
+                        crate::budget::format_duration(max_time.unwrap_or_default())
+                    )),
                 }
                 signal.cancel();
             })
@@ -713,9 +740,15 @@ impl Drive {
                 usage: active_usage,
             },
         };
-        if let Some(divergence) = ledger.divergence() {
+        if let Some(failure) = ledger.failure() {
             end.status = EndStatus::Failed;
-            end.message = divergence;
+            end.message = failure;
+        }
+        // Every model call of the run is recorded with its usage: a run that failed or was
+        // stopped mid-step still reports what it spent.
+        let spent = ledger.spent_usage();
+        if spent.total_tokens > end.usage.input_tokens + end.usage.output_tokens {
+            end.usage = spent;
         }
         let _ = store.flush().await;
         let pricing = match &spec.program {
@@ -762,6 +795,14 @@ impl Drive {
             steps_now: end.steps.saturating_sub(end.steps_before),
             usage: record.usage,
         })
+    }
+}
+
+/// The prices of the run's model, when the spec gives any (a cost budget needs them).
+fn known_pricing(spec: &RunSpec) -> Option<Pricing> {
+    match &spec.program {
+        Program::Agent(agent) => agent.pricing.filter(|p| *p != Pricing::default()),
+        Program::Session(_) => None,
     }
 }
 

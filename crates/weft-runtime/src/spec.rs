@@ -11,6 +11,8 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use weft_store::{Durability, Pricing};
 
+use crate::budget::Budget;
+
 /// A run's recorded definition.
 ///
 /// # Examples
@@ -34,6 +36,13 @@ pub struct RunSpec {
     pub durability: Durability,
     /// What the run executes.
     pub program: Program,
+    /// Limits on the whole run (kept by a resume).
+    #[serde(default, skip_serializing_if = "is_unlimited")]
+    pub budget: Budget,
+}
+
+fn is_unlimited(budget: &Budget) -> bool {
+    *budget == Budget::default()
 }
 
 impl RunSpec {
@@ -43,6 +52,7 @@ impl RunSpec {
             input: input.into(),
             durability: Durability::Sync,
             program,
+            budget: Budget::default(),
         }
     }
 
@@ -78,6 +88,7 @@ impl RunSpec {
             input: legacy.input,
             durability: legacy.durability,
             program,
+            budget: Budget::default(),
         })
     }
 

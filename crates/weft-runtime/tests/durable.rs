@@ -637,3 +637,138 @@ async fn a_program_that_cannot_start_fails_its_run() {
     assert_eq!(record.status, RunStatus::Failed);
     assert_eq!(record.error.as_deref(), Some(error.as_str()));
 }
+
+/// A model that never stops asking for `probe`, each answer costing 10 + 1 tokens; `asks`
+/// counts its calls.
+fn looping_providers(asks: Arc<AtomicUsize>) -> weft_provider::ProviderRegistry {
+    let mut providers = weft_runtime::default_providers();
+    providers.register("looping", move || {
+        let asks = asks.clone();
+        Arc::new(weft_provider::Provider::new("looping", "1").with_llm(
+            move |id: &str, _options: &Value| {
+                let asks = asks.clone();
+                let model: Arc<dyn weft_provider::LlmModel> =
+                    Arc::new(scripted::ScriptedModel::from_fn(id, move |_request| {
+                        let n = asks.fetch_add(1, Ordering::SeqCst);
+                        let mut reply =
+                            ScriptedResponse::tool_call(format!("c{n}"), "probe", json!({}));
+                        reply.usage = Some(weft_provider::adapters::scripted::ScriptedUsage {
+                            input_tokens: 10,
+                            output_tokens: 1,
+                            ..Default::default()
+                        });
+                        Ok(reply)
+                    }));
+                Ok(model)
+            },
+        ))
+    });
+    providers
+}
+
+async fn run_with_budget(
+    budget: weft_runtime::budget::Budget,
+    probe_waits: bool,
+) -> (RunOutcome, usize, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let asks = Arc::new(AtomicUsize::new(0));
+    let mut tools = ToolRegistry::new();
+    tools.register("probe", move |_config: &Value| {
+        Ok(Tool::new(
+            "probe",
+            "probes",
+            json!({"type": "object"}),
+            move |_a: Value, ctx: weft_provider::ToolContext| async move {
+                if probe_waits {
+                    ctx.signal.cancelled().await;
+                    return Err(weft_provider::ToolError::new("cancelled"));
+                }
+                Ok(json!("ok"))
+            },
+        ))
+    });
+    let runtime = Runtime::new(store.clone())
+        .with_providers(looping_providers(asks.clone()))
+        .with_tools(tools);
+    let mut program = AgentProgram::new("looping:m");
+    program.tools = vec![ToolSpec {
+        name: "probe".into(),
+        config: Value::Null,
+    }];
+    let mut spec = RunSpec::new("go", Program::Agent(program));
+    spec.budget = budget;
+    let outcome = runtime
+        .start(spec, false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    std::mem::forget(dir);
+    (outcome, asks.load(Ordering::SeqCst), store)
+}
+
+/// Budgets end a runaway run, failed, with the limit named: steps and tokens before the
+/// next model call, time even in the middle of a tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn budgets_stop_a_runaway_run() {
+    use weft_runtime::budget::Budget;
+    let (outcome, asks, store) = run_with_budget(
+        Budget {
+            max_steps: Some(3),
+            ..Budget::default()
+        },
+        false,
+    )
+    .await;
+    assert_eq!(asks, 3, "three model calls, not a fourth");
+    let RunEnd::Failed { error } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    assert!(error.contains("maxSteps"), "{error}");
+    let record = store.run(&outcome.run_id).await.unwrap().unwrap();
+    assert_eq!(record.status, RunStatus::Failed);
+    assert_eq!(outcome.usage.input_tokens, 30, "what it spent is reported");
+
+    let (outcome, asks, _) = run_with_budget(
+        Budget {
+            max_total_tokens: Some(25),
+            ..Budget::default()
+        },
+        false,
+    )
+    .await;
+    assert_eq!(asks, 3, "11, 22, then 33 ≥ 25 tokens: no fourth call");
+    assert!(matches!(&outcome.end, RunEnd::Failed { error } if error.contains("maxTotalTokens")));
+
+    let (outcome, asks, _) = run_with_budget(
+        Budget {
+            max_time: Some(std::time::Duration::from_millis(300)),
+            ..Budget::default()
+        },
+        true,
+    )
+    .await;
+    assert_eq!(asks, 1);
+    assert!(
+        matches!(&outcome.end, RunEnd::Failed { error } if error.contains("maxTime")),
+        "{outcome:?}"
+    );
+}
+
+/// A cost budget without prices cannot be enforced: the run is refused before it exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_budget_without_prices_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let mut spec = RunSpec::new("go", Program::Agent(AgentProgram::new("scripted:x.json")));
+    spec.budget.max_cost = Some(1.0);
+    let refused = Runtime::new(store.clone()).start(spec, false).await;
+    let Err(error) = refused else {
+        panic!("started")
+    };
+    assert_eq!(error.exit_code(), 2);
+    assert!(error.to_string().contains("scripted:x.json"), "{error}");
+    assert!(store.runs(None).await.unwrap().is_empty(), "no run record");
+}

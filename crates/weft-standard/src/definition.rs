@@ -310,6 +310,10 @@ pub struct ProjectConfig {
     /// `tools/`), which are otherwise read-only to them. The run store stays out of reach.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tools_may_edit_definitions: bool,
+    /// `[budget]`: limits on every run of the project (`maxSteps`, `maxTotalTokens`,
+    /// `maxCost`, `maxTime`); `weft run --max-…` flags override them one by one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<weft_runtime::budget::Budget>,
     /// `[project]`: settings shared by several parts of Weft (`testCommand`); read by
     /// `weft-gate` (the completion checklist), kept here as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]

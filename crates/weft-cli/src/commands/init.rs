@@ -35,6 +35,11 @@ model = "scripted-turns:scripts/coder.json"
 
 [env]
 PROJECT_NAME = "demo"
+
+# Limits on every run (a run that reaches one ends failed; `weft run --max-…` overrides):
+# maxSteps (model calls), maxTotalTokens, maxCost (needs known prices), maxTime ("10m").
+[budget]
+maxSteps = 40
 "#,
     ),
     (

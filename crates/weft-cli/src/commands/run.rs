@@ -18,6 +18,7 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use weft_runtime::budget::{Budget, DEFAULT_SESSION_MAX_STEPS};
 use weft_runtime::spec::{Program, RunSpec, SessionProgram};
 use weft_runtime::{RunEnd, RunHandle, Runtime};
 use weft_standard::{AgentDefinition, Project, ProjectError, SessionEvent, StandardSessions};
@@ -27,7 +28,10 @@ use weft_store::{Durability, Runs as _, Store};
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  weft init demo && weft run demo \"Say hello\"\n  weft run demo --agent review_pair --json \"Write a haiku\"\n\n\
-Exit codes: 0 completed, 1 the agent failed (sessionFail, error), 2 usage or definition error, 130 interrupted."
+Budgets (--max-steps, --max-total-tokens, --max-cost, --max-time, or weft.toml's [budget]) stop the whole run, failed, when reached; \
+a run without one stops after 100 steps.\n\n\
+Exit codes: 0 completed, 1 the agent failed (sessionFail, error, a budget reached), 2 usage or definition error, \
+3 a resume stopped on an uncertain call, 5 another process drives the run, 130 interrupted."
 )]
 pub(crate) struct RunArgs {
     /// The agent to run (default: the project's `defaultAgent`, or its only agent).
@@ -56,6 +60,20 @@ pub(crate) struct RunArgs {
     /// weft.toml's `sandbox`, else `workspace`.
     #[arg(long, value_name = "MODE")]
     sandbox: Option<weft_tools::Mode>,
+    /// Stop the run (failed, exit 1) before a model call past this many steps. Default:
+    /// weft.toml's `[budget] maxSteps`, else 100.
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u64>,
+    /// Stop the run before a model call once it has used this many tokens (input + output).
+    #[arg(long, value_name = "N")]
+    max_total_tokens: Option<u64>,
+    /// Stop the run once it has cost this much; needs the price of its models (a run whose
+    /// price is unknown is refused, exit 2).
+    #[arg(long, value_name = "AMOUNT")]
+    max_cost: Option<f64>,
+    /// Stop the run after this long (`90s`, `10m`, `1h30m`), even in the middle of a tool.
+    #[arg(long, value_name = "DURATION", value_parser = weft_runtime::budget::parse_duration)]
+    max_time: Option<std::time::Duration>,
     /// `[PROJECT_DIR] INPUT`: the project folder (default: the working directory) and the
     /// message; without INPUT the message is read from standard input.
     #[arg(value_name = "ARGS", num_args = 0..=2)]
@@ -226,8 +244,26 @@ async fn drive(
     };
     let mut spec = RunSpec::new(input, Program::Session(program));
     spec.durability = durability;
+    // The flags, then the project's `[budget]`, then the default step limit of sessions.
+    spec.budget = Budget {
+        max_steps: args.max_steps,
+        max_total_tokens: args.max_total_tokens,
+        max_cost: args.max_cost,
+        max_time: args.max_time,
+    }
+    .or(project.config().budget.unwrap_or_default())
+    .or(Budget {
+        max_steps: Some(DEFAULT_SESSION_MAX_STEPS),
+        ..Budget::default()
+    });
     let runtime = runtime(store);
-    let handle = runtime.start(spec, true).await?;
+    let handle = match runtime.start(spec, true).await {
+        Ok(handle) => handle,
+        Err(error) => {
+            eprintln!("weft: {error}");
+            return Ok(ExitCode::from(error.exit_code()));
+        }
+    };
     present(&runtime, handle, &agent.name, args.json, false).await
 }
 
@@ -327,6 +363,7 @@ pub(crate) async fn present(
             json!({"type": "run_end", "runId": run_id, "status": word, "exitCode": code, "steps": outcome.steps,
             "inputTokens": input_tokens, "outputTokens": output_tokens, "cost": cost,
             "output": match &outcome.end { RunEnd::Completed { output } => Some(output.clone()), _ => None },
+            "error": match &outcome.end { RunEnd::Failed { error } => Some(error.clone()), _ => None },
             "resume": resume_hint})
         );
     } else {

@@ -1,0 +1,148 @@
+//! Budgets through `weft run`: `--max-steps`, `--max-total-tokens`, `--max-time`, the
+//! project's `[budget]`, the default step limit of sessions, and `--max-cost` refused when no
+//! price is known. A reached budget ends the run failed (exit 1), with the limit named and
+//! what it spent reported.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// A project whose model asks for a command on every answer (`calls` of them) and never
+/// stops on its own; each answer costs 10 + 1 tokens.
+fn runaway(dir: &Path, budget: &str) {
+    for sub in ["agents", "prompts"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    std::fs::write(
+        dir.join("weft.toml"),
+        format!("model = \"scripted-turns:script.json\"\n{budget}"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("agents/a.toml"),
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("prompts/p.toml"),
+        "name = \"p\"\ntools = [\"run_command\"]\n",
+    )
+    .unwrap();
+    let responses: Vec<serde_json::Value> = (0..150)
+        .map(|i| {
+            serde_json::json!({"toolCalls": [{"id": format!("c{i}"), "name": "run_command",
+            "arguments": {"command": "echo x >> calls.txt; sleep 0.01"}}],
+            "usage": {"inputTokens": 10, "outputTokens": 1}})
+        })
+        .collect();
+    std::fs::write(
+        dir.join("script.json"),
+        serde_json::json!({"responses": responses}).to_string(),
+    )
+    .unwrap();
+}
+
+fn weft(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("WEFT_DATABASE_URL")
+        .output()
+        .unwrap()
+}
+
+fn calls(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("p/calls.txt"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+fn end_of(out: &Output) -> serde_json::Value {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["type"] == "run_end")
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_step_budget_stops_the_run_failed_with_what_it_spent() {
+    let dir = tempfile::tempdir().unwrap();
+    runaway(&dir.path().join("p"), "");
+    let out = weft(
+        dir.path(),
+        &["run", "p", "--max-steps", "3", "--json", "go"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let end = end_of(&out);
+    assert_eq!(end["status"], "failed");
+    assert_eq!(end["inputTokens"], 30, "{end}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("maxSteps")
+            || end.to_string().contains("maxSteps")
+    );
+    assert_eq!(calls(dir.path()), 3);
+}
+
+#[test]
+fn the_projects_budget_and_the_default_step_limit_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    runaway(&dir.path().join("p"), "[budget]\nmaxTotalTokens = 25\n");
+    let out = weft(dir.path(), &["run", "p", "go"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("maxTotalTokens"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(calls(dir.path()), 3);
+
+    // No budget anywhere: a runaway session stops at the default 100 steps.
+    let dir = tempfile::tempdir().unwrap();
+    runaway(&dir.path().join("p"), "");
+    let out = weft(dir.path(), &["run", "p", "go"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("100 steps"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(calls(dir.path()), 100);
+}
+
+#[test]
+fn a_time_budget_stops_a_long_command_and_a_cost_budget_needs_prices() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("p");
+    runaway(&root, "");
+    std::fs::write(
+        root.join("script.json"),
+        serde_json::json!({"responses": [{"toolCalls": [{"id": "c", "name": "run_command",
+            "arguments": {"command": "sleep 30"}}]}]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = weft(dir.path(), &["run", "p", "--max-time", "1s", "go"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("maxTime"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = weft(dir.path(), &["run", "p", "--max-cost", "0.5", "go"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("maxCost") && stderr.contains("price"),
+        "{stderr}"
+    );
+    let bad = weft(dir.path(), &["run", "p", "--max-time", "soon", "go"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
