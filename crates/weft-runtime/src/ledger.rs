@@ -512,11 +512,20 @@ async fn durable_call(
     {
         tracing::warn!(%error, "tool-result checkpoint failed");
     }
-    run.event(
-        event_type::TOOL_CALL_END,
-        Some(&id),
-        json!({"tool": tool.name, "isError": is_error, "result": result}),
-    )
-    .await;
+    // A large result is stored once, in the ledger; the event refers to it.
+    let size = serde_json::to_string(&result).map_or(0, |text| text.len());
+    let payload = if size > INLINE_RESULT_BYTES {
+        json!({"tool": tool.name, "isError": is_error, "resultBytes": size,
+               "resultRef": {"toolCall": position}})
+    } else {
+        json!({"tool": tool.name, "isError": is_error, "result": result})
+    };
+    run.event(event_type::TOOL_CALL_END, Some(&id), payload)
+        .await;
     outcome
 }
+
+/// Tool results larger than this (as JSON) are not copied into the event log: the
+/// `tool_call_end` event refers to the ledger's record (`resultRef.toolCall`, the call's
+/// position) instead.
+pub const INLINE_RESULT_BYTES: usize = 16 * 1024;

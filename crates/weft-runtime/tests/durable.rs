@@ -772,3 +772,37 @@ async fn a_cost_budget_without_prices_refuses_to_start() {
     assert!(error.to_string().contains("scripted:x.json"), "{error}");
     assert!(store.runs(None).await.unwrap().is_empty(), "no run record");
 }
+
+/// A large tool result is stored once: the ledger holds it, the event log refers to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_tool_result_is_stored_by_reference_in_the_event_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let big = "x".repeat(100_000);
+    let model = script(dir.path(), &[json!({"line": big.clone()})]);
+    let outcome = runtime(&store)
+        .start(spec(dir.path(), model, false), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    let events = store
+        .events(&EventQuery {
+            run_id: Some(outcome.run_id.clone()),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap();
+    let end = events
+        .iter()
+        .find(|e| e.event_type == "tool_call_end")
+        .unwrap();
+    assert!(end.payload.get("result").is_none(), "{}", end.payload);
+    assert!(end.payload["resultBytes"].as_u64().unwrap() > 100_000);
+    let position = end.payload["resultRef"]["toolCall"].as_str().unwrap();
+    let calls = store.tool_calls(&outcome.run_id).await.unwrap();
+    let call = calls.iter().find(|c| c.position == position).unwrap();
+    assert_eq!(call.result.as_ref().unwrap()["line"], json!(big));
+}
