@@ -4,30 +4,14 @@
 //! what it spent reported.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// A project whose model asks for a command on every answer (`calls` of them) and never
-/// stops on its own; each answer costs 10 + 1 tokens.
+/// A project whose model asks for a command on every answer and never stops on its own;
+/// each answer costs 10 + 1 tokens.
 fn runaway(dir: &Path, budget: &str) {
-    for sub in ["agents", "prompts"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
-    std::fs::write(
-        dir.join("weft.toml"),
-        format!("model = \"scripted-turns:script.json\"\n{budget}"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("agents/a.toml"),
-        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("prompts/p.toml"),
-        "name = \"p\"\ntools = [\"run_command\"]\n",
-    )
-    .unwrap();
     let responses: Vec<serde_json::Value> = (0..150)
         .map(|i| {
             serde_json::json!({"toolCalls": [{"id": format!("c{i}"), "name": "run_command",
@@ -35,11 +19,8 @@ fn runaway(dir: &Path, budget: &str) {
             "usage": {"inputTokens": 10, "outputTokens": 1}})
         })
         .collect();
-    std::fs::write(
-        dir.join("script.json"),
-        serde_json::json!({"responses": responses}).to_string(),
-    )
-    .unwrap();
+    let script = serde_json::json!({"responses": responses});
+    common::scripted_project(dir, budget, &["run_command"], &script);
 }
 
 fn weft(dir: &Path, args: &[&str]) -> Output {

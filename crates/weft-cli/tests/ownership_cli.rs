@@ -5,6 +5,8 @@
 //! previous release resuming after the upgrade.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -42,29 +44,8 @@ fn output(child: Child) -> (Option<i32>, String, String) {
 /// A project whose scripted model answers with `responses` (by conversation position) and
 /// whose only tool is `run_command`.
 fn project(dir: &Path, responses: serde_json::Value, fresh_ids: bool) {
-    for sub in ["agents", "prompts"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
-    std::fs::write(
-        dir.join("weft.toml"),
-        "model = \"scripted-turns:script.json\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("agents/a.toml"),
-        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("prompts/p.toml"),
-        "name = \"p\"\ntools = [\"run_command\"]\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("script.json"),
-        serde_json::json!({"responses": responses, "freshIds": fresh_ids}).to_string(),
-    )
-    .unwrap();
+    let script = serde_json::json!({"responses": responses, "freshIds": fresh_ids});
+    common::scripted_project(dir, "", &["run_command"], &script);
 }
 
 fn command_call(id: &str, command: &str) -> serde_json::Value {

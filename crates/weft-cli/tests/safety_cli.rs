@@ -8,6 +8,8 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -30,34 +32,18 @@ fn text(bytes: &[u8]) -> String {
 /// A project in `dir` whose one agent makes `calls` (each `[tool, arguments]`) in one step,
 /// then answers "done". `extra` is appended to weft.toml.
 fn project(dir: &Path, calls: &[(&str, Value)], extra: &str) {
-    for sub in ["agents", "prompts"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
-    std::fs::write(
-        dir.join("weft.toml"),
-        format!("model = \"scripted-turns:script.json\"\n{extra}"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("agents/a.toml"),
-        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("prompts/p.toml"),
-        "name = \"p\"\ntools = [\"read_file\", \"write_file\", \"run_command\", \"list_dir\"]\n",
-    )
-    .unwrap();
     let tool_calls: Vec<Value> = calls
         .iter()
         .enumerate()
         .map(|(i, (name, args))| json!({"id": format!("c{i}"), "name": name, "arguments": args}))
         .collect();
-    std::fs::write(
-        dir.join("script.json"),
-        json!({"responses": [{"toolCalls": tool_calls}, {"text": "done"}]}).to_string(),
-    )
-    .unwrap();
+    let script = json!({"responses": [{"toolCalls": tool_calls}, {"text": "done"}]});
+    common::scripted_project(
+        dir,
+        extra,
+        &["read_file", "write_file", "run_command", "list_dir"],
+        &script,
+    );
 }
 
 /// The `tool_result` events of a `--json` run, by call id.
@@ -258,11 +244,19 @@ fn escape_attempts_through_weft_run_are_contained() {
     let events = weft(&root, &["events", &run_id, "--json", "--full"]);
     assert_eq!(events.status.code(), Some(0), "{}", text(&events.stderr));
     let log = text(&events.stdout);
-    assert!(log.contains("truncated by Weft: 65536 of 3000000 bytes shown"));
+    // The capped result is large, so the event refers to the ledger's one copy of it.
+    assert!(log.contains("resultRef"), "{}", &log[..log.len().min(2000)]);
     assert!(
         !log.contains(&"y".repeat(70_000)),
         "the log holds no more than the model saw"
     );
+    let show = weft(&root, &["runs", "show", &run_id, "--json"]);
+    let ledger = text(&show.stdout);
+    assert!(
+        ledger.contains("truncated by Weft: 65536 of 3000000 bytes shown"),
+        "the ledger holds what the model saw"
+    );
+    assert!(!ledger.contains(&"y".repeat(70_000)));
 }
 
 #[test]

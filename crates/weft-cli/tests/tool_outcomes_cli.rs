@@ -4,28 +4,12 @@
 //! the `--json` events, and are logged (`tool_call_refused`) in the run's event log.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
 fn project(dir: &Path) {
-    for sub in ["agents", "prompts"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
-    std::fs::write(
-        dir.join("weft.toml"),
-        "model = \"scripted-turns:script.json\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("agents/a.toml"),
-        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("prompts/p.toml"),
-        "name = \"p\"\ntools = [\"run_command\"]\n",
-    )
-    .unwrap();
     let script = serde_json::json!({"responses": [
         {"toolCalls": [{"id": "c1", "name": "nope", "arguments": {}}]},
         {"toolCalls": [{"id": "c2", "name": "run_command", "arguments": "{\"command\": "}]},
@@ -33,7 +17,7 @@ fn project(dir: &Path) {
         {"toolCalls": [{"id": "c4", "name": "run_command", "arguments": {"command": "echo ran >> ran.txt"}}]},
         {"text": "recovered"}
     ]});
-    std::fs::write(dir.join("script.json"), script.to_string()).unwrap();
+    common::scripted_project(dir, "", &["run_command"], &script);
 }
 
 fn weft(cwd: &Path, args: &[&str]) -> std::process::Output {
