@@ -220,17 +220,22 @@ impl LlmModel for RecordedModel {
             let len = request.messages.len();
             let print = fingerprint(&request.messages);
             let inner = self.inner.stream(request).await?;
-            let (run, scope) = (self.run.clone(), self.scope.clone());
-            let provider = self.inner.provider().to_owned();
+            // One shared handle, so each passing event costs a reference count, not copies.
+            let at = Arc::new((
+                self.run.clone(),
+                self.scope.clone(),
+                self.inner.provider().to_owned(),
+                print,
+            ));
             // Events pass through as they arrive; the final response is recorded before it is
             // handed on, so the tool round (which starts after it) always finds it recorded.
             let stream = inner.then(move |part| {
-                let (run, scope, provider) = (run.clone(), scope.clone(), provider.clone());
-                let print = print.clone();
+                let at = at.clone();
                 async move {
                     match part {
                         Ok(LlmStreamPart::Response(response)) => {
-                            record(&run, &scope, &provider, len, print, &response).await?;
+                            let (run, scope, provider, print) = &*at;
+                            record(run, scope, provider, len, print.clone(), &response).await?;
                             Ok(LlmStreamPart::Response(response))
                         }
                         other => other,

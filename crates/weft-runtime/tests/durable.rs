@@ -283,29 +283,53 @@ async fn a_secret_in_a_tool_argument_never_reaches_the_store() {
 /// the `probe` tool with a new call id and new arguments on every ask; after a tool result
 /// it answers "done". `asks` counts how often it was asked for the first answer.
 fn fickle_providers(asks: Arc<AtomicUsize>) -> weft_provider::ProviderRegistry {
+    with_function_model("fickle", move |request| {
+        if request.messages.len() > 1 {
+            return Ok(ScriptedResponse::text("done"));
+        }
+        let n = asks.fetch_add(1, Ordering::SeqCst);
+        Ok(ScriptedResponse::tool_call(
+            format!("call-{n}"),
+            "probe",
+            json!({"ask": n}),
+        ))
+    })
+}
+
+/// The default providers plus `name`, a model that answers each request with `respond`.
+fn with_function_model(
+    name: &'static str,
+    respond: impl Fn(&weft_provider::LlmRequest) -> Result<ScriptedResponse, weft_provider::UppError>
+    + Send
+    + Sync
+    + 'static,
+) -> weft_provider::ProviderRegistry {
+    let respond = Arc::new(respond);
     let mut providers = weft_runtime::default_providers();
-    providers.register("fickle", move || {
-        let asks = asks.clone();
-        Arc::new(weft_provider::Provider::new("fickle", "1").with_llm(
+    providers.register(name, move || {
+        let respond = respond.clone();
+        Arc::new(weft_provider::Provider::new(name, "1").with_llm(
             move |id: &str, _options: &Value| {
-                let asks = asks.clone();
+                let respond = respond.clone();
                 let model: Arc<dyn weft_provider::LlmModel> =
                     Arc::new(scripted::ScriptedModel::from_fn(id, move |request| {
-                        if request.messages.len() > 1 {
-                            return Ok(ScriptedResponse::text("done"));
-                        }
-                        let n = asks.fetch_add(1, Ordering::SeqCst);
-                        Ok(ScriptedResponse::tool_call(
-                            format!("call-{n}"),
-                            "probe",
-                            json!({"ask": n}),
-                        ))
+                        respond(request)
                     }));
                 Ok(model)
             },
         ))
     });
     providers
+}
+
+/// A reply costing 10 input + 1 output tokens.
+fn costing(mut reply: ScriptedResponse) -> ScriptedResponse {
+    reply.usage = Some(weft_provider::adapters::scripted::ScriptedUsage {
+        input_tokens: 10,
+        output_tokens: 1,
+        ..Default::default()
+    });
+    reply
 }
 
 /// The `probe` tool: records the call id and arguments it ran with; its first run hangs
@@ -555,29 +579,14 @@ async fn a_divergence_from_the_record_stops_the_run() {
 async fn a_run_on_an_existing_thread_continues_its_conversation() {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
-    let mut providers = weft_runtime::default_providers();
-    providers.register("counting", || {
-        Arc::new(weft_provider::Provider::new("counting", "1").with_llm(
-            |id: &str, _options: &Value| {
-                let model: Arc<dyn weft_provider::LlmModel> =
-                    Arc::new(scripted::ScriptedModel::from_fn(id, |request| {
-                        let users: Vec<String> = request
-                            .messages
-                            .iter()
-                            .filter(|m| matches!(m, weft_provider::Message::User(_)))
-                            .map(weft_provider::Message::text)
-                            .collect();
-                        let mut reply = ScriptedResponse::text(users.join(" + "));
-                        reply.usage = Some(weft_provider::adapters::scripted::ScriptedUsage {
-                            input_tokens: 10,
-                            output_tokens: 1,
-                            ..Default::default()
-                        });
-                        Ok(reply)
-                    }));
-                Ok(model)
-            },
-        ))
+    let providers = with_function_model("counting", |request| {
+        let users: Vec<String> = request
+            .messages
+            .iter()
+            .filter(|m| matches!(m, weft_provider::Message::User(_)))
+            .map(weft_provider::Message::text)
+            .collect();
+        Ok(costing(ScriptedResponse::text(users.join(" + "))))
     });
     let runtime = Runtime::new(store.clone()).with_providers(providers);
     let spec = |input: &str| RunSpec::new(input, Program::Agent(AgentProgram::new("counting:m")));
@@ -641,35 +650,20 @@ async fn a_program_that_cannot_start_fails_its_run() {
 /// A model that never stops asking for `probe`, each answer costing 10 + 1 tokens; `asks`
 /// counts its calls.
 fn looping_providers(asks: Arc<AtomicUsize>) -> weft_provider::ProviderRegistry {
-    let mut providers = weft_runtime::default_providers();
-    providers.register("looping", move || {
-        let asks = asks.clone();
-        Arc::new(weft_provider::Provider::new("looping", "1").with_llm(
-            move |id: &str, _options: &Value| {
-                let asks = asks.clone();
-                let model: Arc<dyn weft_provider::LlmModel> =
-                    Arc::new(scripted::ScriptedModel::from_fn(id, move |_request| {
-                        let n = asks.fetch_add(1, Ordering::SeqCst);
-                        let mut reply =
-                            ScriptedResponse::tool_call(format!("c{n}"), "probe", json!({}));
-                        reply.usage = Some(weft_provider::adapters::scripted::ScriptedUsage {
-                            input_tokens: 10,
-                            output_tokens: 1,
-                            ..Default::default()
-                        });
-                        Ok(reply)
-                    }));
-                Ok(model)
-            },
-        ))
-    });
-    providers
+    with_function_model("looping", move |_request| {
+        let n = asks.fetch_add(1, Ordering::SeqCst);
+        Ok(costing(ScriptedResponse::tool_call(
+            format!("c{n}"),
+            "probe",
+            json!({}),
+        )))
+    })
 }
 
 async fn run_with_budget(
     budget: weft_runtime::budget::Budget,
     probe_waits: bool,
-) -> (RunOutcome, usize, Store) {
+) -> (RunOutcome, usize, Store, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
     let asks = Arc::new(AtomicUsize::new(0));
@@ -705,8 +699,7 @@ async fn run_with_budget(
         .outcome()
         .await
         .unwrap();
-    std::mem::forget(dir);
-    (outcome, asks.load(Ordering::SeqCst), store)
+    (outcome, asks.load(Ordering::SeqCst), store, dir)
 }
 
 /// Budgets end a runaway run, failed, with the limit named: steps and tokens before the
@@ -714,7 +707,7 @@ async fn run_with_budget(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn budgets_stop_a_runaway_run() {
     use weft_runtime::budget::Budget;
-    let (outcome, asks, store) = run_with_budget(
+    let (outcome, asks, store, _dir) = run_with_budget(
         Budget {
             max_steps: Some(3),
             ..Budget::default()
@@ -731,7 +724,7 @@ async fn budgets_stop_a_runaway_run() {
     assert_eq!(record.status, RunStatus::Failed);
     assert_eq!(outcome.usage.input_tokens, 30, "what it spent is reported");
 
-    let (outcome, asks, _) = run_with_budget(
+    let (outcome, asks, _, _dir) = run_with_budget(
         Budget {
             max_total_tokens: Some(25),
             ..Budget::default()
@@ -742,7 +735,7 @@ async fn budgets_stop_a_runaway_run() {
     assert_eq!(asks, 3, "11, 22, then 33 ≥ 25 tokens: no fourth call");
     assert!(matches!(&outcome.end, RunEnd::Failed { error } if error.contains("maxTotalTokens")));
 
-    let (outcome, asks, _) = run_with_budget(
+    let (outcome, asks, _, _dir) = run_with_budget(
         Budget {
             max_time: Some(std::time::Duration::from_millis(300)),
             ..Budget::default()
