@@ -155,6 +155,15 @@ impl AgentOptions {
         self
     }
 
+    /// Adds a stage to the tool pipeline of every model call of the agent (see
+    /// [`weft_provider::pipeline`]): the runtime's replay, policy, hooks, approval and record
+    /// layers come in here.
+    #[must_use]
+    pub fn tool_layer(mut self, layer: Arc<dyn weft_provider::pipeline::ToolLayer>) -> Self {
+        self.llm.tool_layers.push(layer);
+        self
+    }
+
     /// Adds a value every tool receives in its `ToolContext::extensions`.
     #[must_use]
     pub fn tool_extension<T: Any + Send + Sync>(mut self, value: T) -> Self {

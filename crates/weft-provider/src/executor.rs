@@ -11,11 +11,11 @@ use std::time::Instant;
 
 use futures_util::StreamExt as _;
 use futures_util::stream::FuturesUnordered;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, UppError};
-use crate::strategy::{BeforeCall, ToolUseStrategy};
+use crate::pipeline::{self, Invocation, Pipeline, ToolOutcome, now_ms};
 use crate::stream::{EventDelta, StreamEvent, StreamEventType};
 use crate::tool::{Extensions, Tool, ToolCall, ToolContext, ToolExecution, ToolResult};
 
@@ -33,22 +33,23 @@ pub enum ExecutionMode {
 
 pub(crate) struct RoundContext<'a> {
     pub(crate) tools: &'a [Tool],
-    pub(crate) strategy: &'a ToolUseStrategy,
+    pub(crate) pipeline: &'a Pipeline,
     pub(crate) signal: &'a CancellationToken,
     pub(crate) extensions: &'a Extensions,
     pub(crate) mode: ExecutionMode,
     pub(crate) provider: &'a str,
     pub(crate) events: Option<&'a (dyn Fn(StreamEvent) + Sync)>,
-    /// Validate arguments against the tool's schema.
-    pub(crate) validate: bool,
 }
 
 pub(crate) struct CallOutcome {
     pub(crate) result: ToolResult,
     pub(crate) execution: Option<ToolExecution>,
+    /// The call waits for a decision: the step must not go on.
+    pub(crate) deferred: bool,
 }
 
-/// Runs every call of a round. `Err` only for abort (`CANCELLED`) or a failing approval hook.
+/// Runs every call of a round through the pipeline. `Err` only for abort (`CANCELLED`) or a
+/// failing approval hook (UPP-125).
 pub(crate) async fn run_round(
     calls: &[ToolCall],
     cx: &RoundContext<'_>,
@@ -167,11 +168,8 @@ fn error_outcome(call: &ToolCall, message: String) -> CallOutcome {
             duration: 0,
             approved: None,
         }),
+        deferred: false,
     }
-}
-
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 /// A call refused before its tool ran: an error result the model can correct, shown as a
@@ -222,102 +220,25 @@ async fn run_call(call: &ToolCall, cx: &RoundContext<'_>) -> Result<CallOutcome,
         );
         return Ok(rejected(call, message, cx));
     }
-    if cx.validate
-        && let Some(problems) = tool.schema_problems(&call.arguments)
-    {
-        let message = format!(
-            "the arguments of this call to {} do not match its parameters schema: {problems}; call it again \
-             with corrected arguments",
-            tool.name
-        );
-        return Ok(rejected(call, message, cx));
-    }
-    cx.strategy.fire_tool_call(tool, &call.arguments);
-    let arguments = match cx.strategy.before_call(tool, &call.arguments) {
-        BeforeCall::Proceed => call.arguments.clone(),
-        BeforeCall::Skip | BeforeCall::Result(crate::BeforeCallResult { proceed: false, .. }) => {
-            return Ok(error_outcome(
-                call,
-                format!(
-                    "tool call {} was skipped by the tool strategy",
-                    call.tool_call_id
-                ),
-            ));
-        }
-        BeforeCall::Result(crate::BeforeCallResult {
-            proceed: true,
-            params,
-        }) => params.unwrap_or_else(|| call.arguments.clone()),
-    };
-    let approved = if tool.requires_approval() {
-        match tool.approve(&arguments).await {
-            Ok(true) => Some(true),
-            Ok(false) => {
-                let message = format!("the user did not approve running {}", tool.name);
-                let mut outcome = error_outcome(call, message);
-                if let Some(execution) = outcome.execution.as_mut() {
-                    execution.arguments = arguments;
-                    execution.approved = Some(false);
-                }
-                return Ok(outcome);
-            }
-            Err(error) => {
-                return Err(UppError::llm(
-                    ErrorCode::InvalidRequest,
-                    cx.provider,
-                    format!(
-                        "the approval hook of tool {} failed: {}",
-                        tool.name, error.message
-                    ),
-                ));
-            }
-        }
-    } else {
-        None
-    };
-    if let Some(emit) = cx.events {
-        emit(StreamEvent {
-            event_type: StreamEventType::ToolExecutionStart,
-            index: 0,
-            delta: EventDelta {
-                tool_call_id: Some(call.tool_call_id.clone()),
-                tool_name: Some(tool.name.clone()),
-                timestamp: Some(now_ms()),
-                ..EventDelta::default()
-            },
-        });
-    }
     let context = ToolContext {
         tool_call_id: call.tool_call_id.clone(),
         signal: cx.signal.child_token(),
         extensions: cx.extensions.clone(),
     };
+    let mut inv = Invocation::new(tool, call, context).with_events(cx.events);
     let started = Instant::now();
-    let outcome = tool.run(arguments.clone(), context).await;
+    let outcome = cx.pipeline.run(&mut inv).await;
+    if let Some(reason) = inv.abort.take() {
+        return Err(UppError::llm(ErrorCode::InvalidRequest, cx.provider, reason));
+    }
     let duration = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let (result, is_error) = match outcome {
-        Ok(value) => match cx.strategy.after_call(tool, &arguments, &value) {
-            Some(replaced) => (replaced.result, false),
-            None => (value, false),
-        },
-        Err(error) => {
-            cx.strategy.fire_error(tool, &arguments, &error);
-            (json!(error.message), true)
-        }
-    };
-    if let Some(emit) = cx.events {
-        emit(StreamEvent {
-            event_type: StreamEventType::ToolExecutionEnd,
-            index: 0,
-            delta: EventDelta {
-                tool_call_id: Some(call.tool_call_id.clone()),
-                tool_name: Some(tool.name.clone()),
-                result: Some(result.clone()),
-                is_error: Some(is_error),
-                timestamp: Some(now_ms()),
-                ..EventDelta::default()
-            },
-        });
+    let (result, is_error) = outcome.to_result();
+    if inv.ran {
+        pipeline::emit(&inv, StreamEventType::ToolExecutionEnd, Some((&result, is_error)));
+    } else {
+        // Answered without running (replayed, refused, deferred): one start and one end.
+        pipeline::emit(&inv, StreamEventType::ToolExecutionStart, None);
+        pipeline::emit(&inv, StreamEventType::ToolExecutionEnd, Some((&result, is_error)));
     }
     Ok(CallOutcome {
         result: ToolResult {
@@ -328,18 +249,20 @@ async fn run_call(call: &ToolCall, cx: &RoundContext<'_>) -> Result<CallOutcome,
         execution: Some(ToolExecution {
             tool_name: tool.name.clone(),
             tool_call_id: call.tool_call_id.clone(),
-            arguments,
+            arguments: inv.arguments,
             result,
             is_error,
             duration,
-            approved,
+            approved: inv.approved,
         }),
+        deferred: matches!(outcome, ToolOutcome::Deferred { .. }),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn tool(name: &str) -> Tool {
         Tool::new(name, "", json!({"type": "object"}), |_a: Value, _c| async {

@@ -51,6 +51,7 @@ pub mod http;
 pub mod llm;
 pub mod media;
 pub mod message;
+pub mod pipeline;
 pub mod provider;
 pub mod redact;
 pub mod retry;

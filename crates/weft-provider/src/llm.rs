@@ -21,6 +21,7 @@ use crate::content::ContentBlock;
 use crate::error::{ErrorCode, Modality, UppError};
 use crate::executor::{ExecutionMode, RoundContext, run_round};
 use crate::message::{AssistantMessage, Message, ToolResultMessage, UserMessage};
+use crate::pipeline::{Pipeline, ToolLayer};
 use crate::provider::{
     LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStreamPart, ModelReference,
 };
@@ -56,6 +57,9 @@ pub struct LlmOptions {
     /// can correct. Off by default (UPP-1.2's `llm()` does not validate); the agent layer
     /// and the runtime turn it on.
     pub validate_arguments: bool,
+    /// Extra stages of the tool pipeline (see [`crate::pipeline`]): the runtime's replay,
+    /// policy, hooks, approval and record layers. Sorted by stage when the instance is built.
+    pub tool_layers: Vec<Arc<dyn ToolLayer>>,
 }
 
 impl LlmOptions {
@@ -72,7 +76,15 @@ impl LlmOptions {
             execution_mode: ExecutionMode::Parallel,
             tool_extensions: Extensions::new(),
             validate_arguments: false,
+            tool_layers: Vec::new(),
         }
+    }
+
+    /// Adds a stage to the tool pipeline (see [`crate::pipeline`]).
+    #[must_use]
+    pub fn tool_layer(mut self, layer: Arc<dyn ToolLayer>) -> Self {
+        self.tool_layers.push(layer);
+        self
     }
 
     /// Validates tool arguments against their schemas (see
@@ -236,7 +248,7 @@ struct Inner {
     structure: Option<Value>,
     mode: ExecutionMode,
     extensions: Extensions,
-    validate: bool,
+    pipeline: Pipeline,
 }
 
 /// A configured model with `generate` and `stream` (§5.3). Cheap to clone.
@@ -320,6 +332,11 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
         }
     }
     let config = merge_config(&provider.default_config, options.config);
+    let pipeline = Pipeline::new(
+        options.validate_arguments,
+        &options.tool_strategy,
+        &options.tool_layers,
+    );
     Ok(LlmInstance {
         inner: Arc::new(Inner {
             model,
@@ -331,7 +348,7 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
             structure: options.structure,
             mode: options.execution_mode,
             extensions: options.tool_extensions,
-            validate: options.validate_arguments,
+            pipeline,
         }),
     })
 }
@@ -555,7 +572,7 @@ impl LlmInstance {
                 structure: inner.structure.clone(),
                 mode: inner.mode,
                 extensions,
-                validate: inner.validate,
+                pipeline: inner.pipeline.clone(),
             }),
         }
     }
@@ -770,22 +787,25 @@ async fn run_loop(
         let emit_ref: &(dyn Fn(StreamEvent) + Sync) = &emit;
         let round = RoundContext {
             tools: &inner.tools,
-            strategy: &inner.strategy,
+            pipeline: &inner.pipeline,
             signal: &signal,
             extensions: &inner.extensions,
             mode: inner.mode,
             provider: &provider,
             events: sink.as_ref().map(|_| emit_ref),
-            validate: inner.validate,
         };
         let outcomes = run_round(&message.tool_calls, &round).await?;
         let mut results = Vec::with_capacity(outcomes.len());
+        let mut deferred = false;
         for outcome in outcomes {
+            deferred |= outcome.deferred;
             results.push(outcome.result);
             executions.extend(outcome.execution);
         }
         let tool_results = Message::ToolResult(ToolResultMessage::new(results));
-        if one_step.is_some() {
+        // A call waits for a decision: the turn ends here, whatever the loop's mode (the
+        // caller that deferred it suspends the run).
+        if one_step.is_some() || deferred {
             let shared = Arc::make_mut(&mut conversation);
             shared.push(Message::Assistant(message.clone()));
             shared.push(tool_results);

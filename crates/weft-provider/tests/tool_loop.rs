@@ -742,3 +742,101 @@ async fn scripted_errors_and_an_exhausted_script_are_clear() {
     let error = instance.generate(&[], "b").await.unwrap_err();
     assert!(error.message.contains("all were used"), "{error}");
 }
+
+/// A layer that logs its stage and either passes the call on or answers it.
+struct Probe {
+    stage: weft_provider::pipeline::Stage,
+    log: Arc<Mutex<Vec<String>>>,
+    answer: Option<weft_provider::pipeline::ToolOutcome>,
+}
+
+impl weft_provider::pipeline::ToolLayer for Probe {
+    fn stage(&self) -> weft_provider::pipeline::Stage {
+        self.stage
+    }
+
+    fn call<'a, 't>(
+        &'a self,
+        inv: &'a mut weft_provider::pipeline::Invocation<'t>,
+        next: weft_provider::pipeline::Next<'a>,
+    ) -> weft_provider::tool::BoxFuture<'a, weft_provider::pipeline::ToolOutcome> {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}:{}", self.stage, inv.call.tool_call_id));
+        match self.answer.clone() {
+            Some(answer) if inv.call.tool_call_id == "c2" => Box::pin(async move { answer }),
+            _ => next.run(inv),
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_pipeline_runs_layers_in_stage_order_and_a_replay_answers_before_validation() {
+    use weft_provider::pipeline::{Stage, ToolOutcome};
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    let tool = Tool::new(
+        "count",
+        "counts",
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+        move |_args: Value, _ctx| {
+            let counter = counter.clone();
+            async move { Ok(json!(counter.fetch_add(1, Ordering::SeqCst))) }
+        },
+    );
+    let probe = |stage, answer| {
+        Arc::new(Probe {
+            stage,
+            log: log.clone(),
+            answer,
+        }) as Arc<dyn weft_provider::pipeline::ToolLayer>
+    };
+    // Added out of order: the instance sorts them by stage.
+    let options = LlmOptions::new(scripted::model(script(vec![
+        calls(&[("c1", "count", json!({"n": 1})), ("c2", "count", json!({"n": "bad"}))]),
+        ScriptedResponse::text("done"),
+    ])))
+    .tool(tool)
+    .validate_arguments(true)
+    .execution_mode(ExecutionMode::Sequential)
+    .tool_layer(probe(Stage::Record, None))
+    .tool_layer(probe(Stage::Hooks, None))
+    .tool_layer(probe(
+        Stage::Replay,
+        Some(ToolOutcome::Done(json!("recorded"))),
+    ));
+    let turn = llm(options).unwrap().generate(&[], "go").await.unwrap();
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["replay:c1", "hooks:c1", "record:c1", "replay:c2"],
+        "c1 passes every stage in order; c2 is answered by the replay stage before validation"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "only c1 ran");
+    let results: Vec<(Value, bool)> = turn
+        .tool_executions
+        .iter()
+        .map(|e| (e.result.clone(), e.is_error))
+        .collect();
+    assert_eq!(results, [(json!(0), false), (json!("recorded"), false)]);
+}
+
+#[tokio::test]
+async fn a_skipped_call_is_visible_in_the_stream() {
+    let options = LlmOptions::new(scripted::model(script(vec![
+        calls(&[("c1", "echo", json!({}))]),
+        ScriptedResponse::text("done"),
+    ])))
+    .tool(echo("echo"))
+    .tool_strategy(ToolUseStrategy::default().on_before_call(|_, _| BeforeCall::Skip));
+    let mut stream = llm(options).unwrap().stream(&[], "go").unwrap();
+    let mut ends = Vec::new();
+    while let Some(event) = stream.next().await {
+        let event = event.unwrap();
+        if event.event_type == StreamEventType::ToolExecutionEnd {
+            ends.push((event.delta.tool_call_id.clone(), event.delta.is_error));
+        }
+    }
+    assert_eq!(ends, [(Some("c1".to_owned()), Some(true))]);
+}
