@@ -18,7 +18,7 @@ use weft_provider::{Message, TokenUsage, Tool, Turn};
 use weft_store::{Durability, Pricing, event_type};
 
 use crate::error::RunError;
-use crate::ledger::{DurableTool, RunContext};
+use crate::ledger::RunContext;
 use crate::run::{ActiveRun, EndStatus, ProgramEnd};
 use crate::spec::{AgentProgram, ToolSpec};
 
@@ -95,11 +95,7 @@ pub(crate) async fn run(
         pricing: program.pricing.unwrap_or_default(),
     };
     let mut options = AgentOptions::new(model)
-        .tools(
-            tools
-                .into_iter()
-                .map(|t| DurableTool::wrap(t, active.ledger.clone())),
-        )
+        .tools(tools)
         .execution(strategy)
         .checkpoints(active.store.clone())
         .checkpoint_mode(match active.spec.durability {
@@ -107,6 +103,9 @@ pub(crate) async fn run(
             Durability::Async => CheckpointMode::Async,
         })
         .session_id(thread);
+    for layer in crate::pipeline::layers(&active.ledger, &program.policy) {
+        options = options.tool_layer(layer);
+    }
     if let Some(system) = &program.system {
         options = options.system(system.clone());
     }
@@ -224,6 +223,7 @@ impl ExecutionStrategy for DurableLoop {
                 break;
             }
             let step = state.step() + 1;
+            let committed = state.clone();
             state = state.with_step(step);
             self.run.begin_turn(step);
             self.run
@@ -243,6 +243,13 @@ impl ExecutionStrategy for DurableLoop {
                 .llm
                 .generate_step_shared(history, (), rounds, ctx.signal.child_token())
                 .await?;
+            if self.run.is_suspended() {
+                // A call waits for a decision: the step is not committed. The resume runs it
+                // again from its recorded response, with the decision.
+                return Err(AgentError::Cancelled {
+                    state: Box::new(committed),
+                });
+            }
             conversation = Some(kept);
             state = state.with_messages(turn.messages.iter().cloned());
             usage.merge(&turn.usage);

@@ -53,6 +53,9 @@ pub enum RunError {
         /// The owner (`HOST/PID/NONCE`).
         owner: String,
     },
+    /// No pending decision matches what was asked (`weft approve` / `weft deny`).
+    #[error("{0}")]
+    Decision(String),
     /// The OS lock of the run could not be taken.
     #[error("cannot lock the run in {path}: {message}")]
     Lock {
@@ -69,7 +72,7 @@ impl RunError {
     pub fn exit_code(&self) -> u8 {
         match self {
             RunError::Owned { .. } | RunError::Store(StoreError::Fenced { .. }) => 5,
-            RunError::Budget(_) | RunError::UnknownThread(_) => 2,
+            RunError::Budget(_) | RunError::UnknownThread(_) | RunError::Decision(_) => 2,
             _ => 1,
         }
     }

@@ -1,5 +1,5 @@
-//! Durable tool execution (runtime spec §5.9): [`DurableTool`] wraps any [`Tool`] so that,
-//! keyed by the call's **position** in the run — the recorded response that asked for it
+//! Durable tool execution (runtime spec §5.9): what the replay and record stages of the tool
+//! pipeline ([`crate::pipeline`]) share within one run. Keyed by the call's **position** in the run — the recorded response that asked for it
 //! and its index there (`SCOPE@MESSAGES#INDEX`), checked against the tool name and a hash of
 //! the arguments, because call ids alone repeat (`call_0` of id-less models) or change
 //! between answers (every real provider):
@@ -22,26 +22,27 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
 use weft_provider::{
-    AssistantMessage, TokenUsage, Tool, ToolCall, ToolContext, ToolError, ToolExecution,
+    AssistantMessage, TokenUsage, ToolCall, ToolExecution,
 };
 use weft_store::{
-    EventLog as _, NewEvent, RecordedResponse, Store, ToolCallRecord, ToolCallStatus,
-    ToolLedger as _, event_type, now_string,
+    DecisionRecord, DecisionStatus, EventLog as _, NewEvent, RecordedResponse, Store,
+    ToolCallRecord, ToolCallStatus,
 };
 
+use crate::approval::Approver;
 use crate::budget::Budget;
 use crate::spec::hex;
 
+/// The calls of the step in progress, for the tool-result checkpoint.
 #[derive(Debug, Default)]
-struct StepCalls {
-    pending: Vec<ToolCall>,
-    completed: Vec<ToolExecution>,
+pub(crate) struct StepCalls {
+    pub(crate) pending: Vec<ToolCall>,
+    pub(crate) completed: Vec<ToolExecution>,
 }
 
 /// How many recent rounds the ledger remembers.
@@ -75,6 +76,11 @@ pub struct RunContext {
     budget: Budget,
     pricing: Option<weft_store::Pricing>,
     spent: Mutex<Spent>,
+    /// Decisions of earlier processes (approved / denied), by call position.
+    decisions: Mutex<HashMap<String, DecisionRecord>>,
+    /// Decisions raised in this process that nobody could answer: the run suspends.
+    raised: Mutex<Vec<DecisionRecord>>,
+    approver: Option<Arc<dyn Approver>>,
 }
 
 /// What the run has used so far, against its budget.
@@ -132,7 +138,59 @@ impl RunContext {
             budget: Budget::default(),
             pricing: None,
             spent: Mutex::new(Spent::default()),
+            decisions: Mutex::new(HashMap::new()),
+            raised: Mutex::new(Vec::new()),
+            approver: None,
         }
+    }
+
+    /// This context with the decisions people took on earlier processes' calls (only
+    /// approved and denied ones count) and who to ask for new ones (`None`: nobody; an
+    /// approval the policy asks for suspends the run).
+    #[must_use]
+    pub fn with_decisions(
+        mut self,
+        decisions: impl IntoIterator<Item = DecisionRecord>,
+        approver: Option<Arc<dyn Approver>>,
+    ) -> Self {
+        self.decisions = Mutex::new(
+            decisions
+                .into_iter()
+                .filter(|d| matches!(d.status, DecisionStatus::Approved | DecisionStatus::Denied))
+                .map(|d| (d.position.clone(), d))
+                .collect(),
+        );
+        self.approver = approver;
+        self
+    }
+
+    /// The decision taken on the call at `position` (approved or denied), taken out: a
+    /// decision is single-use.
+    pub(crate) fn take_decision(&self, position: &str) -> Option<DecisionRecord> {
+        self.decisions.lock().ok()?.remove(position)
+    }
+
+    /// Who answers approvals now, if anyone.
+    pub(crate) fn approver(&self) -> Option<&Arc<dyn Approver>> {
+        self.approver.as_ref()
+    }
+
+    /// Notes a decision nobody could take now: the run suspends after the step.
+    pub(crate) fn raise(&self, decision: DecisionRecord) {
+        if let Ok(mut raised) = self.raised.lock() {
+            raised.push(decision);
+        }
+    }
+
+    /// The decisions raised in this process and not answered: when there are any, the step
+    /// that raised them must not be committed, and the run suspends.
+    pub fn suspended(&self) -> Vec<DecisionRecord> {
+        self.raised.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Whether the run must suspend (see [`RunContext::suspended`]).
+    pub fn is_suspended(&self) -> bool {
+        self.raised.lock().is_ok_and(|r| !r.is_empty())
     }
 
     /// This context with `budget` (costs priced with `pricing`). What the run spent before
@@ -231,7 +289,7 @@ impl RunContext {
 
     /// The position of the call `id` of the current round (the first not yet taken with
     /// that id), or a turn-and-id position when no response was recorded.
-    fn position_of(&self, id: &str) -> String {
+    pub(crate) fn position_of(&self, id: &str) -> String {
         if let Ok(mut rounds) = self.rounds.lock()
             && let Some(round) = rounds.back_mut()
             && let Some(i) = round
@@ -316,7 +374,7 @@ impl RunContext {
         self.approved_reruns.contains(position)
     }
 
-    fn recorded(&self, position: &str) -> Option<ToolCallRecord> {
+    pub(crate) fn recorded(&self, position: &str) -> Option<ToolCallRecord> {
         self.recorded
             .lock()
             .ok()
@@ -339,7 +397,7 @@ impl RunContext {
         }
     }
 
-    fn snapshot(&self, update: impl FnOnce(&mut StepCalls)) -> (Vec<ToolCall>, Vec<ToolExecution>) {
+    pub(crate) fn snapshot(&self, update: impl FnOnce(&mut StepCalls)) -> (Vec<ToolCall>, Vec<ToolExecution>) {
         match self.step.lock() {
             Ok(mut step) => {
                 update(&mut step);
@@ -350,179 +408,9 @@ impl RunContext {
     }
 }
 
-/// Wraps tools for durable execution.
-#[derive(Debug, Clone, Copy)]
-pub struct DurableTool;
-
-impl DurableTool {
-    /// `tool`, made durable within `run`. Name, schema, flags and approval are kept.
-    pub fn wrap(tool: Tool, run: Arc<RunContext>) -> Tool {
-        let inner = tool.clone();
-        let mut wrapped = Tool::new(
-            tool.name.clone(),
-            tool.description.clone(),
-            tool.parameters.clone(),
-            move |arguments: Value, context: ToolContext| {
-                let inner = inner.clone();
-                let run = run.clone();
-                async move { durable_call(&inner, &run, arguments, context).await }
-            },
-        )
-        .with_side_effects(tool.side_effects)
-        .with_idempotent(tool.idempotent)
-        .with_sequential(tool.sequential)
-        .with_depends_on(tool.depends_on.clone());
-        if let Some(metadata) = tool.metadata.clone() {
-            wrapped = wrapped.with_metadata(metadata);
-        }
-        if tool.requires_approval() {
-            let gate = tool.clone();
-            wrapped = wrapped.with_approval(move |arguments: &Value| {
-                let gate = gate.clone();
-                let arguments = arguments.clone();
-                async move { gate.approve(&arguments).await }
-            });
-        }
-        wrapped
-    }
-}
-
 /// SHA-256 (hex) of a call's arguments as JSON.
 pub(crate) fn args_hash(arguments: &Value) -> String {
     hex(&Sha256::digest(arguments.to_string().as_bytes()))
-}
-
-fn replay(record: &ToolCallRecord) -> Result<Value, ToolError> {
-    let result = record.result.clone().unwrap_or(Value::Null);
-    if record.is_error {
-        Err(ToolError::new(match result {
-            Value::String(s) => s,
-            other => other.to_string(),
-        }))
-    } else {
-        Ok(result)
-    }
-}
-
-async fn durable_call(
-    tool: &Tool,
-    run: &RunContext,
-    arguments: Value,
-    context: ToolContext,
-) -> Result<Value, ToolError> {
-    let id = context.tool_call_id.clone();
-    let position = run.position_of(&id);
-    let hash = args_hash(&arguments);
-    if let Some(record) = run.recorded(&position) {
-        if record.tool_name != tool.name
-            || (!record.args_hash.is_empty() && record.args_hash != hash)
-        {
-            let message = format!(
-                "the run diverged from its record at call {position}: the record holds {} with other arguments, \
-                 now {} was called; nothing was replayed or run",
-                record.tool_name, tool.name
-            );
-            run.fail(message.clone());
-            return Err(ToolError::new(message));
-        }
-        run.event(
-            event_type::TOOL_CALL_REPLAYED,
-            Some(&id),
-            json!({"tool": tool.name, "isError": record.is_error, "position": position}),
-        )
-        .await;
-        return replay(&record);
-    }
-    let call = ToolCall::new(id.clone(), tool.name.clone(), arguments.clone());
-    let (pending, completed) = run.snapshot(|s| s.pending.push(call));
-    let record = ToolCallRecord {
-        run_id: run.run_id.clone(),
-        position: position.clone(),
-        tool_call_id: id.clone(),
-        args_hash: hash,
-        thread_id: run.thread_id.clone(),
-        tool_name: tool.name.clone(),
-        arguments: arguments.clone(),
-        status: ToolCallStatus::Pending,
-        result: None,
-        is_error: false,
-        attempts: 1,
-        side_effects: tool.side_effects,
-        idempotent: tool.idempotent,
-        turn: run.turn(),
-        started_at: now_string(),
-        ended_at: None,
-    };
-    // Sync durability: this commit happens before the side effect.
-    if let Err(error) = run.store.tool_call_started(&record).await {
-        if tool.side_effects {
-            return Err(ToolError::transient(format!(
-                "the call could not be recorded before running, so it was not run: {error}"
-            )));
-        }
-        tracing::warn!(%error, "recording a pending tool call failed");
-    }
-    let _ = run
-        .store
-        .save_tool_checkpoint(&run.thread_id, &pending, &completed)
-        .await;
-    run.event(
-        event_type::TOOL_CALL_START,
-        Some(&id),
-        json!({"tool": tool.name, "arguments": arguments}),
-    )
-    .await;
-    let started = Instant::now();
-    let signal = context.signal.clone();
-    let outcome = tool.run(arguments.clone(), context).await;
-    if outcome.is_err() && signal.is_cancelled() {
-        // Interrupted: whether the effect happened is unknown. The call stays pending
-        // (uncertain) — its cancellation error is not its result.
-        return outcome;
-    }
-    let (result, is_error) = match &outcome {
-        Ok(v) => (v.clone(), false),
-        Err(e) => (Value::String(e.message.clone()), true),
-    };
-    // Sync durability: committed before the next model call.
-    if let Err(error) = run
-        .store
-        .tool_call_finished(&run.run_id, &position, &result, is_error)
-        .await
-    {
-        tracing::warn!(%error, "recording a tool result failed");
-    }
-    let execution = ToolExecution {
-        tool_name: tool.name.clone(),
-        tool_call_id: id.clone(),
-        arguments,
-        result: result.clone(),
-        is_error,
-        duration: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        approved: None,
-    };
-    let (pending, completed) = run.snapshot(|s| {
-        s.pending.retain(|c| c.tool_call_id != id);
-        s.completed.push(execution);
-    });
-    if let Err(error) = run
-        .store
-        .save_tool_checkpoint(&run.thread_id, &pending, &completed)
-        .await
-    {
-        tracing::warn!(%error, "tool-result checkpoint failed");
-    }
-    // A large result is stored once, in the ledger; the event refers to it.
-    let size = serde_json::to_string(&result).map_or(0, |text| text.len());
-    let payload = if size > INLINE_RESULT_BYTES {
-        json!({"tool": tool.name, "isError": is_error, "resultBytes": size,
-               "resultRef": {"toolCall": position}})
-    } else {
-        json!({"tool": tool.name, "isError": is_error, "result": result})
-    };
-    run.event(event_type::TOOL_CALL_END, Some(&id), payload)
-        .await;
-    outcome
 }
 
 /// Tool results larger than this (as JSON) are not copied into the event log: the

@@ -30,11 +30,14 @@
 //! ```
 
 pub mod agent_program;
+pub mod approval;
 pub mod budget;
 mod error;
 pub mod event;
+pub mod hooks;
 pub mod ledger;
 pub mod ownership;
+pub mod pipeline;
 pub mod recorded;
 pub mod run;
 pub mod spec;

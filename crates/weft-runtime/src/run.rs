@@ -28,12 +28,14 @@ use tokio_util::sync::CancellationToken;
 use weft_agent::AgentState;
 use weft_provider::{Message, ModelReference, ProviderRegistry, TokenUsage, Tool, UppError};
 use weft_store::{
-    AgentNode, AgentStatus, Durability, EventLog as _, Lineage as _, NewEvent, Pricing,
+    AgentNode, AgentStatus, DecisionKind, DecisionRecord, DecisionStatus, Decisions as _,
+    Durability, Verdict, EventLog as _, Lineage as _, NewEvent, Pricing,
     Responses as _, RunRecord, RunStatus, Runs as _, Store, StoreError, ThreadRecord, Threads as _,
     ToolCallRecord, ToolCallStatus, ToolLedger as _, Usage, event_type, new_id, now_string,
 };
 
 use crate::agent_program::{self, ToolRegistry};
+use crate::approval::Approver;
 use crate::error::RunError;
 use crate::event::RunEvent;
 use crate::ledger::RunContext;
@@ -97,6 +99,8 @@ pub enum EndStatus {
     Failed,
     /// It was stopped and can be resumed.
     Interrupted,
+    /// A call waits for a person's decision; the run resumes once it is taken.
+    Suspended,
 }
 
 /// What a program reports when it stops.
@@ -134,6 +138,14 @@ pub enum RunEnd {
     NeedsApproval {
         /// The uncertain calls.
         calls: Vec<ToolCallRecord>,
+        /// Their pending decisions (`weft approve` / `weft deny` take their ids).
+        decisions: Vec<DecisionRecord>,
+    },
+    /// Suspended: these calls wait for a person's decision (the policy asks for approval and
+    /// nobody could answer now). `weft approve` / `weft deny`, then `weft resume`.
+    AwaitingDecision {
+        /// The pending decisions.
+        decisions: Vec<DecisionRecord>,
     },
 }
 
@@ -153,12 +165,14 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
-    /// The exit code: 0 completed, 1 failed, 3 needs approval, 130 interrupted.
+    /// The exit code: 0 completed, 1 failed, 3 stopped on an uncertain call, 4 awaiting a
+    /// decision, 130 interrupted.
     pub fn exit_code(&self) -> u8 {
         match self.end {
             RunEnd::Completed { .. } => 0,
             RunEnd::Failed { .. } => 1,
             RunEnd::NeedsApproval { .. } => 3,
+            RunEnd::AwaitingDecision { .. } => 4,
             RunEnd::Interrupted => 130,
         }
     }
@@ -234,6 +248,7 @@ pub struct Runtime {
     providers: Arc<ProviderRegistry>,
     tools: ToolRegistry,
     sessions: Option<Arc<dyn Sessions>>,
+    approver: Option<Arc<dyn Approver>>,
 }
 
 impl Runtime {
@@ -244,7 +259,99 @@ impl Runtime {
             providers: Arc::new(default_providers()),
             tools: ToolRegistry::new(),
             sessions: None,
+            approver: None,
         }
+    }
+
+    /// Asks `approver` when a call needs a person's approval (a terminal asks inline).
+    /// Without one, such a call suspends the run (exit code 4) until it is decided.
+    #[must_use]
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// The decisions of `run_id` (pending ones first to act on: `weft runs show` lists them).
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn decisions(&self, run_id: &str) -> Result<Vec<DecisionRecord>, RunError> {
+        Ok(self.store.decisions(run_id).await?)
+    }
+
+    /// Decides a pending decision of `run_id`: `id` is the decision's id, or the id of the
+    /// call it is about when one pending decision has it. Takes effect when the run resumes.
+    ///
+    /// # Errors
+    /// [`RunError::UnknownRun`]; [`RunError::Decision`] when no pending decision matches (or
+    /// several do); storage failures.
+    pub async fn decide(
+        &self,
+        run_id: &str,
+        id: &str,
+        verdict: Verdict,
+    ) -> Result<DecisionRecord, RunError> {
+        if self.store.run(run_id).await?.is_none() {
+            return Err(RunError::UnknownRun(run_id.to_owned()));
+        }
+        let decisions = self.store.decisions(run_id).await?;
+        let by_id: Vec<&DecisionRecord> = decisions.iter().filter(|d| d.id == id).collect();
+        let candidates: Vec<&DecisionRecord> = if by_id.is_empty() {
+            decisions
+                .iter()
+                .filter(|d| d.tool_call_id == id && d.status == DecisionStatus::Pending)
+                .collect()
+        } else {
+            by_id
+        };
+        let decision = match candidates.as_slice() {
+            [one] => (*one).clone(),
+            [] => {
+                let pending: Vec<&str> = decisions
+                    .iter()
+                    .filter(|d| d.status == DecisionStatus::Pending)
+                    .map(|d| d.id.as_str())
+                    .collect();
+                return Err(RunError::Decision(if pending.is_empty() {
+                    format!("run {run_id} has no pending decision {id:?} (it has none pending)")
+                } else {
+                    format!(
+                        "run {run_id} has no pending decision {id:?}; pending: {}",
+                        pending.join(", ")
+                    )
+                }));
+            }
+            _ => {
+                return Err(RunError::Decision(format!(
+                    "{id:?} names several pending decisions of run {run_id}: use a decision id ({})",
+                    candidates
+                        .iter()
+                        .map(|d| d.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        };
+        if decision.status != DecisionStatus::Pending {
+            return Err(RunError::Decision(format!(
+                "decision {} of run {run_id} was already taken ({})",
+                decision.id,
+                decision.status.as_str()
+            )));
+        }
+        if !self.store.decide(run_id, &decision.id, &verdict).await? {
+            return Err(RunError::Decision(format!(
+                "decision {} of run {run_id} was taken meanwhile",
+                decision.id
+            )));
+        }
+        Ok(self
+            .store
+            .decisions(run_id)
+            .await?
+            .into_iter()
+            .find(|d| d.id == decision.id)
+            .unwrap_or(decision))
     }
 
     /// Uses `providers` to resolve model references.
@@ -365,21 +472,63 @@ impl Runtime {
         let tools = self.agent_tools(&spec)?;
         let ownership = Ownership::claim(&self.store, run_id).await?;
         // The uncertain-call rule.
-        let calls = self.store.tool_calls(run_id).await?;
+        let mut calls = self.store.tool_calls(run_id).await?;
+        let decisions = self.store.decisions(run_id).await?;
+        let store = self.store.fenced(ownership.fence().clone());
         let mut approved = HashSet::new();
         let mut blocked = Vec::new();
-        for call in calls.iter().filter(|c| c.status == ToolCallStatus::Pending) {
+        let mut raised = Vec::new();
+        for call in calls.iter_mut().filter(|c| c.status == ToolCallStatus::Pending) {
             let tool = tools.iter().find(|t| t.name == call.tool_name);
             let side_effects = tool.map_or(call.side_effects, |t| t.side_effects);
             let idempotent = tool.map_or(call.idempotent, |t| t.idempotent);
+            let decided = decisions.iter().rev().find(|d| {
+                d.kind == DecisionKind::Uncertain
+                    && d.position == call.position
+                    && matches!(d.status, DecisionStatus::Approved | DecisionStatus::Denied)
+            });
             if !side_effects || idempotent || options.rerun_uncertain {
                 approved.insert(call.position.clone());
+            } else if let Some(decision) = decided {
+                if decision.status == DecisionStatus::Approved {
+                    store.use_decision(run_id, &decision.id).await?;
+                    approved.insert(call.position.clone());
+                } else {
+                    // Denied: the call is not run again; the model gets the reason.
+                    let reason = format!(
+                        "this call was interrupted and the user chose not to run it again{}",
+                        decision
+                            .reason
+                            .as_deref()
+                            .filter(|r| !r.is_empty())
+                            .map(|r| format!(": {r}"))
+                            .unwrap_or_default()
+                    );
+                    let result = Value::String(reason);
+                    store
+                        .tool_call_finished(run_id, &call.position, &result, true)
+                        .await?;
+                    call.status = ToolCallStatus::Completed;
+                    call.result = Some(result);
+                    call.is_error = true;
+                }
             } else {
+                let decision = DecisionRecord::pending(
+                    run_id,
+                    call.position.clone(),
+                    call.tool_call_id.clone(),
+                    call.tool_name.clone(),
+                    call.arguments.clone(),
+                    call.args_hash.clone(),
+                    DecisionKind::Uncertain,
+                    record.agent_id.clone(),
+                );
+                store.raise_decision(&decision).await?;
+                raised.push(decision);
                 blocked.push(call.clone());
             }
         }
         if !blocked.is_empty() {
-            let store = self.store.fenced(ownership.fence().clone());
             let event = NewEvent {
                 event_type: event_type::RECOVERY.to_owned(),
                 run_id: run_id.to_owned(),
@@ -388,7 +537,7 @@ impl Runtime {
                 turn: 0,
                 tool_call_id: None,
                 payload: json!({"stopped": true,
-                    "uncertainCalls": blocked.iter().map(|c| json!({"toolCallId": c.tool_call_id, "tool": c.tool_name, "position": c.position})).collect::<Vec<_>>()}),
+                    "uncertainCalls": blocked.iter().zip(&raised).map(|(c, d)| json!({"toolCallId": c.tool_call_id, "tool": c.tool_name, "position": c.position, "decision": d.id})).collect::<Vec<_>>()}),
             };
             store.append_event(event).await?;
             let mut record = record;
@@ -396,7 +545,13 @@ impl Runtime {
             record.updated_at = now_string();
             store.put_run(&record).await?;
             ownership.release().await;
-            return Ok(finished(&record, RunEnd::NeedsApproval { calls: blocked }));
+            return Ok(finished(
+                &record,
+                RunEnd::NeedsApproval {
+                    calls: blocked,
+                    decisions: raised,
+                },
+            ));
         }
         Ok(self.spawn(
             record, spec, tools, ownership, calls, approved, true, events,
@@ -647,7 +802,15 @@ impl Drive {
                 responses,
                 approved.clone(),
             )
-            .with_budget(spec.budget, known_pricing(&spec)),
+            .with_budget(spec.budget, known_pricing(&spec))
+            .with_decisions(
+                store
+                    .decisions(&run_id)
+                    .await?
+                    .into_iter()
+                    .filter(|d| d.kind == DecisionKind::Approval),
+                runtime.approver.clone(),
+            ),
         );
         if resumed {
             ledger.begin_turn(state.step());
@@ -744,6 +907,10 @@ impl Drive {
             end.status = EndStatus::Failed;
             end.message = failure;
         }
+        let awaiting = ledger.suspended();
+        if !awaiting.is_empty() && end.status != EndStatus::Failed {
+            end.status = EndStatus::Suspended;
+        }
         // Every model call of the run is recorded with its usage: a run that failed or was
         // stopped mid-step still reports what it spent.
         let spent = ledger.spent_usage();
@@ -783,6 +950,12 @@ impl Drive {
             EndStatus::Interrupted => {
                 record.status = RunStatus::Interrupted;
                 RunEnd::Interrupted
+            }
+            EndStatus::Suspended => {
+                record.status = RunStatus::Suspended;
+                RunEnd::AwaitingDecision {
+                    decisions: awaiting,
+                }
             }
         };
         store.put_run(&record).await?;
@@ -825,7 +998,9 @@ pub async fn record_root_agent(
             status: match run.status {
                 RunStatus::Completed => AgentStatus::Completed,
                 RunStatus::Failed => AgentStatus::Failed,
-                RunStatus::Running | RunStatus::Interrupted => AgentStatus::Active,
+                RunStatus::Running | RunStatus::Interrupted | RunStatus::Suspended => {
+                    AgentStatus::Active
+                }
             },
             depth: 0,
             created_at: run.started_at.clone(),

@@ -11,6 +11,8 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use weft_store::{Durability, Pricing};
 
+use crate::approval::ToolPolicy;
+
 use crate::budget::Budget;
 
 /// A run's recorded definition.
@@ -82,6 +84,7 @@ impl RunSpec {
                 max_steps: legacy.max_steps,
                 pricing: legacy.pricing,
                 role: legacy.role,
+                policy: ToolPolicy::default(),
             }),
         };
         Ok(RunSpec {
@@ -132,6 +135,13 @@ pub struct AgentProgram {
     /// The agent's role, for lineage.
     #[serde(default = "default_role")]
     pub role: String,
+    /// Which tools wait for a person, which hooks run before calls.
+    #[serde(default, skip_serializing_if = "is_default_policy")]
+    pub policy: ToolPolicy,
+}
+
+fn is_default_policy(policy: &ToolPolicy) -> bool {
+    *policy == ToolPolicy::default()
 }
 
 impl AgentProgram {
@@ -144,6 +154,7 @@ impl AgentProgram {
             max_steps: None,
             pricing: None,
             role: default_role(),
+            policy: ToolPolicy::default(),
         }
     }
 }

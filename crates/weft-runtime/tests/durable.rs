@@ -149,9 +149,11 @@ async fn an_uncertain_call_stops_the_resume_until_approved() {
     fake_in_flight(&store, &run, "call-00").await;
 
     let outcome = resume(&store, &run, false).await;
-    let RunEnd::NeedsApproval { calls } = &outcome.end else {
+    let RunEnd::NeedsApproval { calls, decisions } = &outcome.end else {
         panic!("{outcome:?}")
     };
+    assert_eq!(decisions.len(), 1, "an uncertain call is a pending decision");
+    assert_eq!(decisions[0].tool_call_id, "call-00");
     assert_eq!(
         calls
             .iter()

@@ -33,10 +33,12 @@ mod postgres;
 mod redact;
 mod schema;
 mod sql;
+mod decision;
 mod sqlite;
 mod store;
 pub mod testing;
 
+pub use decision::{DecisionKind, DecisionRecord, DecisionStatus, Decisions, Verdict};
 pub use error::StoreError;
 pub use model::{
     AgentNode, AgentStatus, ArtifactMetadata, ArtifactRecord, ArtifactType, CheckpointSummary,

@@ -49,6 +49,9 @@ pub enum RunStatus {
     Failed,
     /// Its process died or it was stopped before the end; `weft resume` continues it.
     Interrupted,
+    /// Waiting for a person's decision on a tool call (`weft approve` / `weft deny`, then
+    /// `weft resume`).
+    Suspended,
 }
 
 impl RunStatus {
@@ -59,6 +62,7 @@ impl RunStatus {
             RunStatus::Completed => "completed",
             RunStatus::Failed => "failed",
             RunStatus::Interrupted => "interrupted",
+            RunStatus::Suspended => "suspended",
         }
     }
 
@@ -69,6 +73,7 @@ impl RunStatus {
             "completed" => RunStatus::Completed,
             "failed" => RunStatus::Failed,
             "interrupted" => RunStatus::Interrupted,
+            "suspended" => RunStatus::Suspended,
             _ => return None,
         })
     }

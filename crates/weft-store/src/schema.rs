@@ -25,7 +25,7 @@ pub(crate) struct Migration {
 }
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -42,6 +42,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 3,
         name: "run leases, recorded model responses, tool calls keyed by position",
         sql: V3,
+    },
+    Migration {
+        version: 4,
+        name: "pending decisions (approvals and uncertain calls)",
+        sql: V4,
     },
 ];
 
@@ -220,6 +225,27 @@ INSERT INTO tool_calls_v3 (run_id, position, tool_call_id, args_hash, thread_id,
 DROP TABLE tool_calls;
 ALTER TABLE tool_calls_v3 RENAME TO tool_calls;
 CREATE INDEX idx_tool_calls_status ON tool_calls(run_id, status);
+";
+
+// A tool call waiting for a person: an approval or an uncertain call after a crash.
+const V4: &str = r"
+CREATE TABLE decisions (
+  run_id TEXT NOT NULL,
+  id TEXT NOT NULL,
+  position TEXT NOT NULL,
+  tool_call_id TEXT NOT NULL,
+  tool_name TEXT NOT NULL,
+  arguments TEXT NOT NULL,
+  args_hash TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  status TEXT NOT NULL,
+  reason TEXT,
+  agent_id TEXT NOT NULL DEFAULT '',
+  created_at TEXT NOT NULL,
+  decided_at TEXT,
+  PRIMARY KEY (run_id, id)
+);
+CREATE INDEX idx_decisions_status ON decisions(run_id, status);
 ";
 
 /// The DDL of a migration for PostgreSQL.

@@ -457,7 +457,7 @@ impl Store {
     }
 
     /// A write that waits for the commit whatever the durability.
-    async fn write_now(&self, stmts: Vec<Stmt>) -> Result<(), StoreError> {
+    pub(crate) async fn write_now(&self, stmts: Vec<Stmt>) -> Result<(), StoreError> {
         self.commit(self.fence.clone(), stmts).await
     }
 
@@ -502,11 +502,11 @@ impl Store {
             .transpose()
     }
 
-    async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, StoreError> {
+    pub(crate) async fn query(&self, stmt: Stmt) -> Result<Vec<Row>, StoreError> {
         self.shared.backend.query(stmt).await
     }
 
-    fn redact(&self, value: &mut Value) {
+    pub(crate) fn redact(&self, value: &mut Value) {
         self.shared.redactor.redact(value);
     }
 

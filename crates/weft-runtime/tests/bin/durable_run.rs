@@ -35,11 +35,19 @@ async fn report(handle: Result<RunHandle, weft_runtime::RunError>) -> Result<Exi
         RunEnd::Completed { output } => println!("completed {run_id}: {output}"),
         RunEnd::Failed { error } => eprintln!("failed {run_id}: {error}"),
         RunEnd::Interrupted => eprintln!("interrupted {run_id}"),
-        RunEnd::NeedsApproval { calls } => {
-            for call in calls {
+        RunEnd::NeedsApproval { calls, decisions } => {
+            for (call, decision) in calls.iter().zip(decisions) {
                 eprintln!(
-                    "run {run_id}: tool call {} ({}) was in flight when the run stopped; re-run it with --rerun-uncertain",
-                    call.tool_call_id, call.tool_name
+                    "run {run_id}: tool call {} ({}) was in flight when the run stopped; re-run it with --rerun-uncertain (decision {})",
+                    call.tool_call_id, call.tool_name, decision.id
+                );
+            }
+        }
+        RunEnd::AwaitingDecision { decisions } => {
+            for decision in decisions {
+                eprintln!(
+                    "run {run_id}: decision {} awaits approval of {} {}",
+                    decision.id, decision.tool_name, decision.arguments
                 );
             }
         }
@@ -71,6 +79,9 @@ async fn main_async(args: Vec<String>) -> Result<ExitCode, String> {
                 max_steps: None,
                 pricing: None,
                 role: "coder".into(),
+                policy: weft_runtime::approval::ToolPolicy::requiring(
+                    flag(&args, "--requires-approval"),
+                ),
             };
             let mut spec = RunSpec::new("Write the lines.", Program::Agent(program));
             if flag(&args, "--durability").as_deref() == Some("async") {

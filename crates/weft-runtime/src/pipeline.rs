@@ -1,0 +1,375 @@
+//! The runtime's stages of the tool pipeline ([`weft_provider::pipeline`], RUNTIME.md §1):
+//!
+//! * **replay** ([`Stage::Replay`]): finds the call's position in the run; a result recorded
+//!   there (same tool, same arguments) is returned at once — nothing below runs, validates or
+//!   asks again. It also logs every call refused below it (`tool_call_refused`: schema,
+//!   hooks, skips, denials), so every outcome is in the run's event log;
+//! * **hooks** ([`Stage::Hooks`]): the policy's external pre-tool-use scripts
+//!   ([`crate::hooks`]);
+//! * **approval** ([`Stage::Approval`]): tools the policy lists wait for a person. A decision
+//!   taken earlier (`weft approve` / `weft deny`) is used once; otherwise the [`Approver`]
+//!   is asked, and when nobody can answer now the decision is recorded as pending and the
+//!   call is deferred: the run suspends after the step (exit code 4);
+//! * **record** ([`Stage::Record`]): the pending record is durable before the handler starts
+//!   (sync durability), the result is recorded after; a cancelled handler leaves the call
+//!   pending (uncertain), never a recorded result.
+//!
+//! [`Approver`]: crate::approval::Approver
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use weft_provider::pipeline::{Invocation, Next, Stage, ToolLayer, ToolOutcome};
+use weft_provider::tool::BoxFuture;
+use weft_provider::{ToolCall, ToolError, ToolExecution};
+use weft_store::{
+    DecisionKind, DecisionRecord, DecisionStatus, Decisions as _, ToolCallRecord, ToolCallStatus,
+    ToolLedger as _, Verdict, event_type, now_string,
+};
+
+use crate::approval::{ApprovalRequest, ToolPolicy};
+use crate::hooks::HooksLayer;
+use crate::ledger::{INLINE_RESULT_BYTES, RunContext, args_hash};
+
+/// Event type of a decision recorded as pending (the run suspends).
+pub const DECISION_PENDING: &str = "decision_pending";
+/// Event type of a decision taken (inline, or by `weft approve` / `weft deny`) and used.
+pub const DECISION: &str = "decision";
+
+/// The runtime's layers for the tools of one agent of `run`, under `policy`.
+pub fn layers(run: &Arc<RunContext>, policy: &ToolPolicy) -> Vec<Arc<dyn ToolLayer>> {
+    let mut layers: Vec<Arc<dyn ToolLayer>> = vec![
+        Arc::new(ReplayLayer(run.clone())),
+        Arc::new(RecordLayer(run.clone())),
+    ];
+    if !policy.requires_approval.is_empty() {
+        layers.push(Arc::new(ApprovalLayer {
+            run: run.clone(),
+            policy: policy.clone(),
+        }));
+    }
+    if !policy.pre_tool_use.is_empty() {
+        layers.push(Arc::new(HooksLayer::new(
+            run.clone(),
+            policy.pre_tool_use.clone(),
+        )));
+    }
+    layers
+}
+
+/// The position of `inv` in the run (set by the replay stage).
+fn position(run: &RunContext, inv: &mut Invocation<'_>) -> String {
+    match &inv.key {
+        Some(key) => key.clone(),
+        None => {
+            let key = run.position_of(&inv.call.tool_call_id);
+            inv.key = Some(key.clone());
+            key
+        }
+    }
+}
+
+struct ReplayLayer(Arc<RunContext>);
+
+impl ToolLayer for ReplayLayer {
+    fn stage(&self) -> Stage {
+        Stage::Replay
+    }
+
+    fn call<'a, 't>(
+        &'a self,
+        inv: &'a mut Invocation<'t>,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let run = &*self.0;
+            let position = position(run, inv);
+            let id = inv.call.tool_call_id.clone();
+            if let Some(record) = run.recorded(&position) {
+                let hash = args_hash(&inv.arguments);
+                if record.tool_name != inv.tool.name
+                    || (!record.args_hash.is_empty() && record.args_hash != hash)
+                {
+                    let message = format!(
+                        "the run diverged from its record at call {position}: the record holds {} with other \
+                         arguments, now {} was called; nothing was replayed or run",
+                        record.tool_name, inv.tool.name
+                    );
+                    run.fail(message.clone());
+                    return ToolOutcome::Failed(ToolError::new(message));
+                }
+                run.event(
+                    event_type::TOOL_CALL_REPLAYED,
+                    Some(&id),
+                    json!({"tool": inv.tool.name, "isError": record.is_error, "position": position}),
+                )
+                .await;
+                let result = record.result.clone().unwrap_or(Value::Null);
+                return if record.is_error {
+                    ToolOutcome::Failed(ToolError::new(match result {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    }))
+                } else {
+                    ToolOutcome::Done(result)
+                };
+            }
+            let outcome = next.run(inv).await;
+            if let ToolOutcome::Refused { stage, reason } = &outcome {
+                run.event(
+                    event_type::TOOL_CALL_REFUSED,
+                    Some(&id),
+                    json!({"tool": inv.tool.name, "stage": stage.as_str(), "reason": reason,
+                           "arguments": inv.arguments}),
+                )
+                .await;
+            }
+            outcome
+        })
+    }
+}
+
+struct ApprovalLayer {
+    run: Arc<RunContext>,
+    policy: ToolPolicy,
+}
+
+impl ApprovalLayer {
+    fn denied(tool: &str, reason: &str) -> ToolOutcome {
+        ToolOutcome::Refused {
+            stage: Stage::Approval,
+            reason: if reason.is_empty() {
+                format!("the user denied this call to {tool}")
+            } else {
+                format!("the user denied this call to {tool}: {reason}")
+            },
+        }
+    }
+}
+
+impl ToolLayer for ApprovalLayer {
+    fn stage(&self) -> Stage {
+        Stage::Approval
+    }
+
+    fn call<'a, 't>(
+        &'a self,
+        inv: &'a mut Invocation<'t>,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, ToolOutcome> {
+        if !self.policy.requires_approval(&inv.tool.name) {
+            return next.run(inv);
+        }
+        Box::pin(async move {
+            let run = &*self.run;
+            let position = position(run, inv);
+            let hash = args_hash(&inv.arguments);
+            let id = inv.call.tool_call_id.clone();
+            let tool = inv.tool.name.clone();
+            let verdict = match run.take_decision(&position) {
+                Some(taken) if taken.tool_name == tool && taken.args_hash == hash => {
+                    match taken.status {
+                        DecisionStatus::Approved => {
+                            if let Err(error) = run.store().use_decision(run.run_id(), &taken.id).await {
+                                return ToolOutcome::Failed(ToolError::transient(format!(
+                                    "the approval could not be recorded as used, so the call was not run: {error}"
+                                )));
+                            }
+                            Some((taken.id, Verdict::Approve))
+                        }
+                        _ => Some((
+                            taken.id,
+                            Verdict::Deny(taken.reason.unwrap_or_default()),
+                        )),
+                    }
+                }
+                _ => None,
+            };
+            let (decision_id, verdict) = match verdict {
+                Some(found) => found,
+                None => {
+                    let decision = DecisionRecord::pending(
+                        run.run_id(),
+                        position.clone(),
+                        id.clone(),
+                        tool.clone(),
+                        inv.arguments.clone(),
+                        hash,
+                        DecisionKind::Approval,
+                        run.agent_id(),
+                    );
+                    if let Err(error) = run.store().raise_decision(&decision).await {
+                        return ToolOutcome::Failed(ToolError::transient(format!(
+                            "the approval request could not be recorded, so the call was not run: {error}"
+                        )));
+                    }
+                    let asked = match run.approver() {
+                        Some(approver) => {
+                            approver
+                                .decide(&ApprovalRequest {
+                                    run_id: run.run_id().to_owned(),
+                                    decision_id: decision.id.clone(),
+                                    tool_call_id: id.clone(),
+                                    tool: tool.clone(),
+                                    arguments: inv.arguments.clone(),
+                                })
+                                .await
+                        }
+                        None => None,
+                    };
+                    let Some(verdict) = asked else {
+                        run.event(
+                            DECISION_PENDING,
+                            Some(&id),
+                            json!({"decision": decision.id, "kind": "approval", "tool": tool,
+                                   "arguments": inv.arguments, "position": position}),
+                        )
+                        .await;
+                        let reason = format!("waiting for approval (decision {})", decision.id);
+                        run.raise(decision);
+                        return ToolOutcome::Deferred { reason };
+                    };
+                    let recorded = async {
+                        run.store()
+                            .decide(run.run_id(), &decision.id, &verdict)
+                            .await?;
+                        if verdict == Verdict::Approve {
+                            run.store().use_decision(run.run_id(), &decision.id).await?;
+                        }
+                        Ok::<_, weft_store::StoreError>(())
+                    };
+                    if let Err(error) = recorded.await {
+                        return ToolOutcome::Failed(ToolError::transient(format!(
+                            "the decision could not be recorded, so the call was not run: {error}"
+                        )));
+                    }
+                    (decision.id, verdict)
+                }
+            };
+            let (approved, reason) = match &verdict {
+                Verdict::Approve => (true, None),
+                Verdict::Deny(reason) => (false, Some(reason.clone())),
+            };
+            run.event(
+                DECISION,
+                Some(&id),
+                json!({"decision": decision_id, "tool": tool, "approved": approved, "reason": reason}),
+            )
+            .await;
+            inv.approved = Some(approved);
+            match verdict {
+                Verdict::Approve => next.run(inv).await,
+                Verdict::Deny(reason) => Self::denied(&tool, &reason),
+            }
+        })
+    }
+}
+
+struct RecordLayer(Arc<RunContext>);
+
+impl ToolLayer for RecordLayer {
+    fn stage(&self) -> Stage {
+        Stage::Record
+    }
+
+    fn call<'a, 't>(
+        &'a self,
+        inv: &'a mut Invocation<'t>,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let run = &*self.0;
+            let position = position(run, inv);
+            let id = inv.call.tool_call_id.clone();
+            let tool = inv.tool;
+            let call = ToolCall::new(id.clone(), tool.name.clone(), inv.arguments.clone());
+            let (pending, completed) = run.snapshot(|s| s.pending.push(call));
+            let record = ToolCallRecord {
+                run_id: run.run_id().to_owned(),
+                position: position.clone(),
+                tool_call_id: id.clone(),
+                args_hash: args_hash(&inv.arguments),
+                thread_id: run.thread_id().to_owned(),
+                tool_name: tool.name.clone(),
+                arguments: inv.arguments.clone(),
+                status: ToolCallStatus::Pending,
+                result: None,
+                is_error: false,
+                attempts: 1,
+                side_effects: tool.side_effects,
+                idempotent: tool.idempotent,
+                turn: run.turn(),
+                started_at: now_string(),
+                ended_at: None,
+            };
+            // Sync durability: this commit happens before the side effect.
+            if let Err(error) = run.store().tool_call_started(&record).await {
+                if tool.side_effects {
+                    return ToolOutcome::Failed(ToolError::transient(format!(
+                        "the call could not be recorded before running, so it was not run: {error}"
+                    )));
+                }
+                tracing::warn!(%error, "recording a pending tool call failed");
+            }
+            let _ = run
+                .store()
+                .save_tool_checkpoint(run.thread_id(), &pending, &completed)
+                .await;
+            run.event(
+                event_type::TOOL_CALL_START,
+                Some(&id),
+                json!({"tool": tool.name, "arguments": inv.arguments}),
+            )
+            .await;
+            let started = Instant::now();
+            let signal = inv.context.signal.clone();
+            let outcome = next.run(inv).await;
+            if matches!(outcome, ToolOutcome::Failed(_)) && signal.is_cancelled() {
+                // Interrupted: whether the effect happened is unknown. The call stays
+                // pending (uncertain) — its cancellation error is not its result.
+                return outcome;
+            }
+            let (result, is_error) = outcome.to_result();
+            // Sync durability: committed before the next model call.
+            if let Err(error) = run
+                .store()
+                .tool_call_finished(run.run_id(), &position, &result, is_error)
+                .await
+            {
+                tracing::warn!(%error, "recording a tool result failed");
+            }
+            let execution = ToolExecution {
+                tool_name: tool.name.clone(),
+                tool_call_id: id.clone(),
+                arguments: inv.arguments.clone(),
+                result: result.clone(),
+                is_error,
+                duration: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                approved: inv.approved,
+            };
+            let (pending, completed) = run.snapshot(|s| {
+                s.pending.retain(|c| c.tool_call_id != id);
+                s.completed.push(execution);
+            });
+            if let Err(error) = run
+                .store()
+                .save_tool_checkpoint(run.thread_id(), &pending, &completed)
+                .await
+            {
+                tracing::warn!(%error, "tool-result checkpoint failed");
+            }
+            // A large result is stored once, in the ledger; the event refers to it.
+            let size = serde_json::to_string(&result).map_or(0, |text| text.len());
+            let payload = if size > INLINE_RESULT_BYTES {
+                json!({"tool": tool.name, "isError": is_error, "resultBytes": size,
+                       "resultRef": {"toolCall": position}})
+            } else {
+                json!({"tool": tool.name, "isError": is_error, "result": result})
+            };
+            run.event(event_type::TOOL_CALL_END, Some(&id), payload)
+                .await;
+            outcome
+        })
+    }
+}
