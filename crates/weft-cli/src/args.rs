@@ -12,7 +12,7 @@ use crate::commands;
     about,
     long_about = None,
     propagate_version = true,
-    after_help = "Examples:\n  weft init demo && weft run demo \"Add a greeting file\"\n  weft runs list\n  weft resume RUN\n  weft llm --model openai:gpt-4o-mini \"Say hi\"\n  weft llm --model openai-compatible:llama3.2 --base-url http://127.0.0.1:11434/v1 --stream \"Tell me a joke\"\n  weft thread validate thread.json\n\nExit codes: 0 success, 1 the work failed (provider error, invalid input, the agent failed), 2 usage error, 3 a resume stopped on an uncertain tool call, 130 interrupted."
+    after_help = "Examples:\n  weft init demo && weft run demo \"Add a greeting file\"\n  weft runs list\n  weft resume RUN\n  weft llm --model openai:gpt-4o-mini \"Say hi\"\n  weft llm --model openai-compatible:llama3.2 --base-url http://127.0.0.1:11434/v1 --stream \"Tell me a joke\"\n  weft thread validate thread.json\n\nExit codes: 0 success, 1 the work failed (provider error, invalid input, the agent failed), 2 usage error, 3 a resume stopped on an uncertain tool call, 4 a run suspended awaiting a decision (weft approve / weft deny), 5 another process drives the run, 130 interrupted."
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
@@ -37,8 +37,12 @@ pub(crate) enum Command {
     /// Checkpoints of a thread: `list THREAD`.
     #[command(subcommand)]
     Checkpoints(commands::checkpoints::CheckpointsCommand),
-    /// Continue an interrupted run from its latest checkpoint.
+    /// Continue an interrupted or suspended run from its latest checkpoint.
     Resume(commands::resume::ResumeArgs),
+    /// Approve a tool call a suspended run waits on (then `weft resume RUN`).
+    Approve(commands::decide::ApproveArgs),
+    /// Deny a tool call a suspended run waits on; the model gets the reason.
+    Deny(commands::decide::DenyArgs),
     /// Run an agent of a Standard Agents project (the main job).
     Run(commands::run::RunArgs),
     /// Scaffold a project with example agents and scripted models.

@@ -229,16 +229,28 @@ async fn run_call(call: &ToolCall, cx: &RoundContext<'_>) -> Result<CallOutcome,
     let started = Instant::now();
     let outcome = cx.pipeline.run(&mut inv).await;
     if let Some(reason) = inv.abort.take() {
-        return Err(UppError::llm(ErrorCode::InvalidRequest, cx.provider, reason));
+        return Err(UppError::llm(
+            ErrorCode::InvalidRequest,
+            cx.provider,
+            reason,
+        ));
     }
     let duration = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let (result, is_error) = outcome.to_result();
     if inv.ran {
-        pipeline::emit(&inv, StreamEventType::ToolExecutionEnd, Some((&result, is_error)));
+        pipeline::emit(
+            &inv,
+            StreamEventType::ToolExecutionEnd,
+            Some((&result, is_error)),
+        );
     } else {
         // Answered without running (replayed, refused, deferred): one start and one end.
         pipeline::emit(&inv, StreamEventType::ToolExecutionStart, None);
-        pipeline::emit(&inv, StreamEventType::ToolExecutionEnd, Some((&result, is_error)));
+        pipeline::emit(
+            &inv,
+            StreamEventType::ToolExecutionEnd,
+            Some((&result, is_error)),
+        );
     }
     Ok(CallOutcome {
         result: ToolResult {

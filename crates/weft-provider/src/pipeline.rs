@@ -377,10 +377,7 @@ impl ToolLayer for BeforeLayer {
         self.0.fire_tool_call(inv.tool, &inv.arguments);
         match self.0.before_call(inv.tool, &inv.arguments) {
             BeforeCall::Proceed => next.run(inv),
-            BeforeCall::Skip
-            | BeforeCall::Result(BeforeCallResult {
-                proceed: false, ..
-            }) => {
+            BeforeCall::Skip | BeforeCall::Result(BeforeCallResult { proceed: false, .. }) => {
                 let reason = format!(
                     "tool call {} was skipped by the tool strategy",
                     inv.call.tool_call_id

@@ -795,7 +795,10 @@ async fn the_pipeline_runs_layers_in_stage_order_and_a_replay_answers_before_val
     };
     // Added out of order: the instance sorts them by stage.
     let options = LlmOptions::new(scripted::model(script(vec![
-        calls(&[("c1", "count", json!({"n": 1})), ("c2", "count", json!({"n": "bad"}))]),
+        calls(&[
+            ("c1", "count", json!({"n": 1})),
+            ("c2", "count", json!({"n": "bad"})),
+        ]),
         ScriptedResponse::text("done"),
     ])))
     .tool(tool)

@@ -102,9 +102,12 @@ impl PreToolHook {
         if let Some(dir) = &self.dir {
             command.current_dir(dir);
         }
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("the pre-tool-use hook `{}` could not start: {e}", self.command))?;
+        let mut child = command.spawn().map_err(|e| {
+            format!(
+                "the pre-tool-use hook `{}` could not start: {e}",
+                self.command
+            )
+        })?;
         if let Some(mut stdin) = child.stdin.take() {
             let body = payload.to_string();
             // A hook that does not read its input is fine.
@@ -112,7 +115,12 @@ impl PreToolHook {
         }
         let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
             Ok(Ok(output)) => output,
-            Ok(Err(e)) => return Err(format!("the pre-tool-use hook `{}` failed: {e}", self.command)),
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "the pre-tool-use hook `{}` failed: {e}",
+                    self.command
+                ));
+            }
             Err(_) => {
                 return Err(format!(
                     "the pre-tool-use hook `{}` took longer than {} ms, so the call was denied",
@@ -135,7 +143,10 @@ impl PreToolHook {
             code => Err(format!(
                 "the pre-tool-use hook `{}` failed ({}){}, so the call was denied",
                 self.command,
-                code.map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit code {c}")),
+                code.map_or_else(
+                    || "killed by a signal".to_owned(),
+                    |c| format!("exit code {c}")
+                ),
                 if stderr.is_empty() {
                     String::new()
                 } else {

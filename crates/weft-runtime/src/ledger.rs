@@ -26,9 +26,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
-use weft_provider::{
-    AssistantMessage, TokenUsage, ToolCall, ToolExecution,
-};
+use weft_provider::{AssistantMessage, TokenUsage, ToolCall, ToolExecution};
 use weft_store::{
     DecisionRecord, DecisionStatus, EventLog as _, NewEvent, RecordedResponse, Store,
     ToolCallRecord, ToolCallStatus,
@@ -397,7 +395,10 @@ impl RunContext {
         }
     }
 
-    pub(crate) fn snapshot(&self, update: impl FnOnce(&mut StepCalls)) -> (Vec<ToolCall>, Vec<ToolExecution>) {
+    pub(crate) fn snapshot(
+        &self,
+        update: impl FnOnce(&mut StepCalls),
+    ) -> (Vec<ToolCall>, Vec<ToolExecution>) {
         match self.step.lock() {
             Ok(mut step) => {
                 update(&mut step);

@@ -171,17 +171,16 @@ impl ToolLayer for ApprovalLayer {
                 Some(taken) if taken.tool_name == tool && taken.args_hash == hash => {
                     match taken.status {
                         DecisionStatus::Approved => {
-                            if let Err(error) = run.store().use_decision(run.run_id(), &taken.id).await {
+                            if let Err(error) =
+                                run.store().use_decision(run.run_id(), &taken.id).await
+                            {
                                 return ToolOutcome::Failed(ToolError::transient(format!(
                                     "the approval could not be recorded as used, so the call was not run: {error}"
                                 )));
                             }
                             Some((taken.id, Verdict::Approve))
                         }
-                        _ => Some((
-                            taken.id,
-                            Verdict::Deny(taken.reason.unwrap_or_default()),
-                        )),
+                        _ => Some((taken.id, Verdict::Deny(taken.reason.unwrap_or_default()))),
                     }
                 }
                 _ => None,

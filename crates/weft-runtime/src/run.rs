@@ -29,9 +29,9 @@ use weft_agent::AgentState;
 use weft_provider::{Message, ModelReference, ProviderRegistry, TokenUsage, Tool, UppError};
 use weft_store::{
     AgentNode, AgentStatus, DecisionKind, DecisionRecord, DecisionStatus, Decisions as _,
-    Durability, Verdict, EventLog as _, Lineage as _, NewEvent, Pricing,
-    Responses as _, RunRecord, RunStatus, Runs as _, Store, StoreError, ThreadRecord, Threads as _,
-    ToolCallRecord, ToolCallStatus, ToolLedger as _, Usage, event_type, new_id, now_string,
+    Durability, EventLog as _, Lineage as _, NewEvent, Pricing, Responses as _, RunRecord,
+    RunStatus, Runs as _, Store, StoreError, ThreadRecord, Threads as _, ToolCallRecord,
+    ToolCallStatus, ToolLedger as _, Usage, Verdict, event_type, new_id, now_string,
 };
 
 use crate::agent_program::{self, ToolRegistry};
@@ -478,7 +478,10 @@ impl Runtime {
         let mut approved = HashSet::new();
         let mut blocked = Vec::new();
         let mut raised = Vec::new();
-        for call in calls.iter_mut().filter(|c| c.status == ToolCallStatus::Pending) {
+        for call in calls
+            .iter_mut()
+            .filter(|c| c.status == ToolCallStatus::Pending)
+        {
             let tool = tools.iter().find(|t| t.name == call.tool_name);
             let side_effects = tool.map_or(call.side_effects, |t| t.side_effects);
             let idempotent = tool.map_or(call.idempotent, |t| t.idempotent);

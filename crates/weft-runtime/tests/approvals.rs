@@ -220,7 +220,10 @@ async fn a_denied_call_reaches_the_model_as_an_error_with_the_reason() {
     assert_eq!(denied.status, DecisionStatus::Denied);
     let done = resume(&runtime, &run).await;
     assert_eq!(done.exit_code(), 0, "{done:?}");
-    assert!(!dir.path().join("out.txt").exists(), "a denied call never runs");
+    assert!(
+        !dir.path().join("out.txt").exists(),
+        "a denied call never runs"
+    );
     let results = tool_results(&store, &run).await;
     assert_eq!(results.len(), 1);
     assert!(results[0].1, "an error result");

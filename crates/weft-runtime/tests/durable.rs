@@ -152,7 +152,11 @@ async fn an_uncertain_call_stops_the_resume_until_approved() {
     let RunEnd::NeedsApproval { calls, decisions } = &outcome.end else {
         panic!("{outcome:?}")
     };
-    assert_eq!(decisions.len(), 1, "an uncertain call is a pending decision");
+    assert_eq!(
+        decisions.len(),
+        1,
+        "an uncertain call is a pending decision"
+    );
     assert_eq!(decisions[0].tool_call_id, "call-00");
     assert_eq!(
         calls

@@ -47,6 +47,10 @@ pub struct AgentDefinition {
     /// Agent-level default variable values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Tools that wait for a person's approval before every call by this agent (added to
+    /// the project's `requiresApproval`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires_approval: Vec<String>,
     /// Fallback hook IDs (accepted; Weft has no hook registry yet).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hooks: Vec<String>,
@@ -281,6 +285,9 @@ pub struct ToolDefinition {
     /// The JSON Schema of the arguments (an object schema; `{"type":"object"}` when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Value>,
+    /// Every call waits for a person's approval.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requires_approval: bool,
 }
 
 /// `weft.toml` (or `weft.json`): the project's own settings.
@@ -314,6 +321,14 @@ pub struct ProjectConfig {
     /// `maxCost`, `maxTime`); `weft run --max-…` flags override them one by one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<weft_runtime::budget::Budget>,
+    /// Tools (built-in, project and MCP tools alike, by name) that wait for a person's
+    /// approval before every call: `weft run` asks on a terminal, and otherwise suspends the
+    /// run (exit code 4) until `weft approve` / `weft deny`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires_approval: Vec<String>,
+    /// `[hooks]`: external scripts asked before tool calls (`[[hooks.preToolUse]]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hooks: Option<HooksConfig>,
     /// `[project]`: settings shared by several parts of Weft (`testCommand`); read by
     /// `weft-gate` (the completion checklist), kept here as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -324,4 +339,35 @@ pub struct ProjectConfig {
     /// `[completion]`: the completion checklist, read by `weft-gate`; kept here as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion: Option<Value>,
+}
+
+/// `[hooks]` of `weft.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HooksConfig {
+    /// `[[hooks.preToolUse]]`: asked before every call of the tools they match; exit 2
+    /// denies the call with stderr as the reason (any other failure denies it too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pre_tool_use: Vec<HookDefinition>,
+}
+
+/// One external hook.
+///
+/// ```toml
+/// [[hooks.preToolUse]]
+/// matcher = "run_command|write_file"
+/// command = "./hooks/check.sh"
+/// timeout = 10
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HookDefinition {
+    /// Tool names separated by `|`, or `*` (the default) for every tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matcher: Option<String>,
+    /// The command, run with `sh -c` in the project folder; the call is on its stdin as JSON.
+    pub command: String,
+    /// Seconds the hook may take (default 30); a hook that takes longer denies the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
 }

@@ -233,6 +233,39 @@ impl Project {
         }
     }
 
+    /// What the runtime's policy says about `agent`'s tools: those that wait for a person
+    /// (the project's `requiresApproval`, the agent's, and project tools marked
+    /// `requiresApproval = true`) and the project's pre-tool-use hooks (run in the project
+    /// folder).
+    pub fn tool_policy(&self, agent: &AgentDefinition) -> weft_runtime::approval::ToolPolicy {
+        let mut policy = weft_runtime::approval::ToolPolicy::requiring(
+            self.config
+                .requires_approval
+                .iter()
+                .chain(&agent.requires_approval)
+                .cloned(),
+        );
+        policy.requires_approval.extend(
+            self.tools
+                .values()
+                .filter(|t| t.value.requires_approval)
+                .map(|t| t.value.name.clone()),
+        );
+        if let Some(hooks) = &self.config.hooks {
+            policy.pre_tool_use = hooks
+                .pre_tool_use
+                .iter()
+                .map(|h| weft_runtime::hooks::PreToolHook {
+                    command: h.command.clone(),
+                    matcher: h.matcher.clone().unwrap_or_else(|| "*".to_owned()),
+                    timeout_ms: h.timeout.map(|s| s.saturating_mul(1000)),
+                    dir: Some(self.dir.clone()),
+                })
+                .collect();
+        }
+        policy
+    }
+
     /// What the tool name `name` of a prompt refers to.
     pub fn tool_kind(&self, name: &str) -> Option<ToolKind<'_>> {
         if let Some(tool) = self.tool(name) {

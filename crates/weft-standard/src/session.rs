@@ -217,8 +217,8 @@ impl Driver<'_> {
             _ => model,
         };
         let durable_run = self.options.durable.as_ref().map(|d| d.run.clone());
-        let tools = prompt_tools(self.project, prompt, &self.workspace, durable_run.as_ref())
-            .map_err(|e| fail(e.to_string()))?;
+        let tools =
+            prompt_tools(self.project, prompt, &self.workspace).map_err(|e| fail(e.to_string()))?;
         let end = Arc::new(Mutex::new(None));
         let status: StatusSink = {
             let tx = self.options.events.clone();
@@ -286,6 +286,12 @@ impl Driver<'_> {
             .tools(tools)
             .execution_mode(ExecutionMode::Sequential)
             .execution(strategy);
+        if let Some(run) = &durable_run {
+            // The runtime's stages of the tool pipeline: replay, hooks, approval, record.
+            for layer in weft_runtime::pipeline::layers(run, &self.project.tool_policy(agent_def)) {
+                agent_options = agent_options.tool_layer(layer);
+            }
+        }
         for (key, value) in &prompt.params {
             agent_options = agent_options.param(key.clone(), value.clone());
         }

@@ -277,6 +277,11 @@ impl ExecutionStrategy for SideTurn {
                     .map(|(turn, kept)| (turn, Some(kept)))
             };
             let turn = match result {
+                // A call waits for a person's decision: the step is not committed (the
+                // resume runs it again from its recorded response, with the decision).
+                Ok(_) if self.run.as_ref().is_some_and(|r| r.is_suspended()) => {
+                    return Err(cancelled(&committed));
+                }
                 Ok((turn, kept)) => {
                     conversation = kept;
                     turn

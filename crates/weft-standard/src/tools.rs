@@ -2,11 +2,8 @@
 //! project tools (declared signatures whose call returns the arguments), and agent tools
 //! (handoff to an `ai_human` agent with `exposeAsTool`).
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 use weft_provider::{Tool, ToolContext};
-use weft_runtime::ledger::{DurableTool, RunContext};
 use weft_tools::Workspace;
 
 use crate::definition::{AgentDefinition, PromptDefinition, ToolDefinition};
@@ -60,8 +57,8 @@ pub fn handoff_tool(target: &AgentDefinition) -> Tool {
     .with_idempotent(true)
 }
 
-/// Builds the tools of `prompt`, in its order. With `durable`, every tool goes through
-/// weft-store's durable wrapper (recorded results are never re-run).
+/// Builds the tools of `prompt`, in its order. (A durable run adds the runtime's pipeline
+/// layers to the agent: recorded results are replayed, never re-run.)
 ///
 /// # Errors
 /// [`SessionError::Workspace`] when a built-in tool's workspace cannot be opened.
@@ -69,7 +66,6 @@ pub fn prompt_tools(
     project: &Project,
     prompt: &PromptDefinition,
     workspace: &Workspace,
-    durable: Option<&Arc<RunContext>>,
 ) -> Result<Vec<Tool>, SessionError> {
     let mut tools = Vec::with_capacity(prompt.tools.len());
     for name in &prompt.tools {
@@ -80,10 +76,7 @@ pub fn prompt_tools(
                 .ok_or_else(|| SessionError::Workspace(format!("no built-in tool {name:?}")))?,
             None => return Err(SessionError::Agent(format!("unknown tool {name:?}"))),
         };
-        tools.push(match durable {
-            Some(run) => DurableTool::wrap(tool, run.clone()),
-            None => tool,
-        });
+        tools.push(tool);
     }
     Ok(tools)
 }

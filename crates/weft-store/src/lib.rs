@@ -26,6 +26,7 @@
 //! | [`lease`] | run leases (claim, renew, release) and the write fence |
 //! | [`testing`] | the demo tool and the conversation-driven scripted model used by tests |
 
+mod decision;
 mod error;
 pub mod lease;
 mod model;
@@ -33,7 +34,6 @@ mod postgres;
 mod redact;
 mod schema;
 mod sql;
-mod decision;
 mod sqlite;
 mod store;
 pub mod testing;

@@ -1,8 +1,10 @@
 //! One module per subcommand; each is a few dozen lines calling the library crates.
 
+pub(crate) mod approver;
 pub(crate) mod checkpoints;
 pub(crate) mod compliance;
 pub(crate) mod confine;
+pub(crate) mod decide;
 pub(crate) mod embed;
 pub(crate) mod events;
 pub(crate) mod hook;
@@ -33,6 +35,8 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Events(args) => events::run(args),
         Command::Checkpoints(command) => checkpoints::run(command),
         Command::Resume(args) => resume::run(args),
+        Command::Approve(args) => decide::approve(args),
+        Command::Deny(args) => decide::deny(args),
         Command::Run(args) => run::run(args),
         Command::Init(args) => init::run(args),
         Command::Models(command) => models::run(command),

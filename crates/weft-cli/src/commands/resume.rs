@@ -4,14 +4,15 @@
 //! handoffs, both `dual_ai` sides, from the project snapshot it recorded), with the same live
 //! view or `--json` lines. Exit codes are those of the command that started the run: 0
 //! completed, 1 failed, 2 usage/storage error, 3 stopped on an uncertain call (re-run it
-//! with `--rerun-uncertain`), 5 another live process drives the run, 130 interrupted again.
+//! with `--rerun-uncertain`, or decide it with `weft approve` / `weft deny`), 4 suspended
+//! awaiting a decision, 5 another live process drives the run, 130 interrupted again.
 
 use std::process::ExitCode;
 
 use clap::Args;
 use weft_runtime::ResumeOptions;
 use weft_runtime::spec::{Program, RunSpec};
-use weft_store::Runs as _;
+use weft_store::{Runs as _, Verdict};
 
 use super::runs::{StoreArgs, open_store, runtime};
 
@@ -23,8 +24,10 @@ A run started by `weft run` goes on as the same session: its stop rules, handoff
 and the project definitions it recorded (a project changed since is reported). Recorded model responses and tool results are re-used: \
 the model is not asked again for a recorded step, and a recorded call never runs again. A run whose process was killed on this machine \
 can be resumed at once; one driven by another live process is refused (exit 5).\n\n\
-Exit codes: 0 completed, 1 failed, 2 usage or storage error, 3 stopped on an uncertain call (see --rerun-uncertain), \
-5 another live process drives the run, 130 interrupted."
+Calls waiting for a decision are decided with `weft approve RUN ID` / `weft deny RUN ID --reason \"…\"` before the resume, \
+or here with --approve ID / --deny ID (repeatable; --reason goes with the denials). --rerun-uncertain approves every uncertain call.\n\n\
+Exit codes: 0 completed, 1 failed, 2 usage or storage error (or no such pending decision), 3 stopped on an uncertain call \
+(see --rerun-uncertain), 4 suspended awaiting a decision, 5 another live process drives the run, 130 interrupted."
 )]
 pub(crate) struct ResumeArgs {
     #[command(flatten)]
@@ -33,6 +36,18 @@ pub(crate) struct ResumeArgs {
     /// side effects may happen twice).
     #[arg(long)]
     rerun_uncertain: bool,
+    /// Approve the pending decision ID (or call id) before resuming.
+    #[arg(long, value_name = "ID")]
+    approve: Vec<String>,
+    /// Deny the pending decision ID (or call id) before resuming; the model gets --reason.
+    #[arg(long, value_name = "ID")]
+    deny: Vec<String>,
+    /// The reason given to the model for the calls denied with --deny.
+    #[arg(long, default_value = "")]
+    reason: String,
+    /// Never ask on the terminal: a call that needs approval suspends the run (exit 4).
+    #[arg(long)]
+    no_input: bool,
     /// Accepted for compatibility; ownership is decided by the run's lock and lease.
     #[arg(long, hide = true)]
     force: bool,
@@ -42,7 +57,15 @@ pub(crate) struct ResumeArgs {
 
 /// Runs `weft resume`.
 pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
-    runtime()?.block_on(async move {
+    let tokio = runtime()?;
+    let code = tokio.block_on(resume(args));
+    // An approval question left unanswered (the run was stopped) must not keep the process.
+    tokio.shutdown_background();
+    code
+}
+
+async fn resume(args: ResumeArgs) -> anyhow::Result<ExitCode> {
+    {
         let store = open_store(&args.store).await?;
         let record = store
             .run(&args.run)
@@ -68,7 +91,18 @@ pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             }
             Program::Agent(agent) => agent.role.clone(),
         };
-        let runtime = super::run::runtime(store);
+        let runtime = super::run::interactive(super::run::runtime(store), args.no_input);
+        let verdicts = args.approve.iter().map(|id| (id, Verdict::Approve)).chain(
+            args.deny
+                .iter()
+                .map(|id| (id, Verdict::Deny(args.reason.clone()))),
+        );
+        for (id, verdict) in verdicts {
+            if let Err(error) = runtime.decide(&args.run, id, verdict).await {
+                eprintln!("weft: {error}");
+                return Ok(ExitCode::from(error.exit_code()));
+            }
+        }
         let options = ResumeOptions {
             rerun_uncertain: args.rerun_uncertain,
         };
@@ -81,5 +115,5 @@ pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::from(error.exit_code()))
             }
         }
-    })
+    }
 }

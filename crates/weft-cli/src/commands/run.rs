@@ -30,8 +30,11 @@ use weft_store::{Durability, Runs as _, Store};
     after_help = "Examples:\n  weft init demo && weft run demo \"Say hello\"\n  weft run demo --agent review_pair --json \"Write a haiku\"\n\n\
 Budgets (--max-steps, --max-total-tokens, --max-cost, --max-time, or weft.toml's [budget]) stop the whole run, failed, when reached; \
 a run without one stops after 100 steps.\n\n\
+Approvals: tools listed in weft.toml's `requiresApproval` (or an agent's, or a tool marked `requiresApproval = true`) wait for you. \
+On a terminal you are asked inline; without one (or with --no-input) the run suspends with exit code 4 and prints each pending \
+decision with the commands to take it: `weft approve RUN ID`, `weft deny RUN ID --reason \"…\"`, then `weft resume RUN`.\n\n\
 Exit codes: 0 completed, 1 the agent failed (sessionFail, error, a budget reached), 2 usage or definition error, \
-3 a resume stopped on an uncertain call, 5 another process drives the run, 130 interrupted."
+3 a resume stopped on an uncertain call, 4 suspended awaiting a decision, 5 another process drives the run, 130 interrupted."
 )]
 pub(crate) struct RunArgs {
     /// The agent to run (default: the project's `defaultAgent`, or its only agent).
@@ -74,6 +77,10 @@ pub(crate) struct RunArgs {
     /// Stop the run after this long (`90s`, `10m`, `1h30m`), even in the middle of a tool.
     #[arg(long, value_name = "DURATION", value_parser = weft_runtime::budget::parse_duration)]
     max_time: Option<std::time::Duration>,
+    /// Never ask anything on the terminal: a call that needs approval suspends the run
+    /// (exit 4) instead of being asked inline.
+    #[arg(long)]
+    no_input: bool,
     /// `[PROJECT_DIR] INPUT`: the project folder (default: the working directory) and the
     /// message; without INPUT the message is read from standard input.
     #[arg(value_name = "ARGS", num_args = 0..=2)]
@@ -135,7 +142,10 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Durability::Sync
     };
     let runtime = super::runs::runtime()?;
-    runtime.block_on(drive(&project, agent, &args, input, durability))
+    let code = runtime.block_on(drive(&project, agent, &args, input, durability));
+    // An approval question left unanswered (the run was stopped) must not keep the process.
+    runtime.shutdown_background();
+    code
 }
 
 fn names(project: &Project) -> String {
@@ -256,7 +266,7 @@ async fn drive(
         max_steps: Some(DEFAULT_SESSION_MAX_STEPS),
         ..Budget::default()
     });
-    let runtime = runtime(store);
+    let runtime = interactive(runtime(store), args.no_input);
     let handle = match runtime.start(spec, true).await {
         Ok(handle) => handle,
         Err(error) => {
@@ -275,10 +285,20 @@ pub(crate) fn runtime(store: Store) -> Runtime {
         .with_sessions(Arc::new(StandardSessions))
 }
 
+/// `runtime`, asking approvals inline when standard input is a terminal (and `--no-input`
+/// was not given); otherwise such calls suspend the run. The policy is the same either way.
+pub(crate) fn interactive(runtime: Runtime, no_input: bool) -> Runtime {
+    if !no_input && std::io::stdin().is_terminal() {
+        runtime.with_approver(super::approver::TerminalApprover::shared())
+    } else {
+        runtime
+    }
+}
+
 /// Shows a run being driven (the live view or JSON lines), stops it cleanly on Ctrl-C,
 /// SIGTERM or SIGHUP (a second signal exits at once), and reports how it ended. Exit codes:
-/// 0 completed, 1 failed, 3 stopped on an uncertain call, 5 owned by another process,
-/// 130 interrupted.
+/// 0 completed, 1 failed, 3 stopped on an uncertain call, 4 awaiting a decision, 5 owned by
+/// another process, 130 interrupted.
 pub(crate) async fn present(
     runtime: &Runtime,
     mut handle: RunHandle,
@@ -340,20 +360,46 @@ pub(crate) async fn present(
         RunEnd::Failed { .. } => "failed",
         RunEnd::Interrupted => "interrupted",
         RunEnd::NeedsApproval { .. } => "stopped",
+        RunEnd::AwaitingDecision { .. } => "suspended",
     };
     let usage = outcome.usage;
     let (input_tokens, output_tokens, cost) = (usage.input_tokens, usage.output_tokens, usage.cost);
     let resume_hint = match &outcome.end {
         RunEnd::Interrupted => Some(format!("weft resume {run_id}")),
         RunEnd::NeedsApproval { .. } => Some(format!("weft resume {run_id} --rerun-uncertain")),
+        RunEnd::AwaitingDecision { .. } => Some(format!("weft resume {run_id}")),
         _ => None,
     };
-    if let RunEnd::NeedsApproval { calls } = &outcome.end {
-        for c in calls {
+    let pending = match &outcome.end {
+        RunEnd::NeedsApproval { decisions, .. } | RunEnd::AwaitingDecision { decisions } => {
+            decisions.as_slice()
+        }
+        _ => &[],
+    };
+    if !json {
+        for d in pending {
+            let what = match d.kind {
+                weft_store::DecisionKind::Approval => "waits for approval",
+                weft_store::DecisionKind::Uncertain => {
+                    "was in flight when the run stopped and may have had its effect"
+                }
+            };
             eprintln!(
-                "weft: run {run_id}: tool call {} ({}) was in flight when the run stopped and may have had its effect; \
-                 re-run it with `weft resume {run_id} --rerun-uncertain`",
-                c.tool_call_id, c.tool_name
+                "weft: decision {}: {} {} (call {}) {what}\n  approve: weft approve {run_id} {}\n  deny:    weft deny {run_id} {} --reason \"…\"",
+                d.id,
+                d.tool_name,
+                clip(&d.arguments.to_string(), 200),
+                d.tool_call_id,
+                d.id,
+                d.id
+            );
+        }
+        if !pending.is_empty() {
+            eprintln!("  then:    weft resume {run_id}");
+        }
+        if matches!(outcome.end, RunEnd::NeedsApproval { .. }) {
+            eprintln!(
+                "  or approve re-running every uncertain call at once: weft resume {run_id} --rerun-uncertain"
             );
         }
     }
@@ -364,7 +410,7 @@ pub(crate) async fn present(
             "inputTokens": input_tokens, "outputTokens": output_tokens, "cost": cost,
             "output": match &outcome.end { RunEnd::Completed { output } => Some(output.clone()), _ => None },
             "error": match &outcome.end { RunEnd::Failed { error } => Some(error.clone()), _ => None },
-            "resume": resume_hint})
+            "decisions": pending, "resume": resume_hint})
         );
     } else {
         if let RunEnd::Failed { error } = &outcome.end {
@@ -416,7 +462,7 @@ fn paint(colors: bool, code: &str, text: &str) -> String {
     }
 }
 
-fn clip(text: &str, max: usize) -> String {
+pub(crate) fn clip(text: &str, max: usize) -> String {
     let one_line = text.replace('\n', "⏎");
     if one_line.chars().count() <= max {
         one_line

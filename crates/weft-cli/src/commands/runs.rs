@@ -7,7 +7,10 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use weft_runtime::ownership::effective_status;
-use weft_store::{Lineage, RunRecord, Runs, Store, ToolLedger};
+use weft_store::{
+    DecisionStatus, Decisions as _, EventLog as _, EventQuery, Lineage, RunRecord, Runs, Store,
+    ToolLedger, event_type,
+};
 
 /// `--store` and `--json`, shared by the store commands.
 #[derive(Debug, Args)]
@@ -110,12 +113,26 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                     return Ok(ExitCode::from(1));
                 };
                 let calls = s.tool_calls(&run).await?;
+                let decisions = s.decisions(&run).await?;
+                let refused = s
+                    .events(&EventQuery {
+                        run_id: Some(run.clone()),
+                        types: vec![event_type::TOOL_CALL_REFUSED.to_owned()],
+                        ..EventQuery::default()
+                    })
+                    .await?;
                 let agents = s.lineage(&run).await?;
                 let checkpoints = s.list_checkpoints(&record.thread_id).await?;
                 if store.json {
                     let mut v = run_json(&s, &record);
                     v["spec"] = record.spec.clone();
                     v["tool_calls"] = serde_json::to_value(&calls)?;
+                    v["decisions"] = serde_json::to_value(&decisions)?;
+                    v["refused_calls"] = refused
+                        .iter()
+                        .map(|e| json!({"tool_call_id": e.tool_call_id, "turn": e.turn, "tool": e.payload["tool"],
+                                        "stage": e.payload["stage"], "reason": e.payload["reason"]}))
+                        .collect();
                     v["agents"] = serde_json::to_value(&agents)?;
                     v["checkpoints"] = json!(checkpoints.len());
                     println!("{v}");
@@ -150,6 +167,63 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                             c.attempts,
                             if c.is_error { " error" } else { "" }
                         );
+                    }
+                    let pending: Vec<_> = decisions
+                        .iter()
+                        .filter(|d| d.status == DecisionStatus::Pending)
+                        .collect();
+                    if !pending.is_empty() {
+                        println!("pending decisions:");
+                        for d in &pending {
+                            println!(
+                                "  {}  {:<10} {} {}  (call {})",
+                                d.id,
+                                d.kind.as_str(),
+                                d.tool_name,
+                                super::run::clip(&d.arguments.to_string(), 80),
+                                d.tool_call_id
+                            );
+                        }
+                        println!(
+                            "  decide: weft approve {run} ID | weft deny {run} ID --reason \"…\"; then: weft resume {run}"
+                        );
+                    }
+                    let taken: Vec<_> = decisions
+                        .iter()
+                        .filter(|d| d.status != DecisionStatus::Pending)
+                        .collect();
+                    if !taken.is_empty() {
+                        println!("decisions:");
+                        for d in taken {
+                            println!(
+                                "  {}  {:<10} {:<16} {}{}",
+                                d.id,
+                                d.kind.as_str(),
+                                d.tool_name,
+                                d.status.as_str(),
+                                d.reason
+                                    .as_deref()
+                                    .filter(|r| !r.is_empty())
+                                    .map(|r| format!(": {r}"))
+                                    .unwrap_or_default()
+                            );
+                        }
+                    }
+                    if !refused.is_empty() {
+                        println!("refused calls (the model got the reason):");
+                        for e in &refused {
+                            println!(
+                                "  turn {:>3}  {:<24} {:<16} {:<9} {}",
+                                e.turn,
+                                e.tool_call_id.as_deref().unwrap_or("-"),
+                                e.payload["tool"].as_str().unwrap_or("?"),
+                                e.payload["stage"].as_str().unwrap_or("-"),
+                                super::run::clip(
+                                    e.payload["reason"].as_str().unwrap_or_default(),
+                                    100
+                                )
+                            );
+                        }
                     }
                     println!("agents:");
                     for a in &agents {

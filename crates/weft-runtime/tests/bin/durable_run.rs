@@ -79,9 +79,10 @@ async fn main_async(args: Vec<String>) -> Result<ExitCode, String> {
                 max_steps: None,
                 pricing: None,
                 role: "coder".into(),
-                policy: weft_runtime::approval::ToolPolicy::requiring(
-                    flag(&args, "--requires-approval"),
-                ),
+                policy: weft_runtime::approval::ToolPolicy::requiring(flag(
+                    &args,
+                    "--requires-approval",
+                )),
             };
             let mut spec = RunSpec::new("Write the lines.", Program::Agent(program));
             if flag(&args, "--durability").as_deref() == Some("async") {
