@@ -9,16 +9,17 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use weft_agent::checkpoint::CheckpointMode;
-use weft_agent::execution::ExecutionStrategy;
+use weft_agent::execution::{ExecutionStrategy, StepOutcome, Steps};
 use weft_agent::{
     AgentError, AgentOptions, AgentState, ExecutionContext, ExecutionResult, GenerateResult,
     RunOptions, agent,
 };
 use weft_provider::{Message, TokenUsage, Tool, Turn};
-use weft_store::{Durability, Pricing, event_type};
+use weft_store::{Durability, event_type};
 
 use crate::error::RunError;
 use crate::ledger::RunContext;
+use crate::observer::RunObserver;
 use crate::run::{ActiveRun, EndStatus, ProgramEnd};
 use crate::spec::{AgentProgram, ToolSpec};
 
@@ -92,7 +93,6 @@ pub(crate) async fn run(
         run: active.ledger.clone(),
         max_steps: program.max_steps,
         base_usage: base.clone(),
-        pricing: program.pricing.unwrap_or_default(),
     };
     let mut options = AgentOptions::new(model)
         .tools(tools)
@@ -183,12 +183,14 @@ fn final_text(state: &AgentState) -> Option<String> {
     }
 }
 
+/// The plain agent program's loop: steps ([`Steps`]) until the model stops asking for
+/// tools, the stop condition holds or `max_steps` is reached; every step logged in the run
+/// ([`RunObserver`]) and given up when a call waits for a decision.
 #[derive(Debug)]
 pub(crate) struct DurableLoop {
     run: Arc<RunContext>,
     max_steps: Option<u64>,
     base_usage: TokenUsage,
-    pricing: Pricing,
 }
 
 #[async_trait]
@@ -198,99 +200,53 @@ impl ExecutionStrategy for DurableLoop {
     }
 
     async fn execute(&self, ctx: ExecutionContext) -> Result<ExecutionResult, AgentError> {
-        let mut state = ctx.state.clone();
-        let mut total: Option<Turn> = None;
-        let mut usage = self.base_usage.clone();
-        let mut rounds = 0u32;
-        let mut conversation: Option<Arc<Vec<Message>>> = None;
-        if let Some(text) = final_text(&state) {
+        if let Some(Message::Assistant(answer)) = ctx.state.messages().last()
+            && !answer.has_tool_calls()
+        {
             // Finished before the crash: the answer is in the checkpoint.
             let turn = Turn {
                 messages: Vec::new(),
-                response: match state.messages().last() {
-                    Some(Message::Assistant(a)) => a.clone(),
-                    _ => return Err(AgentError::Config(text)),
-                },
+                response: answer.clone(),
                 tool_executions: Vec::new(),
                 usage: TokenUsage::default(),
                 cycles: 0,
                 data: None,
             };
-            return Ok(GenerateResult { turn, state });
+            return Ok(GenerateResult {
+                turn,
+                state: ctx.state.clone(),
+            });
         }
+        // The state already ends with the run's input (its initial checkpoint).
+        let mut steps = Steps::new(&ctx)
+            .input(None)
+            .base_usage(self.base_usage.clone())
+            .observer(RunObserver::new(self.run.clone(), None));
         loop {
-            if self.max_steps.is_some_and(|max| state.step() >= max) {
+            if self
+                .max_steps
+                .is_some_and(|max| steps.state().step() >= max)
+            {
                 break;
             }
-            let step = state.step() + 1;
-            let committed = state.clone();
-            state = state.with_step(step);
-            self.run.begin_turn(step);
-            self.run
-                .event(
-                    event_type::TURN_START,
-                    None,
-                    json!({"messages": state.message_count()}),
-                )
-                .await;
-            ctx.strategy.step_start(step, &state);
-            // The provider's conversation is kept between steps (the state only grows by
-            // each step's messages here): no step copies the history.
-            let history = conversation
-                .take()
-                .unwrap_or_else(|| Arc::new(state.messages_vec()));
-            let (turn, kept) = ctx
-                .llm
-                .generate_step_shared(history, (), rounds, ctx.signal.child_token())
-                .await?;
-            if self.run.is_suspended() {
-                // A call waits for a decision: the step is not committed. The resume runs it
-                // again from its recorded response, with the decision.
-                return Err(AgentError::Cancelled {
-                    state: Box::new(committed),
-                });
+            match steps.step().await? {
+                StepOutcome::Continue(_) => {
+                    if ctx.strategy.should_stop(steps.state()).await {
+                        break;
+                    }
+                }
+                StepOutcome::Final(_) => break,
+                StepOutcome::Suspended => {
+                    // A call waits for a decision: the resume takes this step again.
+                    return Err(AgentError::Cancelled {
+                        state: Box::new(steps.committed().clone()),
+                    });
+                }
             }
-            conversation = Some(kept);
-            state = state.with_messages(turn.messages.iter().cloned());
-            usage.merge(&turn.usage);
-            usage.cycles = None;
-            let result = GenerateResult {
-                turn: turn.clone(),
-                state: state.clone(),
-            };
-            ctx.strategy.step_end(step, &result);
-            ctx.save_checkpoint(&state, turn.tool_executions.clone(), Some(usage.clone()))
-                .await;
-            let cost = self.pricing.cost(usage.input_tokens, usage.output_tokens);
-            self.run
-                .event(
-                    event_type::TURN_END,
-                    None,
-                    json!({"toolCalls": turn.tool_executions.len(), "inputTokens": usage.input_tokens,
-                           "outputTokens": usage.output_tokens, "cost": cost}),
-                )
-                .await;
-            self.run
-                .event(
-                    event_type::CHECKPOINT,
-                    None,
-                    json!({"agentStep": step, "messages": state.message_count()}),
-                )
-                .await;
-            let tools_ran = turn.response.has_tool_calls()
-                && turn.messages.last().is_some_and(Message::is_tool_result);
-            total = Some(Turn::fold(total, turn));
-            if !tools_ran || ctx.strategy.should_stop(&state).await {
-                break;
-            }
-            rounds += 1;
         }
-        match total {
-            Some(turn) => Ok(GenerateResult { turn, state }),
-            None => Err(AgentError::Strategy {
-                name: "durable-loop".into(),
-                message: "the step limit was reached before any model call".into(),
-            }),
-        }
+        steps.finish().map_err(|_| AgentError::Strategy {
+            name: "durable-loop".into(),
+            message: "the step limit was reached before any model call".into(),
+        })
     }
 }

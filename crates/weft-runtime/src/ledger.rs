@@ -243,7 +243,7 @@ impl RunContext {
     }
 
     /// The prices the run's cost is computed with, when known.
-    pub(crate) fn pricing(&self) -> Option<weft_store::Pricing> {
+    pub fn pricing(&self) -> Option<weft_store::Pricing> {
         self.pricing
     }
 

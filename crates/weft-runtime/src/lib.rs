@@ -36,6 +36,7 @@ mod error;
 pub mod event;
 pub mod hooks;
 pub mod ledger;
+pub mod observer;
 pub mod ownership;
 pub mod pipeline;
 pub mod recorded;

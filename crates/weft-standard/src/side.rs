@@ -14,15 +14,12 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use futures_util::StreamExt as _;
 use serde_json::Value;
-use weft_agent::{
-    AgentError, AgentState, AgentStreamEvent, ExecutionContext, ExecutionResult, ExecutionStrategy,
-    GenerateResult,
-};
-use weft_provider::{ErrorCode, InferenceInput, Message, ToolResult, Turn};
+use weft_agent::execution::{StepOutcome, Steps};
+use weft_agent::{AgentError, AgentState, ExecutionContext, ExecutionResult, ExecutionStrategy};
+use weft_provider::{Message, ToolResult, Turn};
 use weft_runtime::ledger::RunContext;
-use weft_store::event_type;
+use weft_runtime::observer::RunObserver;
 
 use crate::definition::{LifecyclePayload, SessionToolBinding, SideConfig};
 
@@ -212,124 +209,33 @@ impl ExecutionStrategy for SideTurn {
     }
 
     async fn execute(&self, ctx: ExecutionContext) -> Result<ExecutionResult, AgentError> {
-        let mut state = ctx.state.clone();
-        let mut pending = self.input.clone();
-        let mut total: Option<Turn> = None;
-        let mut steps = self.prior_steps;
-        let mut rounds = 0u32;
-        let mut conversation: Option<Arc<Vec<Message>>> = None;
-        let mut run_usage = self.base_usage.clone();
+        // One step at a time through the step primitive (events, traces, checkpoints, the
+        // shared conversation); every step logged in the run's event log with the side.
+        let mut steps = Steps::new(&ctx)
+            .input(self.input.clone())
+            .base_usage(self.base_usage.clone());
+        if let Some(run) = &self.run {
+            steps = steps.observer(RunObserver::new(run.clone(), Some(self.side_key)));
+        }
+        let mut taken = self.prior_steps;
         loop {
-            let committed = state.clone();
-            let cancelled = |s: &AgentState| AgentError::Cancelled {
-                state: Box::new(s.clone()),
+            let turn = match steps.step().await? {
+                StepOutcome::Continue(turn) | StepOutcome::Final(turn) => turn,
+                StepOutcome::Suspended => {
+                    // A call waits for a decision: the resume takes this step again.
+                    return Err(AgentError::Cancelled {
+                        state: Box::new(steps.committed().clone()),
+                    });
+                }
             };
-            if ctx.signal.is_cancelled() {
-                return Err(cancelled(&committed));
-            }
-            let step = state.step() + 1;
-            state = state.with_step(step);
-            if let Some(run) = &self.run {
-                run.begin_turn(step);
-                run.event(
-                    event_type::TURN_START,
-                    None,
-                    serde_json::json!({"side": self.side_key, "messages": state.message_count()}),
-                )
-                .await;
-            }
-            ctx.events.set_step(step);
-            ctx.strategy.step_start(step, &state);
-            if ctx.events.is_streaming() {
-                ctx.events.emit_uap(
-                    weft_agent::UapEventType::StepStart,
-                    step,
-                    serde_json::json!({"stateId": state.id()}),
-                );
-            }
-            let inputs: Vec<InferenceInput> = pending
-                .take()
-                .map(InferenceInput::Message)
-                .into_iter()
-                .collect();
-            let signal = ctx.signal.child_token();
-            // The provider's conversation is kept from step to step of the turn (the state
-            // only grows by each turn's messages here), so a step copies no history.
-            let history = conversation
-                .take()
-                .unwrap_or_else(|| Arc::new(state.messages_vec()));
-            let result = if ctx.events.is_streaming() {
-                match ctx.llm.stream_step_shared(history, inputs, rounds, signal) {
-                    Ok(mut stream) => {
-                        while let Some(event) = stream.next().await {
-                            if let Ok(event) = event {
-                                ctx.events.emit(AgentStreamEvent::Upp(event));
-                            }
-                        }
-                        stream.turn_and_conversation().await
-                    }
-                    Err(error) => Err(error),
-                }
-            } else {
-                ctx.llm
-                    .generate_step_shared(history, inputs, rounds, signal)
-                    .await
-                    .map(|(turn, kept)| (turn, Some(kept)))
-            };
-            let turn = match result {
-                // A call waits for a person's decision: the step is not committed (the
-                // resume runs it again from its recorded response, with the decision).
-                Ok(_) if self.run.as_ref().is_some_and(|r| r.is_suspended()) => {
-                    return Err(cancelled(&committed));
-                }
-                Ok((turn, kept)) => {
-                    conversation = kept;
-                    turn
-                }
-                Err(e) if e.code == ErrorCode::Cancelled || ctx.signal.is_cancelled() => {
-                    return Err(cancelled(&committed));
-                }
-                Err(e) => return Err(AgentError::Upp(e)),
-            };
-            state = state.with_messages(turn.messages.iter().cloned());
-            run_usage.merge(&turn.usage);
-            run_usage.cycles = None;
-            state = ctx
-                .finish_step_with_usage(step, &turn, state, run_usage.clone())
-                .await;
-            if let Some(run) = &self.run {
-                run.event(
-                    event_type::TURN_END,
-                    None,
-                    serde_json::json!({"side": self.side_key, "toolCalls": turn.tool_executions.len(),
-                        "inputTokens": turn.usage.input_tokens, "outputTokens": turn.usage.output_tokens}),
-                )
-                .await;
-                run.event(
-                    event_type::CHECKPOINT,
-                    None,
-                    serde_json::json!({"side": self.side_key, "agentStep": step, "messages": state.message_count()}),
-                )
-                .await;
-            }
-            steps += 1;
-            if turn.response.has_tool_calls() {
-                rounds += 1;
-            }
-            let end = self.plan.evaluate(&turn, steps, &self.status);
-            total = Some(Turn::fold(total, turn));
-            if let Some(end) = end {
+            taken += 1;
+            if let Some(end) = self.plan.evaluate(&turn, taken, &self.status) {
                 if let Ok(mut slot) = self.end.lock() {
                     *slot = Some(end);
                 }
                 break;
             }
         }
-        match total {
-            Some(turn) => Ok(GenerateResult { turn, state }),
-            None => Err(AgentError::Config(
-                "the side turn made no model call".into(),
-            )),
-        }
+        steps.finish()
     }
 }

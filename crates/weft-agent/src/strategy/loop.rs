@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::step::{Run, tools_ran};
+use super::step::{StepOutcome, Steps};
 use super::{ExecutionContext, ExecutionStrategy};
 use crate::agent::ExecutionResult;
 use crate::error::AgentError;
@@ -51,14 +51,14 @@ impl ExecutionStrategy for LoopStrategy {
     }
 
     async fn execute(&self, ctx: ExecutionContext) -> Result<ExecutionResult, AgentError> {
-        let mut run = Run::new(&ctx);
+        let mut steps = Steps::new(&ctx);
         let mut rounds = 0u32;
         loop {
-            let step = run.begin_step();
-            let turn = run.call(&ctx.llm, Vec::new()).await?;
-            run.act_and_observe(step, &turn);
-            run.end_step(step).await;
-            if ctx.strategy.should_stop(&run.state).await || !tools_ran(&turn) {
+            match steps.step().await? {
+                StepOutcome::Final(_) | StepOutcome::Suspended => break,
+                StepOutcome::Continue(_) => {}
+            }
+            if ctx.strategy.should_stop(steps.state()).await {
                 break;
             }
             rounds += 1;
@@ -66,6 +66,6 @@ impl ExecutionStrategy for LoopStrategy {
                 break;
             }
         }
-        run.finish()
+        steps.finish()
     }
 }

@@ -13,6 +13,8 @@ mod plan;
 mod react;
 mod step;
 
+pub use step::{StepObserver, StepOutcome, Steps};
+
 use std::fmt;
 use std::sync::Arc;
 

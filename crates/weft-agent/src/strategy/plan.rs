@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use weft_provider::InferenceInput;
 
-use super::step::{Run, tools_ran};
+use super::step::{Steps, tools_ran};
 use super::{ExecutionContext, ExecutionStrategy};
 use crate::agent::ExecutionResult;
 use crate::error::AgentError;
@@ -118,11 +118,11 @@ impl PlanStrategy {
 
     async fn make_plan(
         &self,
-        run: &mut Run<'_>,
+        run: &mut Steps<'_>,
         planner: &weft_provider::LlmInstance,
         prompt: String,
     ) -> Result<Vec<PlanStep>, AgentError> {
-        let step = run.begin_step();
+        let step = run.begin_step().await;
         let turn = run
             .call(planner, vec![InferenceInput::Text(prompt)])
             .await?;
@@ -136,7 +136,7 @@ impl PlanStrategy {
     /// Runs one plan step; `Ok(Err(reason))` when it failed.
     async fn run_plan_step(
         &self,
-        run: &mut Run<'_>,
+        run: &mut Steps<'_>,
         step: u64,
         plan_step: &PlanStep,
     ) -> Result<Result<(), String>, AgentError> {
@@ -243,7 +243,7 @@ impl ExecutionStrategy for PlanStrategy {
         planner_options.tools.clear();
         planner_options.structure = Some(self.options.plan_schema.clone());
         let planner = ctx.llm_with(planner_options)?;
-        let mut run = Run::new(&ctx);
+        let mut run = Steps::new(&ctx);
         let mut plan = self
             .make_plan(&mut run, &planner, self.planning_prompt(&ctx))
             .await?;
@@ -259,7 +259,7 @@ impl ExecutionStrategy for PlanStrategy {
                 }
                 plan[index].status = PlanStepStatus::InProgress;
                 run.state = run.state.with_plan(plan.clone());
-                let step = run.begin_step();
+                let step = run.begin_step().await;
                 let current = plan[index].clone();
                 let outcome = self.run_plan_step(&mut run, step, &current).await?;
                 plan[index].status = match outcome {

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde_json::json;
 use weft_provider::InferenceInput;
 
-use super::step::{Run, tools_ran};
+use super::step::{Steps, tools_ran};
 use super::{ExecutionContext, ExecutionStrategy};
 use crate::agent::ExecutionResult;
 use crate::error::AgentError;
@@ -83,10 +83,10 @@ impl ExecutionStrategy for ReactStrategy {
         reason_options.tools.clear();
         reason_options.structure = None;
         let reasoner = ctx.llm_with(reason_options)?;
-        let mut run = Run::new(&ctx);
+        let mut run = Steps::new(&ctx);
         let mut steps = 0u64;
         loop {
-            let step = run.begin_step();
+            let step = run.begin_step().await;
             steps += 1;
             // Reason
             let reasoning_turn = run

@@ -1,14 +1,26 @@
-//! The step driver shared by the built-in strategies.
+//! The step primitive (RUNTIME.md §2): [`Steps`] drives the steps of one execution, and every
+//! loop is built on it — the built-in strategies (`loop`, `react`, `plan`), the runtime's
+//! durable loop and the Standard Agents side turn. A step owns its events (`step_start`,
+//! `step_end`, the provider's stream when streaming), sub-agent traces, the checkpoint after it
+//! and the conversation shared with the provider between model calls (no step copies the
+//! history).
 //!
-//! `Run` holds the *committed* state (the last step-end state, or the input state) and the
+//! `Steps` holds the *committed* state (the last step-end state, or the input state) and the
 //! *working* state of the step in progress. Model calls of a step see the committed history
 //! plus the step's own messages; the step's messages become part of the state only at
-//! `end_step`, in one derivation. A failure or abort therefore never leaves a half-applied
-//! step anywhere: the error carries the committed state.
+//! [`Steps::end_step`], in one derivation. A failure, an abort or a suspension (a tool call
+//! waiting for a person's decision) therefore never leaves a half-applied step anywhere: the
+//! error carries the committed state, and a resumed run takes the step again from its recorded
+//! model response.
 
+use std::sync::Arc;
+
+use async_trait::async_trait;
 use futures_util::StreamExt as _;
 use serde_json::json;
-use weft_provider::{ErrorCode, InferenceInput, LlmInstance, Message, ToolResult, Turn, UppError};
+use weft_provider::{
+    ErrorCode, InferenceInput, LlmInstance, Message, TokenUsage, ToolResult, Turn, UppError,
+};
 
 use super::ExecutionContext;
 use crate::agent::GenerateResult;
@@ -16,8 +28,70 @@ use crate::error::AgentError;
 use crate::state::AgentState;
 use crate::stream::{AgentStreamEvent, UapEventType};
 
-/// One execution in progress.
-pub(crate) struct Run<'a> {
+/// What a driver of runs hears at step boundaries (the runtime logs them in the run's
+/// event log), and whether the step in progress must be given up because a tool call waits
+/// for a person's decision.
+#[async_trait]
+pub trait StepObserver: Send + Sync {
+    /// A step begins (after `with_step` and `on_step_start`).
+    async fn step_started(&self, step: u64, state: &AgentState) {
+        let _ = (step, state);
+    }
+
+    /// A step ended and was checkpointed; `usage` is the run's so far.
+    async fn step_ended(&self, step: u64, turn: &Turn, state: &AgentState, usage: &TokenUsage) {
+        let _ = (step, turn, state, usage);
+    }
+
+    /// Whether a call of the current step waits for a decision: the step is then not
+    /// committed ([`StepOutcome::Suspended`]).
+    fn suspended(&self) -> bool {
+        false
+    }
+}
+
+/// How a step ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepOutcome {
+    /// Tools ran: the model should be asked again.
+    Continue(Turn),
+    /// The model answered without asking for tools (or asked with no tools to run).
+    Final(Turn),
+    /// A tool call waits for a person's decision: the step was not committed; the state is
+    /// the last committed one.
+    Suspended,
+}
+
+/// The steps of one execution in progress: the step primitive every loop is built on.
+///
+/// # Examples
+///
+/// A strategy that takes at most three steps:
+///
+/// ```
+/// use async_trait::async_trait;
+/// use weft_agent::{AgentError, ExecutionContext, ExecutionResult, ExecutionStrategy};
+/// use weft_agent::execution::{StepOutcome, Steps};
+///
+/// #[derive(Debug)]
+/// struct ThreeSteps;
+///
+/// #[async_trait]
+/// impl ExecutionStrategy for ThreeSteps {
+///     fn name(&self) -> &str { "three-steps" }
+///     async fn execute(&self, ctx: ExecutionContext) -> Result<ExecutionResult, AgentError> {
+///         let mut steps = Steps::new(&ctx);
+///         for _ in 0..3 {
+///             match steps.step().await? {
+///                 StepOutcome::Continue(_) => {}
+///                 StepOutcome::Final(_) | StepOutcome::Suspended => break,
+///             }
+///         }
+///         steps.finish()
+///     }
+/// }
+/// ```
+pub struct Steps<'a> {
     pub(crate) ctx: &'a ExecutionContext,
     /// The last step-end state.
     pub(crate) committed: AgentState,
@@ -28,6 +102,9 @@ pub(crate) struct Run<'a> {
     total: Option<Turn>,
     pending_input: Option<Message>,
     rounds: u32,
+    base_usage: TokenUsage,
+    observer: Option<Arc<dyn StepObserver>>,
+    suspended: bool,
     /// The history as the provider takes it, kept between model calls so a step costs no
     /// copy of the history: valid while `state`'s message vector is the one it mirrors and
     /// `step_messages` has the recorded length.
@@ -70,9 +147,20 @@ pub(crate) fn last_results(turn: &Turn) -> &[ToolResult] {
     }
 }
 
-impl<'a> Run<'a> {
-    pub(crate) fn new(ctx: &'a ExecutionContext) -> Self {
-        Run {
+impl std::fmt::Debug for Steps<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Steps")
+            .field("step", &self.state.step())
+            .field("rounds", &self.rounds)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> Steps<'a> {
+    /// The steps of `ctx`'s execution, from `ctx.state`, with `ctx.input` as the first
+    /// model call's new message.
+    pub fn new(ctx: &'a ExecutionContext) -> Self {
+        Steps {
             ctx,
             committed: ctx.state.clone(),
             state: ctx.state.clone(),
@@ -82,7 +170,65 @@ impl<'a> Run<'a> {
             pending_input: Some(ctx.input.clone()),
             conversation: None,
             rounds: 0,
+            base_usage: TokenUsage::default(),
+            observer: None,
+            suspended: false,
         }
+    }
+
+    /// The first model call's new message instead of `ctx.input` (`None`: the state already
+    /// ends with it, e.g. a durable run's initial checkpoint).
+    #[must_use]
+    pub fn input(mut self, input: Option<Message>) -> Self {
+        self.pending_input = input;
+        self
+    }
+
+    /// The run's usage before this execution: checkpoints record it plus the steps'.
+    #[must_use]
+    pub fn base_usage(mut self, usage: TokenUsage) -> Self {
+        self.base_usage = usage;
+        self
+    }
+
+    /// Who hears step boundaries and says when a step must be given up (see
+    /// [`StepObserver`]).
+    #[must_use]
+    pub fn observer(mut self, observer: Arc<dyn StepObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The state of the step in progress (the committed state between steps).
+    pub fn state(&self) -> &AgentState {
+        &self.state
+    }
+
+    /// The last committed state.
+    pub fn committed(&self) -> &AgentState {
+        &self.committed
+    }
+
+    /// One step with the agent's model: begin, one model call and its tool round, end.
+    ///
+    /// # Errors
+    /// Provider errors; [`AgentError::Cancelled`] with the committed state.
+    pub async fn step(&mut self) -> Result<StepOutcome, AgentError> {
+        let step = self.begin_step().await;
+        let turn = match self.call(&self.ctx.llm, Vec::new()).await {
+            Ok(turn) => turn,
+            Err(AgentError::Cancelled { .. }) if self.suspended => {
+                return Ok(StepOutcome::Suspended);
+            }
+            Err(error) => return Err(error),
+        };
+        self.act_and_observe(step, &turn);
+        self.end_step(step).await;
+        Ok(if tools_ran(&turn) {
+            StepOutcome::Continue(turn)
+        } else {
+            StepOutcome::Final(turn)
+        })
     }
 
     pub(crate) fn cancelled(&self) -> AgentError {
@@ -99,8 +245,8 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Starts a step: `with_step`, `on_step_start`, `step_start`.
-    pub(crate) fn begin_step(&mut self) -> u64 {
+    /// Starts a step: `with_step`, `on_step_start`, `step_start`, the observer.
+    pub async fn begin_step(&mut self) -> u64 {
         let step = self.state.step() + 1;
         self.state = self.state.with_step(step);
         self.ctx.events.set_step(step);
@@ -112,12 +258,20 @@ impl<'a> Run<'a> {
                 json!({ "stateId": self.state.id() }),
             );
         }
+        if let Some(observer) = &self.observer {
+            observer.step_started(step, &self.state).await;
+        }
         step
     }
 
     /// One model call (and its tool round) within the current step. The pending user input
-    /// goes first, then `extra`.
-    pub(crate) async fn call(
+    /// goes first, then `extra`. When a call of the round waits for a decision, the step is
+    /// given up (the state goes back to the committed one) and the result is
+    /// [`AgentError::Cancelled`].
+    ///
+    /// # Errors
+    /// Provider errors; [`AgentError::Cancelled`] with the committed state.
+    pub async fn call(
         &mut self,
         llm: &LlmInstance,
         extra: Vec<InferenceInput>,
@@ -158,6 +312,15 @@ impl<'a> Run<'a> {
             turn
         });
         let turn = result.map_err(|e| self.map_error(e))?;
+        if self.observer.as_ref().is_some_and(|o| o.suspended()) {
+            // A call waits for a decision: nothing of this step is kept.
+            self.suspended = true;
+            self.state = self.committed.clone();
+            self.step_messages.clear();
+            self.step_turn = None;
+            self.conversation = None;
+            return Err(self.cancelled());
+        }
         self.pending_input = None;
         if tools_ran(&turn) {
             self.rounds += 1;
@@ -195,7 +358,7 @@ impl<'a> Run<'a> {
     }
 
     /// Fires `on_act` / `on_observe` and the `action` / `observation` events for a turn.
-    pub(crate) fn act_and_observe(&self, step: u64, turn: &Turn) {
+    pub fn act_and_observe(&self, step: u64, turn: &Turn) {
         if !turn.response.has_tool_calls() {
             return;
         }
@@ -222,8 +385,8 @@ impl<'a> Run<'a> {
     }
 
     /// Ends the step: commits its messages and traces, fires `on_step_end`, emits
-    /// `step_end`, checkpoints.
-    pub(crate) async fn end_step(&mut self, step: u64) {
+    /// `step_end`, checkpoints, tells the observer.
+    pub async fn end_step(&mut self, step: u64) {
         let traces = self.ctx.events.take_traces();
         let kept = self.conversation.take().filter(|kept| {
             kept.step_len == self.step_messages.len()
@@ -255,23 +418,35 @@ impl<'a> Run<'a> {
             turn,
             state: self.state.clone(),
         };
-        let usage = checkpointing.then(|| {
-            let mut usage = self
-                .total
-                .as_ref()
-                .map(|t| t.usage.clone())
-                .unwrap_or_default();
-            usage.merge(&result.turn.usage);
-            usage
-        });
+        // The run's usage so far: before this execution, its earlier steps, this one.
+        let mut usage = self.base_usage.clone();
+        if let Some(total) = &self.total {
+            usage.merge(&total.usage);
+        }
+        usage.merge(&result.turn.usage);
+        usage.cycles = None;
         self.ctx
-            .end_step_effects(step, &result, completed, usage)
+            .end_step_effects(
+                step,
+                &result,
+                completed,
+                checkpointing.then(|| usage.clone()),
+            )
             .await;
+        if let Some(observer) = &self.observer {
+            observer
+                .step_ended(step, &result.turn, &result.state, &usage)
+                .await;
+        }
         self.total = Some(Turn::fold(self.total.take(), result.turn));
     }
 
-    /// The result of the run.
-    pub(crate) fn finish(self) -> Result<GenerateResult, AgentError> {
+    /// The result of the execution: every step's turn folded into one, and the committed
+    /// state.
+    ///
+    /// # Errors
+    /// [`AgentError::Strategy`] when no model call was made.
+    pub fn finish(self) -> Result<GenerateResult, AgentError> {
         match self.total {
             Some(turn) => Ok(GenerateResult {
                 turn,
