@@ -57,6 +57,15 @@ pub struct ToolPolicy {
     /// External scripts asked before every call (exit 2 = deny).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pre_tool_use: Vec<PreToolHook>,
+    /// How many times a call whose tool failed with a *transient* error is run again, with
+    /// exponential backoff (100 ms, 200 ms, …), before the error goes to the model: 0 by
+    /// default (the library's behaviour); the runtime spec's profile uses 2.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_retries: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl ToolPolicy {
@@ -65,6 +74,7 @@ impl ToolPolicy {
         ToolPolicy {
             requires_approval: tools.into_iter().map(Into::into).collect(),
             pre_tool_use: Vec::new(),
+            max_retries: 0,
         }
     }
 

@@ -34,6 +34,8 @@ use crate::ledger::{INLINE_RESULT_BYTES, RunContext, args_hash};
 
 /// Event type of a decision recorded as pending (the run suspends).
 pub const DECISION_PENDING: &str = "decision_pending";
+/// Event type of a call run again after a transient failure.
+pub const TOOL_CALL_RETRY: &str = "tool_call_retry";
 /// Event type of a decision taken (inline, or by `weft approve` / `weft deny`) and used.
 pub const DECISION: &str = "decision";
 
@@ -43,6 +45,13 @@ pub fn layers(run: &Arc<RunContext>, policy: &ToolPolicy) -> Vec<Arc<dyn ToolLay
         Arc::new(ReplayLayer(run.clone())),
         Arc::new(RecordLayer(run.clone())),
     ];
+    if policy.max_retries > 0 {
+        // Same stage as record, added after it: inside it (one ledger record per call).
+        layers.push(Arc::new(RetryLayer {
+            run: run.clone(),
+            max_retries: policy.max_retries,
+        }));
+    }
     if !policy.requires_approval.is_empty() {
         layers.push(Arc::new(ApprovalLayer {
             run: run.clone(),
@@ -370,5 +379,79 @@ impl ToolLayer for RecordLayer {
                 .await;
             outcome
         })
+    }
+}
+
+/// Runs a call again after a transient failure (`ToolError::transient`), with exponential
+/// backoff, each retry logged (`tool_call_retry`); a cancelled call is not retried, nor is a
+/// failure identical to the one before it.
+struct RetryLayer {
+    run: Arc<RunContext>,
+    max_retries: u32,
+}
+
+/// The wait before retry `attempt` (1-based): 100 ms, 200 ms, 400 ms, … (at most 5 s).
+fn backoff(attempt: u32) -> std::time::Duration {
+    std::time::Duration::from_millis(100u64.saturating_mul(1 << attempt.saturating_sub(1).min(6)))
+        .min(std::time::Duration::from_secs(5))
+}
+
+impl ToolLayer for RetryLayer {
+    fn stage(&self) -> Stage {
+        Stage::Record
+    }
+
+    fn call<'a, 't>(
+        &'a self,
+        inv: &'a mut Invocation<'t>,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, ToolOutcome> {
+        Box::pin(async move {
+            let mut attempt = 0;
+            let mut last: Option<String> = None;
+            loop {
+                let outcome = next.run(inv).await;
+                let ToolOutcome::Failed(error) = &outcome else {
+                    return outcome;
+                };
+                let signal = &inv.context.signal;
+                if !error.transient
+                    || attempt >= self.max_retries
+                    || signal.is_cancelled()
+                    || last.as_deref() == Some(error.message.as_str())
+                {
+                    return outcome;
+                }
+                attempt += 1;
+                let wait = backoff(attempt);
+                self.run
+                    .event(
+                        TOOL_CALL_RETRY,
+                        Some(&inv.call.tool_call_id),
+                        json!({"tool": inv.tool.name, "attempt": attempt, "error": error.message,
+                               "delayMs": u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)}),
+                    )
+                    .await;
+                last = Some(error.message.clone());
+                tokio::select! {
+                    () = signal.cancelled() => return outcome,
+                    () = tokio::time::sleep(wait) => {}
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backoff;
+    use std::time::Duration;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        assert_eq!(backoff(1), Duration::from_millis(100));
+        assert_eq!(backoff(2), Duration::from_millis(200));
+        assert_eq!(backoff(3), Duration::from_millis(400));
+        assert_eq!(backoff(30), Duration::from_secs(5));
     }
 }

@@ -418,3 +418,64 @@ async fn a_hook_that_fails_otherwise_denies_the_call_fail_closed() {
         "{results:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_failure_is_retried_visibly_when_the_policy_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut registry = ToolRegistry::new();
+    let counter = runs.clone();
+    registry.register("flaky", move |_config: &Value| {
+        let counter = counter.clone();
+        Ok(weft_provider::Tool::new(
+            "flaky",
+            "fails once, then works",
+            json!({"type": "object"}),
+            move |_args: Value, _ctx| {
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if n == 0 {
+                        Err(weft_provider::ToolError::transient("connection reset"))
+                    } else {
+                        Ok(json!("ok"))
+                    }
+                }
+            },
+        ))
+    });
+    let script_path = dir.path().join("script.json");
+    std::fs::write(
+        &script_path,
+        json!({"responses": [{"toolCalls": [{"id": "f1", "name": "flaky", "arguments": {}}]}, {"text": "done"}]})
+            .to_string(),
+    )
+    .unwrap();
+    let mut program = AgentProgram::new(format!("scripted-turns:{}", script_path.display()));
+    program.tools = vec![ToolSpec {
+        name: "flaky".into(),
+        config: json!({}),
+    }];
+    program.policy.max_retries = 2;
+    let outcome = Runtime::new(store.clone())
+        .with_tools(registry)
+        .start(RunSpec::new("go", Program::Agent(program)), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "one retry");
+    let results = tool_results(&store, &outcome.run_id).await;
+    assert_eq!(results, [(json!("ok"), false)]);
+    let retries: Vec<Value> = event_types(&store, &outcome.run_id)
+        .await
+        .into_iter()
+        .filter(|(k, _)| k == "tool_call_retry")
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(retries.len(), 1);
+    assert_eq!(retries[0]["error"], "connection reset");
+    assert_eq!(retries[0]["attempt"], 1);
+}

@@ -114,13 +114,18 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                 };
                 let calls = s.tool_calls(&run).await?;
                 let decisions = s.decisions(&run).await?;
-                let refused = s
+                let (refused, retried): (Vec<_>, Vec<_>) = s
                     .events(&EventQuery {
                         run_id: Some(run.clone()),
-                        types: vec![event_type::TOOL_CALL_REFUSED.to_owned()],
+                        types: vec![
+                            event_type::TOOL_CALL_REFUSED.to_owned(),
+                            weft_runtime::pipeline::TOOL_CALL_RETRY.to_owned(),
+                        ],
                         ..EventQuery::default()
                     })
-                    .await?;
+                    .await?
+                    .into_iter()
+                    .partition(|e| e.event_type == event_type::TOOL_CALL_REFUSED);
                 let agents = s.lineage(&run).await?;
                 let checkpoints = s.list_checkpoints(&record.thread_id).await?;
                 if store.json {
@@ -132,6 +137,11 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                         .iter()
                         .map(|e| json!({"tool_call_id": e.tool_call_id, "turn": e.turn, "tool": e.payload["tool"],
                                         "stage": e.payload["stage"], "reason": e.payload["reason"]}))
+                        .collect();
+                    v["retried_calls"] = retried
+                        .iter()
+                        .map(|e| json!({"tool_call_id": e.tool_call_id, "turn": e.turn, "tool": e.payload["tool"],
+                                        "attempt": e.payload["attempt"], "error": e.payload["error"]}))
                         .collect();
                     v["agents"] = serde_json::to_value(&agents)?;
                     v["checkpoints"] = json!(checkpoints.len());
@@ -222,6 +232,19 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                                     e.payload["reason"].as_str().unwrap_or_default(),
                                     100
                                 )
+                            );
+                        }
+                    }
+                    if !retried.is_empty() {
+                        println!("retried calls (transient failures):");
+                        for e in &retried {
+                            println!(
+                                "  turn {:>3}  {:<24} {:<16} attempt {} after: {}",
+                                e.turn,
+                                e.tool_call_id.as_deref().unwrap_or("-"),
+                                e.payload["tool"].as_str().unwrap_or("?"),
+                                e.payload["attempt"],
+                                super::run::clip(e.payload["error"].as_str().unwrap_or_default(), 100)
                             );
                         }
                     }
