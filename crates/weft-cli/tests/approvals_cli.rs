@@ -308,3 +308,70 @@ fn on_a_terminal_a_denial_with_a_reason_reaches_the_model_and_a_resume_never_ask
         "{refused:?}"
     );
 }
+
+/// A `dual_ai` pair whose reviewer (side B) ends the session with `done`, which needs
+/// approval: the suspension is in side B's first step of its turn.
+fn write_pair(dir: &Path) {
+    for sub in ["agents", "prompts", "tools"] {
+        std::fs::create_dir_all(dir.join(sub)).expect("mkdir");
+    }
+    let files = [
+        (
+            "weft.toml",
+            "model = \"scripted-turns:a.json\"\nrequiresApproval = [\"done\"]\n",
+        ),
+        (
+            "agents/pair.toml",
+            "name = \"pair\"\ntype = \"dual_ai\"\nmaxSessionTurns = 6\n[sideA]\nprompt = \"pa\"\n[sideB]\nprompt = \"pb\"\nsessionStop = { name = \"done\", messageProperty = \"summary\" }\n",
+        ),
+        ("prompts/pa.toml", "name = \"pa\"\n"),
+        (
+            "prompts/pb.toml",
+            "name = \"pb\"\nmodel = \"scripted-turns:b.json\"\ntools = [\"done\"]\n",
+        ),
+        (
+            "tools/done.toml",
+            "name = \"done\"\nparameters = { type = \"object\", properties = { summary = { type = \"string\" } } }\n",
+        ),
+        ("a.json", r#"{"responses":[{"text":"draft 1"}]}"#),
+        (
+            "b.json",
+            r#"{"responses":[{"toolCalls":[{"id":"d1","name":"done","arguments":{"summary":"approved"}}]}]}"#,
+        ),
+    ];
+    for (path, body) in files {
+        std::fs::write(dir.join(path), body).expect("write");
+    }
+}
+
+#[test]
+fn a_dual_ai_side_b_call_waiting_for_approval_resumes_in_side_b() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("pair");
+    write_pair(&p);
+    let out = weft(&p, &["run", "--json", "task"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let end = run_end(&out);
+    let run = end["runId"].as_str().unwrap().to_owned();
+    assert_eq!(end["decisions"][0]["toolName"], "done");
+    let approve = weft(&p, &["approve", &run, "d1"]);
+    assert_eq!(approve.status.code(), Some(0), "{}", text(&approve));
+    let done = weft(&p, &["resume", &run, "--json"]);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+    let turns: Vec<(Value, Value)> = json_lines(&done)
+        .into_iter()
+        .filter(|e| e["type"] == "turn_start")
+        .map(|e| (e["side"].clone(), e["turn"].clone()))
+        .collect();
+    assert_eq!(
+        turns,
+        [(json!("sideB"), json!(2))],
+        "side A's turn is not taken again"
+    );
+    let session_end = json_lines(&done)
+        .into_iter()
+        .find(|e| e["type"] == "session_end")
+        .unwrap();
+    assert_eq!(session_end["reason"], "sessionStop");
+    assert_eq!(session_end["message"], "approved");
+}

@@ -69,7 +69,30 @@ impl std::fmt::Debug for RecordedModel {
     }
 }
 
+/// The fingerprint of a request: its message count and its last message **without** the
+/// message's generated `id` and `timestamp` (a step taken again rebuilds its input — side B's
+/// input in a `dual_ai` session, say — with a new id and time, and it is still the same
+/// conversation). Written as `2:HEX`.
 fn fingerprint(messages: &[Message]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(messages.len().to_le_bytes());
+    if let Some(last) = messages.last()
+        && let Ok(mut value) = serde_json::to_value(last)
+    {
+        if let Some(object) = value.as_object_mut() {
+            object.remove("id");
+            object.remove("timestamp");
+        }
+        if let Ok(json) = serde_json::to_vec(&value) {
+            hasher.update(json);
+        }
+    }
+    format!("2:{}", hex(&hasher.finalize()[..12]))
+}
+
+/// The fingerprint records written before `2:` (the whole last message, id and time
+/// included), so runs recorded by an earlier build still resume.
+fn legacy_fingerprint(messages: &[Message]) -> String {
     let mut hasher = Sha256::new();
     hasher.update(messages.len().to_le_bytes());
     if let Some(last) = messages.last()
@@ -78,6 +101,15 @@ fn fingerprint(messages: &[Message]) -> String {
         hasher.update(json);
     }
     hex(&hasher.finalize()[..12])
+}
+
+/// Whether `recorded` is the fingerprint of `messages` (in its own format).
+fn same_request(recorded: &str, messages: &[Message]) -> bool {
+    if recorded.starts_with("2:") {
+        recorded == fingerprint(messages)
+    } else {
+        recorded == legacy_fingerprint(messages)
+    }
 }
 
 fn encode(response: &LlmResponse) -> Value {
@@ -118,8 +150,7 @@ impl RecordedModel {
         let Some(recorded) = self.run.recorded_response(&position) else {
             return Ok(None);
         };
-        let expected = fingerprint(&request.messages);
-        if recorded.fingerprint != expected {
+        if !same_request(&recorded.fingerprint, &request.messages) {
             let message = format!(
                 "the run diverged from its record at {position}: the conversation there is not the one the recorded \
                  response answered (was the project or the model changed since?); it was not replayed"
