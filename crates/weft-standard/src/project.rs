@@ -646,10 +646,15 @@ impl Project {
 /// JSON Schema (what the providers are sent, and what arguments are checked against).
 fn check_schema(schema: &Value, file: &Path, key: &str, problems: &mut Vec<Problem>) {
     if schema.get("type").and_then(Value::as_str) != Some("object") {
+        let what = if key == "parameters" {
+            "the parameters"
+        } else {
+            "the output schema"
+        };
         problems.push(Problem::new(
             file,
             key,
-            "must be a JSON Schema with \"type\" = \"object\"",
+            format!("{what} must be a JSON Schema with \"type\" = \"object\""),
         ));
         return;
     }
