@@ -15,6 +15,10 @@ use crate::commands;
     after_help = "Examples:\n  weft init demo && weft run demo \"Add a greeting file\"\n  weft runs list\n  weft resume RUN\n  weft llm --model openai:gpt-4o-mini \"Say hi\"\n  weft llm --model openai-compatible:llama3.2 --base-url http://127.0.0.1:11434/v1 --stream \"Tell me a joke\"\n  weft thread validate thread.json\n\nExit codes: 0 success, 1 the work failed (provider error, invalid input, the agent failed), 2 usage error, 3 a resume stopped on an uncertain tool call, 130 interrupted."
 )]
 pub(crate) struct Cli {
+    /// Print what Weft sends to and receives from providers over HTTP (method, URL, headers,
+    /// bodies; keys redacted) on stderr. `WEFT_LOG=debug` does the same.
+    #[arg(long, short = 'v', global = true)]
+    pub(crate) verbose: bool,
     #[command(subcommand)]
     pub(crate) command: Command,
 }

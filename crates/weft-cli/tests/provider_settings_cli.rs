@@ -166,3 +166,73 @@ async fn the_project_names_the_server_and_the_flag_overrides_it() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("from the flag"));
     assert_eq!(server.received().len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verbose_shows_the_http_exchange_with_the_key_redacted() {
+    let server = ReplayServer::start(vec![
+        answer("traced"),
+        Reply::json(
+            401,
+            &json!({"error": {"message": "bad key", "type": "invalid_request_error"}}),
+        ),
+    ])
+    .await;
+    let url = format!("{}/v1", server.url());
+    let dir = tempfile::tempdir().expect("tempdir");
+    // `--verbose` on a run: request line, headers, body, status, each event.
+    let p = dir.path().join("p");
+    project(&p, "model = \"openai-compatible:llama3.2\"\n");
+    let out = weft(
+        dir.path(),
+        &["run", "p", "--verbose", "--base-url", &url, "hi there"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", say(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        format!("weft: http: openai-compatible → POST {url}/chat/completions"),
+        "weft: http: openai-compatible → authorization: [REDACTED]".to_owned(),
+        "weft: http: openai-compatible → content-type: application/json".to_owned(),
+        "\"hi there\"".to_owned(),
+        "weft: http: openai-compatible ← 200".to_owned(),
+        "weft: http: openai-compatible ← data: {".to_owned(),
+        "weft: http: openai-compatible ← data: [DONE]".to_owned(),
+    ] {
+        assert!(stderr.contains(&want), "missing {want:?}: {}", say(&out));
+    }
+    assert!(!stderr.contains(SECRET), "{}", say(&out));
+    // `WEFT_LOG=debug` on `weft llm`: the error body too.
+    let out = weft(
+        dir.path(),
+        &[
+            "llm",
+            "--model",
+            "openai-compatible:llama3.2",
+            "--base-url",
+            &url,
+            "hi",
+        ],
+        &[("WEFT_LOG", "debug")],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(1), "{}", say(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("weft: http: openai-compatible ← 401"),
+        "{}",
+        say(&out)
+    );
+    assert!(stderr.contains("bad key"), "{}", say(&out));
+    assert!(!stderr.contains(SECRET), "{}", say(&out));
+    // Without either, nothing is traced.
+    let server = ReplayServer::start(vec![answer("quiet")]).await;
+    let url = format!("{}/v1", server.url());
+    let out = weft(dir.path(), &["run", "p", "--base-url", &url, "hi"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", say(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("weft: http:"),
+        "{}",
+        say(&out)
+    );
+}

@@ -25,6 +25,19 @@ use std::process::ExitCode;
 
 use crate::args::{Cli, Command};
 
+/// Whether `WEFT_LOG` asks for the HTTP trace (`debug` or `trace`, alone or in a list such
+/// as `info,debug`).
+pub(crate) fn verbose_from_environment() -> bool {
+    std::env::var("WEFT_LOG").is_ok_and(|value| {
+        value.split([',', ' ']).any(|level| {
+            matches!(
+                level.trim().to_ascii_lowercase().as_str(),
+                "debug" | "trace"
+            )
+        })
+    })
+}
+
 /// Runs the parsed command and returns its exit code.
 pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
