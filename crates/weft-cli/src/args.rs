@@ -33,7 +33,7 @@ pub(crate) enum Command {
     /// Validate, hash, canonicalize and convert ThreadProtocol threads.
     #[command(subcommand)]
     Thread(commands::thread::ThreadCommand),
-    /// Runs recorded in the store: `list`, `show RUN`.
+    /// Runs recorded in the store: `list`, `show RUN`, `delete RUN`, `prune --older-than 7d`.
     #[command(subcommand)]
     Runs(commands::runs::RunsCommand),
     /// Print a run's event log (`--follow` to keep watching).
@@ -68,4 +68,7 @@ pub(crate) enum Command {
     /// The completion checklist of weft.toml: `check`.
     #[command(subcommand)]
     Completion(commands::compliance::CompletionCommand),
+    /// The run store: `gc` drops orphaned rows and gives the space back.
+    #[command(subcommand)]
+    Store(commands::store::StoreCommand),
 }

@@ -18,6 +18,7 @@ pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod signals;
+pub(crate) mod store;
 pub(crate) mod thread;
 pub(crate) mod worktree;
 
@@ -57,5 +58,6 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Worktree(command) => worktree::run(command),
         Command::Compliance(command) => compliance::run(command),
         Command::Completion(command) => compliance::run_completion(command),
+        Command::Store(command) => store::run(command),
     }
 }

@@ -11,7 +11,6 @@ use std::process::ExitCode;
 use clap::Args;
 use weft_runtime::ResumeOptions;
 use weft_runtime::spec::{Program, RunSpec};
-use weft_store::Runs as _;
 
 use super::runs::{StoreArgs, open_store, runtime};
 
@@ -36,7 +35,7 @@ pub(crate) struct ResumeArgs {
     /// Accepted for compatibility; ownership is decided by the run's lock and lease.
     #[arg(long, hide = true)]
     force: bool,
-    /// The run id.
+    /// The run id (or a unique prefix of it).
     run: String,
 }
 
@@ -44,10 +43,11 @@ pub(crate) struct ResumeArgs {
 pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let store = open_store(&args.store).await?;
-        let record = store
-            .run(&args.run)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("run {:?} not found", args.run))?;
+        let record = super::runs::resolve_run(&store, &args.run).await?;
+        let args = ResumeArgs {
+            run: record.run_id.clone(),
+            ..args
+        };
         let spec = RunSpec::from_stored(&record.spec)
             .map_err(|e| anyhow::anyhow!("the spec of run {} cannot be read: {e}", args.run))?;
         let agent = match &spec.program {
