@@ -172,7 +172,7 @@ mod tests {
     fn base_urls_need_a_scheme_and_a_host() {
         assert!(check_base_url("http://127.0.0.1:11434/v1").is_ok());
         assert!(check_base_url("https://proxy.example/v1").is_ok());
-        let error = check_base_url("localhost:11434/v1").unwrap_err();
+        let error = check_base_url("localhost:11434/v1").expect_err("no scheme");
         assert!(error.contains("http://localhost:11434/v1"), "{error}");
         assert!(check_base_url("http://").is_err());
         assert!(check_base_url("ftp://x").is_err());

@@ -265,7 +265,7 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                     - chrono::Duration::from_std(older_than).context("the duration is too long")?;
                 let (mut deleted, mut running) = (Vec::new(), 0usize);
                 for r in s.runs(None).await? {
-                    if !last_active(&r).is_some_and(|t| t < cutoff) {
+                    if last_active(&r).is_none_or(|t| t >= cutoff) {
                         continue;
                     }
                     if effective_status(&s, &r) == RunStatus::Running {
