@@ -149,7 +149,9 @@ fn markers_are_read() {
         Some(Expect::Exit(1, "fails on purpose".into()))
     );
     assert_eq!(parse_marker("Some text."), None);
-    let parsed = blocks("intro\n\n```sh\nweft a\n```\n<!-- readme-test: skip (x) -->\n```sh\nweft b\n```\n```toml\nx = 1\n```\n");
+    let parsed = blocks(
+        "intro\n\n```sh\nweft a\n```\n<!-- readme-test: skip (x) -->\n```sh\nweft b\n```\n```toml\nx = 1\n```\n",
+    );
     assert_eq!(parsed.len(), 2);
     assert_eq!(parsed[0].script, "weft a");
     assert_eq!(parsed[0].expect, Expect::Success);

@@ -220,7 +220,10 @@ mod tests {
     #[test]
     fn secrets_are_redacted() {
         let mut map = HeaderMap::new();
-        map.insert("authorization", "Bearer sk-abcdef123456".parse().expect("header"));
+        map.insert(
+            "authorization",
+            "Bearer sk-abcdef123456".parse().expect("header"),
+        );
         map.insert("x-goog-api-key", "AIzaSecret123".parse().expect("header"));
         map.insert("content-type", "application/json".parse().expect("header"));
         let headers = headers_of(&map, None);
