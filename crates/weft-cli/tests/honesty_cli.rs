@@ -275,6 +275,16 @@ fn llm_reads_the_prompt_from_stdin_and_checks_its_flags() {
         "{}",
         say(&out)
     );
+    // Definition problems of the model are usage errors too, before any request.
+    for (model, want) in [
+        ("scripted:missing.json", "cannot read script"),
+        ("openai-compatible:llama3.2", "needs a base URL"),
+        ("foo:bar", "unknown provider \"foo\""),
+    ] {
+        let out = weft(dir.path(), &["llm", "--model", model, "hi"]);
+        assert_eq!(out.status.code(), Some(2), "{model}: {}", say(&out));
+        assert!(text(&out.stderr).contains(want), "{model}: {}", say(&out));
+    }
     // --param values are JSON: a bare word is refused, a quoted string passes.
     let out = weft(
         dir.path(),

@@ -85,6 +85,9 @@ pub(crate) fn run(args: LlmArgs) -> anyhow::Result<ExitCode> {
         Some(model) => registry.resolve(model)?,
         None => super::models::default_model()?,
     };
+    if let Some(problem) = super::preflight::check_one(&reference, args.base_url.as_deref()) {
+        anyhow::bail!("{}: {problem}", reference.to_reference_string());
+    }
     if reference.provider.name == weft_local::NAME {
         // candle sizes its thread pool once, before the runtime's threads start.
         weft_local::configure_threads();

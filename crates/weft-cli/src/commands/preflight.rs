@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use weft_provider::ProviderRegistry;
 use weft_provider::adapters::openai_chat::COMPATIBLE_BASE_URL_ENV;
+use weft_provider::{ModelReference, ProviderRegistry};
 use weft_standard::{AgentDefinition, ModelSite, Project};
 
 /// The provider that has no default endpoint.
@@ -66,17 +66,8 @@ pub(crate) fn check(
             }
         };
         let provider = resolved.provider.name.clone();
-        match provider.as_str() {
-            "scripted" | "scripted-turns" => {
-                let path = std::path::Path::new(&resolved.model_id);
-                if let Err(error) = weft_provider::adapters::scripted::Script::load(path) {
-                    problems.push(format!("{at}: {error}"));
-                }
-            }
-            weft_local::NAME if !weft_local::INFERENCE_ENABLED => {
-                problems.push(format!("{at}: {}", super::models::no_local_inference()));
-            }
-            _ => {}
+        if let Some(problem) = unusable(&resolved) {
+            problems.push(format!("{at}: {problem}"));
         }
         if let Some(variable) = missing_key(&provider) {
             problems.push(format!(
@@ -130,6 +121,38 @@ pub(crate) fn check(
     } else {
         Err(problems)
     }
+}
+
+/// Why `model` cannot be used by this build, when it cannot: a script file that does not
+/// load (`scripted:`, `scripted-turns:`), or the local model without the `local` feature.
+pub(crate) fn unusable(model: &ModelReference) -> Option<String> {
+    match model.provider.name.as_str() {
+        "scripted" | "scripted-turns" => {
+            weft_provider::adapters::scripted::Script::load(std::path::Path::new(&model.model_id))
+                .err()
+                .map(|error| error.to_string())
+        }
+        weft_local::NAME if !weft_local::INFERENCE_ENABLED => {
+            Some(super::models::no_local_inference())
+        }
+        _ => None,
+    }
+}
+
+/// `weft llm`'s and `weft embed`'s check of `model`: a definition problem that no request
+/// would fix (see [`unusable`]), or an `openai-compatible` model without a base URL.
+pub(crate) fn check_one(model: &ModelReference, base_url: Option<&str>) -> Option<String> {
+    if let Some(problem) = unusable(model) {
+        return Some(problem);
+    }
+    let known = base_url.is_some()
+        || std::env::var(COMPATIBLE_BASE_URL_ENV).is_ok_and(|u| !u.trim().is_empty());
+    (model.provider.name == COMPATIBLE && !known).then(|| {
+        format!(
+            "{COMPATIBLE} needs a base URL: pass --base-url or set {COMPATIBLE_BASE_URL_ENV} \
+             (e.g. http://127.0.0.1:11434/v1 for Ollama)"
+        )
+    })
 }
 
 /// A base URL must be `http://HOST…` or `https://HOST…`.
