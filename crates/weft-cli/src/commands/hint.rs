@@ -57,7 +57,8 @@ pub(crate) async fn next_command(store: &Store, run_id: &str, end: &RunEnd) -> O
                 )),
             })
         }
-        RunEnd::Completed { .. } => None,
+        // Completed, or an end this version does not know a command for.
+        _ => None,
     }
 }
 
