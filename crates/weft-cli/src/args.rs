@@ -15,6 +15,10 @@ use crate::commands;
     after_help = "Examples:\n  weft init demo && weft run demo \"Add a greeting file\"\n  weft runs list\n  weft resume RUN\n  weft llm --model openai:gpt-4o-mini \"Say hi\"\n  weft llm --model openai-compatible:llama3.2 --base-url http://127.0.0.1:11434/v1 --stream \"Tell me a joke\"\n  weft thread validate thread.json\n\nExit codes: 0 success, 1 the work failed (provider error, invalid input, the agent failed), 2 usage error, 3 a resume stopped on an uncertain tool call, 4 a run suspended awaiting a decision (weft approve / weft deny), 5 another process drives the run, 130 interrupted."
 )]
 pub(crate) struct Cli {
+    /// Print what Weft sends to and receives from providers over HTTP (method, URL, headers,
+    /// bodies; keys redacted) on stderr. `WEFT_LOG=debug` does the same.
+    #[arg(long, short = 'v', global = true)]
+    pub(crate) verbose: bool,
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -29,7 +33,7 @@ pub(crate) enum Command {
     /// Validate, hash, canonicalize and convert ThreadProtocol threads.
     #[command(subcommand)]
     Thread(commands::thread::ThreadCommand),
-    /// Runs recorded in the store: `list`, `show RUN`.
+    /// Runs recorded in the store: `list`, `show RUN`, `delete RUN`, `prune --older-than 7d`.
     #[command(subcommand)]
     Runs(commands::runs::RunsCommand),
     /// Print a run's event log (`--follow` to keep watching).
@@ -68,4 +72,7 @@ pub(crate) enum Command {
     /// The completion checklist of weft.toml: `check`.
     #[command(subcommand)]
     Completion(commands::compliance::CompletionCommand),
+    /// The run store: `gc` drops orphaned rows and gives the space back.
+    #[command(subcommand)]
+    Store(commands::store::StoreCommand),
 }

@@ -25,6 +25,15 @@ fn main() -> ExitCode {
         },
     ));
     let cli = args::Cli::parse();
+    if cli.verbose || commands::verbose_from_environment() {
+        weft_provider::trace::set_http_trace(std::sync::Arc::new(
+            |trace: &weft_provider::trace::HttpTrace| {
+                for line in trace.describe().lines() {
+                    eprintln!("weft: http: {line}");
+                }
+            },
+        ));
+    }
     match commands::dispatch(cli) {
         Ok(code) => code,
         Err(error) => {

@@ -160,8 +160,8 @@ fn usage_errors_exit_2() {
     let out = weft(&["llm", "--model", "scripted:/definitely/not/here.json", "hi"]);
     assert_eq!(
         out.status.code(),
-        Some(1),
-        "a missing script is reported by the provider"
+        Some(2),
+        "a missing script is a definition error (issue 17 item 1)"
     );
     assert!(text(&out.stderr).contains("cannot read script"));
 }

@@ -303,7 +303,16 @@ fn sigint_during_a_side_effect_then_resume_names_the_call_and_finishes_when_appr
         .and_then(|l| l.split_whitespace().nth(1))
         .expect("run id first")
         .to_owned();
-    // The call was in flight: resume stops and names it (exit 3) ...
+    // The hint is the command that works: the call was in flight, so it says
+    // --rerun-uncertain and why.
+    assert!(
+        text(&out.stdout).contains(&format!(
+            "resume with: weft resume {run_id} --rerun-uncertain\n(tool call slow_1 (run_command) was running"
+        )),
+        "{}",
+        text(&out.stdout)
+    );
+    // The call was in flight: a plain resume stops and names it (exit 3) ...
     let out = weft(&project, &["resume", &run_id]);
     assert_eq!(
         out.status.code(),

@@ -105,11 +105,27 @@ pub async fn send(
         if let Some(timeout) = config.timeout {
             builder = builder.timeout(timeout);
         }
+        crate::trace::request(
+            request.provider,
+            &request.method,
+            &request.url,
+            &headers,
+            request.body.as_deref(),
+            request.api_key,
+        );
         let outcome = tokio::select! {
             biased;
             () = signal.cancelled() => return Err(UppError::cancelled(request.provider, request.modality)),
             result = tokio::time::timeout(idle, builder.send()) => result,
         };
+        if let Ok(Ok(response)) = &outcome {
+            crate::trace::response(
+                request.provider,
+                response.status().as_u16(),
+                response.headers(),
+                request.api_key,
+            );
+        }
         let error = match outcome {
             Ok(Ok(response)) if response.status().is_success() => {
                 strategy.reset();
@@ -222,6 +238,11 @@ async fn error_from_response(response: reqwest::Response, request: &HttpRequest<
         Ok(bytes) => bytes,
         Err(error) => return transport_error(&error, request.provider, request.modality),
     };
+    crate::trace::body(
+        request.provider,
+        &String::from_utf8_lossy(&body),
+        request.api_key,
+    );
     normalize_http_error(
         status,
         &headers,
@@ -442,6 +463,15 @@ pub fn sse_events(
                 match chunk {
                     Ok(Some(bytes)) => {
                         state.decoder.push(&bytes, &mut state.scratch);
+                        if crate::trace::enabled() {
+                            for event in &state.scratch {
+                                let text = match &event.event {
+                                    Some(name) => format!("event: {name} data: {}", event.data),
+                                    None => format!("data: {}", event.data),
+                                };
+                                crate::trace::body(&provider, &text, None);
+                            }
+                        }
                         state.ready.extend(state.scratch.drain(..));
                     }
                     Ok(None) => {

@@ -39,6 +39,7 @@
 //! | [`embedding`](mod@embedding) | `embedding()` (§12) |
 //! | [`provider`] | the provider contract and the `PROVIDER:MODEL` registry (§4.5, §15) |
 //! | [`config`], [`retry`], [`http`], [`sse`], [`redact`] | shared infrastructure (§4, §15.4, §17) |
+//! | [`trace`] | what is sent and received over HTTP, secrets redacted (`weft --verbose`) |
 //! | [`adapters`] | one module per vendor dialect |
 
 pub mod adapters;
@@ -60,6 +61,7 @@ pub mod strategy;
 pub mod stream;
 pub mod thread;
 pub mod tool;
+pub mod trace;
 pub mod turn;
 
 pub use config::{

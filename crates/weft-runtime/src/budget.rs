@@ -90,7 +90,7 @@ pub fn format_duration(duration: Duration) -> String {
     }
 }
 
-/// Parses `"90s"`, `"10m"`, `"2h"`, `"1h30m"` or a number of seconds.
+/// Parses `"90s"`, `"10m"`, `"2h"`, `"1h30m"`, `"7d"`, `"2w"` or a number of seconds.
 ///
 /// # Errors
 /// A sentence naming what is wrong.
@@ -104,23 +104,31 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     for c in text.chars() {
         match c {
             '0'..='9' | '.' => number.push(c),
-            'h' | 'm' | 's' => {
+            'w' | 'd' | 'h' | 'm' | 's' => {
                 let value: f64 = number
                     .parse()
-                    .map_err(|_| format!("{text:?} is not a duration like 90s, 10m or 2h"))?;
+                    .map_err(|_| format!("{text:?} is not a duration like 90s, 10m, 2h or 7d"))?;
                 total += value
                     * match c {
+                        'w' => 604_800.0,
+                        'd' => 86_400.0,
                         'h' => 3600.0,
                         'm' => 60.0,
                         _ => 1.0,
                     };
                 number.clear();
             }
-            _ => return Err(format!("{text:?} is not a duration like 90s, 10m or 2h")),
+            _ => {
+                return Err(format!(
+                    "{text:?} is not a duration like 90s, 10m, 2h or 7d"
+                ));
+            }
         }
     }
     if !number.is_empty() || text.is_empty() {
-        return Err(format!("{text:?} is not a duration like 90s, 10m or 2h"));
+        return Err(format!(
+            "{text:?} is not a duration like 90s, 10m, 2h or 7d"
+        ));
     }
     seconds_to_duration(total, text)
 }
@@ -179,6 +187,11 @@ mod tests {
     fn durations_read_as_people_write_them() {
         assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(
+            parse_duration("7d").unwrap(),
+            Duration::from_secs(7 * 86_400)
+        );
+        assert_eq!(parse_duration("1w").unwrap(), Duration::from_secs(604_800));
         assert_eq!(parse_duration("2.5").unwrap(), Duration::from_millis(2500));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("10").is_ok());

@@ -76,6 +76,7 @@ impl RunSpec {
                 model_override: standard.model,
                 project_dir: None,
                 sandbox: None,
+                base_urls: Default::default(),
             }),
             None => Program::Agent(AgentProgram {
                 model: legacy.model,
@@ -195,6 +196,12 @@ pub struct SessionProgram {
     /// `None`: the project's `sandbox` key decides).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
+    /// The endpoint of each model provider the run calls (`provider name → base URL`), as
+    /// settled when the run started (`--base-url`, the project's `[providers.NAME]`, its
+    /// `[env]` or the environment), so a resume reaches the same server without the
+    /// environment that started it. Never a key.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub base_urls: BTreeMap<String, String>,
 }
 
 impl SessionProgram {

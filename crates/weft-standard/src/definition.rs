@@ -339,6 +339,32 @@ pub struct ProjectConfig {
     /// `[completion]`: the completion checklist, read by `weft-gate`; kept here as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion: Option<Value>,
+    /// `[providers.NAME]`: settings of the model provider `NAME` (`openai`,
+    /// `openai-compatible`, …) for every run of the project, e.g. the base URL of a proxy or a
+    /// local server. API keys never go here: they stay in the environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, ProviderSettings>,
+}
+
+/// `[providers.NAME]` of `weft.toml`: how the project reaches one model provider.
+///
+/// # Examples
+///
+/// ```
+/// let config: weft_standard::ProjectConfig = toml::from_str(
+///     "[providers.openai-compatible]\nbaseUrl = \"http://127.0.0.1:11434/v1\"\n",
+/// )?;
+/// let settings = &config.providers["openai-compatible"];
+/// assert_eq!(settings.base_url.as_deref(), Some("http://127.0.0.1:11434/v1"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderSettings {
+    /// The provider's endpoint (`http://…` or `https://…`), instead of its default or its
+    /// environment variable; `weft run --base-url` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
 }
 
 /// `[hooks]` of `weft.toml`.

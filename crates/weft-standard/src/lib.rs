@@ -43,10 +43,10 @@ pub mod tools;
 
 pub use definition::{
     AgentDefinition, AgentType, LifecyclePayload, MappedBinding, ProjectConfig, PromptDefinition,
-    SessionToolBinding, Side, SideConfig, ToolDefinition,
+    ProviderSettings, SessionToolBinding, Side, SideConfig, ToolDefinition,
 };
 pub use error::{Problem, ProjectError, SessionError};
-pub use project::{BUILTIN_TOOLS, Project, snapshot_of};
+pub use project::{BUILTIN_TOOLS, ModelSite, Project, snapshot_of, valid_tool_name};
 pub use runner::{StandardSessions, changed_since_start};
 pub use session::{
     Durable, MAX_HANDOFFS, SESSION_MARK_KEY, SessionEvent, SessionOptions, SessionOutcome,

@@ -43,6 +43,58 @@ pub struct Loaded<T> {
     pub value: T,
 }
 
+/// Where a run finds one of its models: the file and key that name it, and the reference.
+///
+/// # Examples
+///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// std::fs::write(dir.path().join("weft.toml"), "model = \"openai:gpt-4o-mini\"\n")?;
+/// std::fs::create_dir(dir.path().join("agents"))?;
+/// std::fs::create_dir(dir.path().join("prompts"))?;
+/// std::fs::write(dir.path().join("agents/a.toml"), "name = \"a\"\n[sideA]\nprompt = \"p\"\n")?;
+/// std::fs::write(dir.path().join("prompts/p.toml"), "name = \"p\"\n")?;
+/// let project = weft_standard::Project::load(dir.path())?;
+/// let agent = project.agent("a").ok_or("no agent")?;
+/// let sites = project.model_sites(agent);
+/// assert_eq!(sites[0].reference, "openai:gpt-4o-mini");
+/// assert_eq!(sites[0].file, std::path::Path::new("weft.toml"));
+/// assert_eq!(sites[0].key, "model");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSite {
+    /// The file that names the model, relative to the project folder (a prompt's file, or
+    /// `weft.toml` for the project's default model).
+    pub file: PathBuf,
+    /// The key in that file (`model`).
+    pub key: String,
+    /// The reference as written (`PROVIDER:MODEL`).
+    pub reference: String,
+}
+
+/// Whether `name` is a tool name every provider Weft speaks accepts: 1 to 64 letters, digits,
+/// `_` or `-`, starting with a letter or `_` (OpenAI and Anthropic take
+/// `^[a-zA-Z0-9_-]{1,64}$`; Gemini also wants a letter or `_` first).
+///
+/// # Examples
+///
+/// ```
+/// assert!(weft_standard::valid_tool_name("request_changes"));
+/// assert!(!weft_standard::valid_tool_name("app rove!"));
+/// assert!(!weft_standard::valid_tool_name("1st"));
+/// ```
+pub fn valid_tool_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (1..=64).contains(&bytes.len())
+        && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+}
+
 /// A loaded, valid project.
 #[derive(Debug, Clone)]
 pub struct Project {
@@ -284,6 +336,67 @@ impl Project {
         prompt.model.as_deref().or(self.config.model.as_deref())
     }
 
+    /// The file a prompt was read from (relative to the project folder).
+    pub fn prompt_file(&self, name: &str) -> Option<&Path> {
+        self.prompts.get(name).map(|l| l.file.as_path())
+    }
+
+    /// The project's own file: `weft.json` when that is the one, else `weft.toml`.
+    pub fn config_file(&self) -> &'static str {
+        if !self.dir.join("weft.toml").is_file() && self.dir.join("weft.json").is_file() {
+            "weft.json"
+        } else {
+            "weft.toml"
+        }
+    }
+
+    /// The models a run of `agent` may call (its sides' prompts, and those of the agents it
+    /// can hand off to, transitively), each once, with the file and key that name it. A
+    /// prompt with no model and no project model is left out (`--model` or the local model
+    /// fills in).
+    pub fn model_sites(&self, agent: &AgentDefinition) -> Vec<ModelSite> {
+        let mut agents = vec![agent];
+        let mut seen_agents = BTreeSet::from([agent.name.as_str()]);
+        let mut seen_prompts = BTreeSet::new();
+        let mut sites: Vec<ModelSite> = Vec::new();
+        while let Some(current) = agents.pop() {
+            for (_, side) in current.sides() {
+                let Some(prompt) = self.prompt(&side.prompt) else {
+                    continue;
+                };
+                if !seen_prompts.insert(prompt.name.as_str()) {
+                    continue;
+                }
+                let site = match (&prompt.model, &self.config.model) {
+                    (Some(model), _) => ModelSite {
+                        file: self
+                            .prompt_file(&prompt.name)
+                            .map_or_else(PathBuf::new, Path::to_path_buf),
+                        key: "model".to_owned(),
+                        reference: model.clone(),
+                    },
+                    (None, Some(model)) => ModelSite {
+                        file: PathBuf::from(self.config_file()),
+                        key: "model".to_owned(),
+                        reference: model.clone(),
+                    },
+                    (None, None) => continue,
+                };
+                if !sites.contains(&site) {
+                    sites.push(site);
+                }
+                for tool in &prompt.tools {
+                    if let Some(ToolKind::Agent(next)) = self.tool_kind(tool)
+                        && seen_agents.insert(next.name.as_str())
+                    {
+                        agents.push(next);
+                    }
+                }
+            }
+        }
+        sites
+    }
+
     /// `reference` with a relative script path of the scripted providers (`scripted:PATH`,
     /// `scripted-turns:PATH`) made absolute against the project folder, so a project runs
     /// from any working directory.
@@ -374,14 +487,18 @@ impl Project {
                     ),
                 ));
             }
-            if let Some(parameters) = &tool.value.parameters
-                && parameters.get("type").and_then(Value::as_str) != Some("object")
-            {
+            if !valid_tool_name(&tool.value.name) {
                 problems.push(Problem::new(
                     &tool.file,
-                    "parameters",
-                    "the parameters must be a JSON Schema with \"type\" = \"object\"",
+                    "name",
+                    format!(
+                        "{:?} is not a tool name the providers accept: use 1 to 64 letters, digits, `_` or `-`, starting with a letter or `_`",
+                        tool.value.name
+                    ),
                 ));
+            }
+            if let Some(parameters) = &tool.value.parameters {
+                check_schema(parameters, &tool.file, "parameters", problems);
             }
         }
         for prompt in self.prompts.values() {
@@ -411,14 +528,8 @@ impl Project {
                 ));
             }
         }
-        if let Some(schema) = &prompt.value.output_schema
-            && schema.get("type").and_then(Value::as_str) != Some("object")
-        {
-            problems.push(Problem::new(
-                file,
-                "outputSchema",
-                "the output schema must be a JSON Schema with \"type\" = \"object\"",
-            ));
+        if let Some(schema) = &prompt.value.output_schema {
+            check_schema(schema, file, "outputSchema", problems);
         }
         let mut seen = BTreeSet::new();
         for (i, name) in prompt.value.tools.iter().enumerate() {
@@ -431,6 +542,11 @@ impl Project {
                 ));
             }
             match self.tool_kind(name) {
+                None if let Some((tool_file, actual)) = self.tool_file_named(name) => {
+                    problems.push(Problem::new(file, &key, format!(
+                        "unknown tool {name:?}: {} names its tool {actual:?}, and prompts refer to a tool by its `name`, not its file name; rename one to match",
+                        tool_file.display())));
+                }
                 None => problems.push(Problem::new(file, &key, format!(
                     "unknown tool {name:?}: not a built-in tool ({}), not in tools/, and not an agent", BUILTIN_TOOLS.join(", ")))),
                 Some(ToolKind::Agent(agent)) if !agent.expose_as_tool => problems.push(Problem::new(file, &key, format!(
@@ -544,6 +660,49 @@ impl Project {
                 }
             }
         }
+    }
+}
+
+impl Project {
+    /// The project tool whose file is `tools/NAME.toml` (or `.json`) though its `name` is
+    /// not `NAME`: (its file, its name).
+    fn tool_file_named(&self, stem: &str) -> Option<(PathBuf, String)> {
+        self.tools.values().find_map(|tool| {
+            let file_stem = tool.file.file_stem().and_then(|s| s.to_str())?;
+            (file_stem == stem && tool.value.name != stem)
+                .then(|| (tool.file.clone(), tool.value.name.clone()))
+        })
+    }
+}
+
+/// A tool's `parameters` or a prompt's `outputSchema`: an object schema that is a valid
+/// JSON Schema (what the providers are sent, and what arguments are checked against).
+fn check_schema(schema: &Value, file: &Path, key: &str, problems: &mut Vec<Problem>) {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        let what = if key == "parameters" {
+            "the parameters"
+        } else {
+            "the output schema"
+        };
+        problems.push(Problem::new(
+            file,
+            key,
+            format!("{what} must be a JSON Schema with \"type\" = \"object\""),
+        ));
+        return;
+    }
+    if let Err(error) = jsonschema::meta::validate(schema) {
+        let at = error.instance_path().to_string();
+        let key = if at.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{key}{}", at.replace('/', "."))
+        };
+        problems.push(Problem::new(
+            file,
+            key,
+            format!("not a valid JSON Schema: {error}"),
+        ));
     }
 }
 

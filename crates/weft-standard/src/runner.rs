@@ -81,6 +81,7 @@ impl Sessions for StandardSessions {
             .and_then(|m| m.parse::<weft_tools::Mode>().ok());
         options.confinement = project.confinement(store.as_deref(), mode);
         options.model_override = program.model_override.clone();
+        options.base_urls = program.base_urls.clone();
         options.providers = run.providers.clone();
         options.signal = run.signal.clone();
         options.events = run.events.clone();

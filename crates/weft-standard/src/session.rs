@@ -80,6 +80,9 @@ pub struct SessionOptions {
     /// What the built-in tools may not touch and how commands are sandboxed
     /// ([`Project::confinement`] builds it for a run).
     pub confinement: weft_tools::Confinement,
+    /// The endpoint of each provider (`provider name → base URL`), e.g. a proxy or a local
+    /// server; a provider not listed uses its own default.
+    pub base_urls: std::collections::BTreeMap<String, String>,
 }
 
 impl SessionOptions {
@@ -96,6 +99,7 @@ impl SessionOptions {
             initial_state_b: None,
             thread_id: None,
             confinement: weft_tools::Confinement::default(),
+            base_urls: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -296,9 +300,12 @@ impl Driver<'_> {
             agent_options = agent_options.param(key.clone(), value.clone());
         }
         let headers = self.project.headers(agent_def, prompt);
-        if !headers.is_empty() {
+        let provider = reference.split_once(':').map_or("", |(p, _)| p);
+        let base_url = self.options.base_urls.get(provider).cloned();
+        if !headers.is_empty() || base_url.is_some() {
             agent_options = agent_options.config(weft_provider::ProviderConfig {
                 headers,
+                base_url,
                 ..weft_provider::ProviderConfig::default()
             });
         }

@@ -855,6 +855,7 @@ async fn a_run_attached_to_a_finished_thread_answers_its_new_input() {
                 model_override: None,
                 project_dir: None,
                 sandbox: None,
+                base_urls: Default::default(),
             }),
         )
     };

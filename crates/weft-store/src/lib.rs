@@ -50,6 +50,7 @@ pub use redact::{DefaultRedactor, NoRedaction, Redactor};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::{SqliteOptions, Synchronous};
 pub use store::{
-    Artifacts, Durability, EventLog, Lineage, Pricing, Responses, Runs, SaveStats, Store,
-    StoreOptions, StoreUrl, StoredCheckpoint, Threads, ToolLedger, default_sqlite_path,
+    Artifacts, DeletedRun, Durability, EventLog, GcReport, Lineage, Pricing, Responses, Runs,
+    SaveStats, Store, StoreOptions, StoreUrl, StoredCheckpoint, Threads, ToolLedger,
+    default_sqlite_path,
 };

@@ -326,6 +326,18 @@ impl Backend for PgBackend {
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)
     }
+
+    async fn compact(&self) -> Result<(), StoreError> {
+        self.flush().await?;
+        let client = self.pool.get().await?;
+        client
+            .batch_execute(
+                "VACUUM runs, events, checkpoints, checkpoint_messages, tool_calls, \
+                 model_responses, agent_lineage, artifacts, threads",
+            )
+            .await?;
+        Ok(())
+    }
 }
 
 /// Drops `schema` and everything in it (test clean-up).

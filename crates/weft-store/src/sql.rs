@@ -186,6 +186,9 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// Waits until every queued write has been committed (or has failed).
     async fn flush(&self) -> Result<(), StoreError>;
 
+    /// Gives the space of deleted rows back (`VACUUM`), outside any transaction.
+    async fn compact(&self) -> Result<(), StoreError>;
+
     /// The schema version of the database.
     async fn schema_version(&self) -> Result<i64, StoreError> {
         let rows = self

@@ -400,4 +400,16 @@ impl Backend for SqliteBackend {
             .map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)
     }
+
+    async fn compact(&self) -> Result<(), StoreError> {
+        self.flush().await?;
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = open_connection(&path, Synchronous::Normal, false)?;
+            conn.execute_batch("VACUUM; PRAGMA wal_checkpoint(TRUNCATE);")?;
+            Ok(())
+        })
+        .await
+        .map_err(|e| StoreError::Sqlite(format!("compact task failed: {e}")))?
+    }
 }

@@ -43,6 +43,9 @@ use crate::redact::{DefaultRedactor, Redactor};
 use crate::sql::{Backend, Row, SqlValue, Stmt, WriteJob, stmt};
 use crate::sqlite::{SqliteBackend, SqliteOptions};
 
+mod housekeeping;
+pub use housekeeping::{DeletedRun, GcReport};
+
 /// When a write is durable relative to the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

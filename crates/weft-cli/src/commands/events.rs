@@ -17,16 +17,34 @@ pub(crate) struct EventsArgs {
     /// Keep printing new events until the run ends.
     #[arg(long)]
     follow: bool,
-    /// Only these event types (repeatable).
+    /// Only these event types (repeatable; an unknown type is an error).
     #[arg(long = "type", value_name = "TYPE")]
     types: Vec<String>,
     /// Print whole payloads (the text view clips each to one short line; `--json` never
     /// clips).
     #[arg(long)]
     full: bool,
-    /// The run id.
+    /// The run id (or a unique prefix of it).
     run: String,
 }
+
+/// The event types a run's log holds (`weft_store::event_type` and the session's own).
+const KNOWN_TYPES: [&str; 14] = [
+    weft_store::event_type::RUN_START,
+    weft_store::event_type::TURN_START,
+    weft_store::event_type::TURN_END,
+    weft_store::event_type::TOOL_CALL_START,
+    weft_store::event_type::TOOL_CALL_END,
+    weft_store::event_type::TOOL_CALL_REPLAYED,
+    weft_store::event_type::TOOL_CALL_REFUSED,
+    weft_store::event_type::RECOVERY,
+    weft_store::event_type::COMPLETION,
+    weft_store::event_type::ERROR,
+    weft_store::event_type::ROUTING,
+    weft_store::event_type::CHECKPOINT,
+    "agent.handoff",
+    "session.status",
+];
 
 /// Most characters of a payload in the text view (without `--full`).
 const PAYLOAD_CHARS: usize = 140;
@@ -69,9 +87,21 @@ fn print(event: &EventRecord, json: bool, full: bool) -> anyhow::Result<bool> {
 pub(crate) fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         let store = open_store(&args.store).await?;
-        if store.run(&args.run).await?.is_none() {
+        let Some(record) = super::runs::find_run(&store, &args.run).await? else {
             eprintln!("weft: run {} not found in {}", args.run, store.location());
             return Ok(ExitCode::from(1));
+        };
+        let args = EventsArgs {
+            run: record.run_id,
+            ..args
+        };
+        for kind in &args.types {
+            if !KNOWN_TYPES.contains(&kind.as_str()) {
+                anyhow::bail!(
+                    "unknown event type {kind:?} for --type; the types are: {}",
+                    KNOWN_TYPES.join(", ")
+                );
+            }
         }
         let mut after = None;
         loop {

@@ -163,11 +163,34 @@ parameters = { type = "object", properties = { reason = { type = "string" }, att
     (".gitignore", ".weft/\n"),
 ];
 
+/// The project's name: the folder's own name (`weft init demo` → `demo`; `weft init` in
+/// `~/work/site` → `site`).
+fn project_name(dir: &std::path::Path) -> String {
+    let absolute = std::env::current_dir()
+        .map(|cwd| cwd.join(dir))
+        .unwrap_or_else(|_| dir.to_path_buf());
+    let absolute = absolute.canonicalize().unwrap_or(absolute);
+    absolute
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.is_empty() && *n != "." && *n != "..")
+        .unwrap_or("demo")
+        .to_owned()
+}
+
 /// Runs `weft init`.
 pub(crate) fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
     let dir = args.dir.unwrap_or_else(|| PathBuf::from("."));
+    let name = project_name(&dir);
     let mut written = 0;
     for (path, contents) in FILES {
+        let contents = if *path == "weft.toml" {
+            // A JSON string is a TOML basic string.
+            let quoted = serde_json::to_string(&name)?;
+            contents.replace("\"demo\"", &quoted)
+        } else {
+            (*contents).to_owned()
+        };
         let target = dir.join(path);
         if target.exists() {
             eprintln!("kept {} (it exists)", target.display());

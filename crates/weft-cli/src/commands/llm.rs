@@ -43,7 +43,8 @@ pub(crate) struct LlmArgs {
     /// event as one JSON line, then {"type":"turn","turn":TURN}.
     #[arg(long)]
     json: bool,
-    /// A vendor parameter passed through unchanged, as KEY=JSON (repeatable), e.g. temperature=0.2.
+    /// A vendor parameter passed through unchanged, as KEY=JSON (repeatable), e.g.
+    /// temperature=0.2; a string is quoted as JSON: user='"me"'.
     #[arg(long = "param", value_name = "KEY=JSON")]
     params: Vec<String>,
     /// An HTTP header sent with every request, as NAME:VALUE (repeatable), e.g. for a vendor beta.
@@ -61,8 +62,7 @@ pub(crate) struct LlmArgs {
     /// List the registered providers and exit.
     #[arg(long)]
     list_providers: bool,
-    /// The prompt.
-    #[arg(required_unless_present = "list_providers")]
+    /// The prompt (default: standard input, when it is not a terminal).
     prompt: Option<String>,
 }
 
@@ -76,13 +76,18 @@ pub(crate) fn run(args: LlmArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let Some(prompt) = args.prompt.as_deref() else {
-        anyhow::bail!("a prompt is required");
+    let prompt = match args.prompt.clone() {
+        Some(prompt) => prompt,
+        None => read_prompt()?,
     };
+    let prompt = prompt.as_str();
     let reference = match args.model.as_deref() {
         Some(model) => registry.resolve(model)?,
         None => super::models::default_model()?,
     };
+    if let Some(problem) = super::preflight::check_one(&reference, args.base_url.as_deref()) {
+        anyhow::bail!("{}: {problem}", reference.to_reference_string());
+    }
     if reference.provider.name == weft_local::NAME {
         // candle sizes its thread pool once, before the runtime's threads start.
         weft_local::configure_threads();
@@ -213,16 +218,42 @@ async fn stream_turn(instance: &weft_provider::LlmInstance, prompt: &str, print:
     Outcome::from(stream.turn().await)
 }
 
+/// The prompt from standard input (`echo hi | weft llm`); a terminal is not read.
+fn read_prompt() -> anyhow::Result<String> {
+    use std::io::{IsTerminal as _, Read as _};
+    let stdin = std::io::stdin();
+    anyhow::ensure!(
+        !stdin.is_terminal(),
+        "give a prompt: `weft llm \"Say hi\"`, or pipe one in: `echo \"Say hi\" | weft llm`"
+    );
+    let mut text = String::new();
+    stdin
+        .lock()
+        .read_to_string(&mut text)
+        .context("cannot read the prompt from standard input")?;
+    let text = text.trim_end().to_owned();
+    anyhow::ensure!(
+        !text.trim().is_empty(),
+        "the prompt is empty: give one as an argument or on standard input"
+    );
+    Ok(text)
+}
+
 /// The provider configuration of the command-line flags shared by `weft llm` and
 /// `weft embed`.
 ///
 /// # Errors
-/// A usage error for a timeout that is not a positive number or a header without `:`.
+/// A usage error for a base URL without `http://` or `https://`, a timeout that is not a
+/// positive number or a header without `:`.
 pub(crate) fn provider_config(
     base_url: Option<&str>,
     timeout: Option<f64>,
     headers: &[String],
 ) -> anyhow::Result<ProviderConfig> {
+    if let Some(url) = base_url {
+        super::preflight::check_base_url(url)
+            .map_err(|problem| anyhow::anyhow!("--base-url: {problem}"))?;
+    }
     let mut config = ProviderConfig {
         base_url: base_url.map(str::to_owned),
         ..ProviderConfig::default()
@@ -244,10 +275,12 @@ pub(crate) fn provider_config(
     Ok(config)
 }
 
-/// `--param KEY=JSON` flags as vendor params (a value that is not JSON is taken as a string).
+/// `--param KEY=JSON` flags as vendor params. The value must be JSON: `temperature=0.2`,
+/// `stop=["\n"]`, and a string in quotes, `user='"me"'`; a bare word is an error rather than
+/// silently a string, so a typo in a number or a list is not sent as text.
 ///
 /// # Errors
-/// A usage error for a flag without `=`.
+/// A usage error for a flag without `=` or with a value that is not JSON.
 pub(crate) fn parse_params(
     params: &[String],
 ) -> anyhow::Result<Option<serde_json::Map<String, serde_json::Value>>> {
@@ -256,8 +289,11 @@ pub(crate) fn parse_params(
         let (key, value) = param
             .split_once('=')
             .with_context(|| format!("--param {param:?} is not KEY=JSON"))?;
-        let value = serde_json::from_str(value)
-            .unwrap_or_else(|_| serde_json::Value::String(value.to_owned()));
+        let value = serde_json::from_str(value).map_err(|_| {
+            anyhow::anyhow!(
+                "--param {param:?}: the value is not JSON; quote a string as JSON, e.g. --param '{key}=\"{value}\"'"
+            )
+        })?;
         map.insert(key.to_owned(), value);
     }
     Ok((!map.is_empty()).then_some(map))

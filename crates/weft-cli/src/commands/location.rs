@@ -9,11 +9,16 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use weft_store::{Store, StoreOptions, StoreUrl, default_sqlite_path};
 
+/// Whether `dir` is a project folder (it holds `weft.toml` or `weft.json`).
+pub(crate) fn is_project(dir: &Path) -> bool {
+    dir.join("weft.toml").is_file() || dir.join("weft.json").is_file()
+}
+
 /// The nearest folder from `start` upward that holds a project file.
 pub(crate) fn find_project(start: &Path) -> Option<PathBuf> {
     start
         .ancestors()
-        .find(|dir| dir.join("weft.toml").is_file() || dir.join("weft.json").is_file())
+        .find(|dir| is_project(dir))
         .map(Path::to_path_buf)
 }
 

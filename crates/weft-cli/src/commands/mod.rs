@@ -7,6 +7,7 @@ pub(crate) mod confine;
 pub(crate) mod decide;
 pub(crate) mod embed;
 pub(crate) mod events;
+pub(crate) mod hint;
 pub(crate) mod hook;
 pub(crate) mod hooks;
 pub(crate) mod init;
@@ -14,16 +15,31 @@ pub(crate) mod llm;
 pub(crate) mod location;
 pub(crate) mod models;
 pub(crate) mod policy;
+pub(crate) mod preflight;
 pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod signals;
+pub(crate) mod store;
 pub(crate) mod thread;
 pub(crate) mod worktree;
 
 use std::process::ExitCode;
 
 use crate::args::{Cli, Command};
+
+/// Whether `WEFT_LOG` asks for the HTTP trace (`debug` or `trace`, alone or in a list such
+/// as `info,debug`).
+pub(crate) fn verbose_from_environment() -> bool {
+    std::env::var("WEFT_LOG").is_ok_and(|value| {
+        value.split([',', ' ']).any(|level| {
+            matches!(
+                level.trim().to_ascii_lowercase().as_str(),
+                "debug" | "trace"
+            )
+        })
+    })
+}
 
 /// Runs the parsed command and returns its exit code.
 pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -46,5 +62,6 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Worktree(command) => worktree::run(command),
         Command::Compliance(command) => compliance::run(command),
         Command::Completion(command) => compliance::run_completion(command),
+        Command::Store(command) => store::run(command),
     }
 }

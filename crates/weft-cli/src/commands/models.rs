@@ -144,6 +144,13 @@ pub(crate) fn default_model() -> anyhow::Result<ModelReference> {
              the local model is used only when no key is set"
         );
     }
+    if !weft_local::INFERENCE_ENABLED {
+        anyhow::bail!(
+            "no model given and no provider key set, and {}; or set a provider key (OPENAI_API_KEY, \
+             ANTHROPIC_API_KEY, GEMINI_API_KEY) and pass --model PROVIDER:MODEL",
+            no_local_inference()
+        );
+    }
     match weft_local::default_model_reference() {
         Some(reference) => {
             eprintln!(
@@ -154,4 +161,19 @@ pub(crate) fn default_model() -> anyhow::Result<ModelReference> {
         }
         None => anyhow::bail!("{}", weft_local::no_model_advice()),
     }
+}
+
+/// Why this build cannot run the local model, and how to get one that can: the build lacks
+/// the `local` feature (whether or not the weights are installed, which is said too).
+pub(crate) fn no_local_inference() -> String {
+    let weights = match Locator::from_environment().locate(&GEMMA3_270M) {
+        Ok(location) => format!("its weights are installed ({location})"),
+        Err(_) => "its weights are not installed either (`weft models list`)".to_owned(),
+    };
+    format!(
+        "this weft was built without the `local` feature, so it cannot run the local model {}:{} \
+         ({weights}): rebuild it with `cargo install --path crates/weft-cli --features local`",
+        weft_local::NAME,
+        weft_local::DEFAULT_MODEL
+    )
 }

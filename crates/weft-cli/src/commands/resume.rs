@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::Args;
 use weft_runtime::ResumeOptions;
 use weft_runtime::spec::{Program, RunSpec};
-use weft_store::{Runs as _, Verdict};
+use weft_store::Verdict;
 
 use super::runs::{StoreArgs, open_store, runtime};
 
@@ -51,7 +51,7 @@ pub(crate) struct ResumeArgs {
     /// Accepted for compatibility; ownership is decided by the run's lock and lease.
     #[arg(long, hide = true)]
     force: bool,
-    /// The run id.
+    /// The run id (or a unique prefix of it).
     run: String,
 }
 
@@ -67,10 +67,11 @@ pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
 async fn resume(args: ResumeArgs) -> anyhow::Result<ExitCode> {
     {
         let store = open_store(&args.store).await?;
-        let record = store
-            .run(&args.run)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("run {:?} not found", args.run))?;
+        let record = super::runs::resolve_run(&store, &args.run).await?;
+        let args = ResumeArgs {
+            run: record.run_id.clone(),
+            ..args
+        };
         let spec = RunSpec::from_stored(&record.spec)
             .map_err(|e| anyhow::anyhow!("the spec of run {} cannot be read: {e}", args.run))?;
         let agent = match &spec.program {

@@ -81,8 +81,14 @@ pub(crate) struct RunArgs {
     /// (exit 4) instead of being asked inline.
     #[arg(long)]
     no_input: bool,
+    /// The endpoint of the run's model provider (a proxy, a local server), as
+    /// `http://…` or `https://…`: overrides weft.toml's `[providers.NAME] baseUrl` and the
+    /// environment, and is recorded with the run so `weft resume` uses it too.
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
     /// `[PROJECT_DIR] INPUT`: the project folder (default: the working directory) and the
-    /// message; without INPUT the message is read from standard input.
+    /// message; without INPUT the message is read from standard input (a lone argument
+    /// that is a project folder is the folder: `echo hi | weft run demo`).
     #[arg(value_name = "ARGS", num_args = 0..=2)]
     args: Vec<String>,
 }
@@ -91,6 +97,9 @@ pub(crate) struct RunArgs {
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let (dir, input) = match args.args.as_slice() {
         [] => (PathBuf::from("."), None),
+        [dir] if super::location::is_project(std::path::Path::new(dir)) => {
+            (PathBuf::from(dir), None)
+        }
         [input] => (PathBuf::from("."), Some(input.clone())),
         [dir, input] => (PathBuf::from(dir), Some(input.clone())),
         _ => anyhow::bail!("give at most a project folder and an input"),
@@ -120,14 +129,22 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     for warning in project.warnings(&agent.name) {
         eprintln!("weft: warning: {warning}");
     }
-    for reference in model_references(&project, agent, args.model.as_deref()) {
-        if let Some(variable) = missing_key(&reference) {
-            eprintln!(
-                "weft: the model {reference} needs an API key: set {variable} in the environment."
-            );
+    let base_urls = match super::preflight::check(
+        &project,
+        agent,
+        args.model.as_deref(),
+        args.base_url.as_deref(),
+        &providers(),
+    ) {
+        Ok(base_urls) => base_urls,
+        Err(problems) => {
+            eprintln!("weft: {} cannot run (nothing was recorded):", dir.display());
+            for problem in problems {
+                eprintln!("  {problem}");
+            }
             return Ok(ExitCode::from(2));
         }
-    }
+    };
     let input = match input {
         Some(input) => input,
         None => read_input()?,
@@ -142,7 +159,7 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Durability::Sync
     };
     let runtime = super::runs::runtime()?;
-    let code = runtime.block_on(drive(&project, agent, &args, input, durability));
+    let code = runtime.block_on(drive(&project, agent, &args, input, durability, base_urls));
     // An approval question left unanswered (the run was stopped) must not keep the process.
     runtime.shutdown_background();
     code
@@ -154,43 +171,6 @@ fn names(project: &Project) -> String {
         .map(|a| a.name.as_str())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The model references a run of `agent` uses.
-fn model_references(
-    project: &Project,
-    agent: &AgentDefinition,
-    model: Option<&str>,
-) -> Vec<String> {
-    if let Some(model) = model {
-        return vec![model.to_owned()];
-    }
-    let mut out: Vec<String> = Vec::new();
-    for (_, side) in agent.sides() {
-        if let Some(m) = project
-            .prompt(&side.prompt)
-            .and_then(|p| project.model_of(p))
-            && !out.iter().any(|o| o == m)
-        {
-            out.push(m.to_owned());
-        }
-    }
-    out
-}
-
-/// The environment variable a provider's key is read from, when it is not set.
-fn missing_key(reference: &str) -> Option<&'static str> {
-    let provider = reference.split_once(':').map_or(reference, |(p, _)| p);
-    let variables: &[&'static str] = match provider {
-        "openai" | "openai-responses" => &["OPENAI_API_KEY"],
-        "anthropic" => &["ANTHROPIC_API_KEY"],
-        "google" | "gemini" => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
-        _ => return None,
-    };
-    let set = variables
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|k| !k.trim().is_empty()));
-    (!set).then(|| variables[0])
 }
 
 fn read_input() -> anyhow::Result<String> {
@@ -225,6 +205,7 @@ async fn drive(
     args: &RunArgs,
     input: String,
     durability: Durability,
+    base_urls: std::collections::BTreeMap<String, String>,
 ) -> anyhow::Result<ExitCode> {
     let project_dir =
         std::fs::canonicalize(project.dir()).context("cannot resolve the project folder")?;
@@ -251,6 +232,7 @@ async fn drive(
         agent: agent.name.clone(),
         model_override,
         sandbox: args.sandbox.map(|m| m.as_str().to_owned()),
+        base_urls,
     };
     let mut spec = RunSpec::new(input, Program::Session(program));
     spec.durability = durability;
@@ -364,12 +346,7 @@ pub(crate) async fn present(
     };
     let usage = outcome.usage;
     let (input_tokens, output_tokens, cost) = (usage.input_tokens, usage.output_tokens, usage.cost);
-    let resume_hint = match &outcome.end {
-        RunEnd::Interrupted => Some(format!("weft resume {run_id}")),
-        RunEnd::NeedsApproval { .. } => Some(format!("weft resume {run_id} --rerun-uncertain")),
-        RunEnd::AwaitingDecision { .. } => Some(format!("weft resume {run_id}")),
-        _ => None,
-    };
+    let resume_hint = super::hint::next_command(runtime.store(), &run_id, &outcome.end).await;
     let pending = match &outcome.end {
         RunEnd::NeedsApproval { decisions, .. } | RunEnd::AwaitingDecision { decisions } => {
             decisions.as_slice()
@@ -410,7 +387,9 @@ pub(crate) async fn present(
             "inputTokens": input_tokens, "outputTokens": output_tokens, "cost": cost,
             "output": match &outcome.end { RunEnd::Completed { output } => Some(output.clone()), _ => None },
             "error": match &outcome.end { RunEnd::Failed { error } => Some(error.clone()), _ => None },
-            "decisions": pending, "resume": resume_hint})
+            "decisions": pending,
+            "resume": resume_hint.as_ref().map(|h| h.command.clone()),
+            "resumeNote": resume_hint.as_ref().and_then(|h| h.note.clone())})
         );
     } else {
         if let RunEnd::Failed { error } = &outcome.end {
@@ -435,7 +414,10 @@ pub(crate) async fn present(
             ));
         }
         if let Some(hint) = resume_hint {
-            line.push_str(&format!("\nresume with: {hint}"));
+            line.push_str(&format!("\nresume with: {}", hint.command));
+            if let Some(note) = hint.note {
+                line.push_str(&format!("\n({note})"));
+            }
         }
         println!(
             "{}",

@@ -8,8 +8,8 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use weft_runtime::ownership::effective_status;
 use weft_store::{
-    DecisionStatus, Decisions as _, EventLog as _, EventQuery, Lineage, RunRecord, Runs, Store,
-    ToolLedger, event_type,
+    DecisionStatus, Decisions as _, EventLog as _, EventQuery, Lineage, RunRecord, RunStatus, Runs,
+    Store, ToolLedger, event_type,
 };
 
 /// `--store` and `--json`, shared by the store commands.
@@ -40,8 +40,28 @@ pub(crate) enum RunsCommand {
     Show {
         #[command(flatten)]
         store: StoreArgs,
-        /// The run id.
+        /// The run id (or a unique prefix of it).
         run: String,
+    },
+    /// Delete a run and everything recorded for it (events, tool ledger, checkpoints of its
+    /// thread when no other run uses it). A run a live process drives is refused (exit 5).
+    Delete {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The run id (or a unique prefix of it).
+        run: String,
+    },
+    /// Delete the runs whose last activity is older than a duration (`7d`, `12h`, `2w`);
+    /// running runs are kept. `weft store gc` then gives the space back.
+    Prune {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// How old a run's last activity must be: `7d`, `36h`, `2w`, `90m`.
+        #[arg(long, value_name = "DURATION", value_parser = weft_runtime::budget::parse_duration)]
+        older_than: std::time::Duration,
+        /// Only list what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -78,6 +98,100 @@ pub(crate) fn run_json(store: &Store, run: &RunRecord) -> Value {
     })
 }
 
+/// The run `id` names: the run with that id, else the only run whose id starts with it.
+/// `Ok(None)` when there is none; an error naming the candidates when the prefix is ambiguous.
+///
+/// # Errors
+/// Database failures; an ambiguous prefix.
+pub(crate) async fn find_run(store: &Store, id: &str) -> anyhow::Result<Option<RunRecord>> {
+    if let Some(run) = store.run(id).await? {
+        return Ok(Some(run));
+    }
+    if id.is_empty() {
+        return Ok(None);
+    }
+    let matches: Vec<RunRecord> = store
+        .runs(None)
+        .await?
+        .into_iter()
+        .filter(|r| r.run_id.starts_with(id))
+        .collect();
+    match matches.len() {
+        0 => Ok(None),
+        1 => Ok(matches.into_iter().next()),
+        n => {
+            let ids: Vec<&str> = matches.iter().take(5).map(|r| r.run_id.as_str()).collect();
+            anyhow::bail!(
+                "{id:?} is the start of {n} run ids ({}{}); give more of it",
+                ids.join(", "),
+                if n > 5 { ", …" } else { "" }
+            )
+        }
+    }
+}
+
+/// The run `id` names (see [`find_run`]), or an error saying it is not in the store.
+///
+/// # Errors
+/// No such run, an ambiguous prefix, database failures.
+pub(crate) async fn resolve_run(store: &Store, id: &str) -> anyhow::Result<RunRecord> {
+    find_run(store, id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("run {id:?} not found in {}", store.location()))
+}
+
+/// The agent a run drives and the first words of its input.
+fn agent_and_input(run: &RunRecord) -> (String, String) {
+    match weft_runtime::spec::RunSpec::from_stored(&run.spec) {
+        Ok(spec) => {
+            let words: Vec<&str> = spec.input.split_whitespace().collect();
+            let mut input = words.iter().take(6).copied().collect::<Vec<_>>().join(" ");
+            if words.len() > 6 {
+                input.push_str(" …");
+            }
+            (spec.role().to_owned(), input)
+        }
+        Err(_) => (String::from("?"), String::new()),
+    }
+}
+
+/// How long a run ran (until now while it runs).
+fn duration(run: &RunRecord, status: RunStatus) -> String {
+    let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
+    let Some(start) = parse(&run.started_at) else {
+        return "?".to_owned();
+    };
+    let end = match (&run.ended_at, status) {
+        (Some(end), _) => parse(end),
+        (None, RunStatus::Running) => Some(chrono::Utc::now().fixed_offset()),
+        (None, _) => parse(&run.updated_at),
+    };
+    let Some(end) = end else {
+        return "?".to_owned();
+    };
+    let seconds = (end - start).num_milliseconds().max(0) as f64 / 1000.0;
+    if seconds < 60.0 {
+        format!("{seconds:.1}s")
+    } else {
+        weft_runtime::budget::format_duration(std::time::Duration::from_secs_f64(seconds))
+    }
+}
+
+/// The stored cost, or `unknown` when the run recorded none (no price for its models).
+fn cost(usage: &weft_store::Usage) -> String {
+    if usage.cost > 0.0 {
+        format!("${:.4}", usage.cost)
+    } else {
+        "unknown".to_owned()
+    }
+}
+
+/// When a run was last active.
+fn last_active(run: &RunRecord) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    let at = run.ended_at.as_deref().unwrap_or(&run.updated_at);
+    chrono::DateTime::parse_from_rfc3339(at).ok()
+}
+
 /// Runs `weft runs …`.
 pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
@@ -90,28 +204,118 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                     println!("{}", Value::Array(list));
                 } else {
                     println!(
-                        "{:<36}  {:<11}  {:>5}  {:<27}  THREAD",
-                        "RUN", "STATUS", "STEPS", "STARTED"
+                        "{:<36}  {:<14}  {:<19}  {:>8}  {:>5}  {:>8}  {:>9}  {:<11}  INPUT",
+                        "RUN", "AGENT", "STARTED", "DURATION", "STEPS", "TOKENS", "COST", "STATUS"
                     );
                     for r in &runs {
+                        let status = effective_status(&s, r);
+                        let (agent, input) = agent_and_input(r);
+                        let started = chrono::DateTime::parse_from_rfc3339(&r.started_at)
+                            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+                            .unwrap_or_else(|_| r.started_at.clone());
                         println!(
-                            "{:<36}  {:<11}  {:>5}  {:<27}  {}",
+                            "{:<36}  {:<14}  {:<19}  {:>8}  {:>5}  {:>8}  {:>9}  {:<11}  {}",
                             r.run_id,
-                            effective_status(&s, r).as_str(),
+                            agent,
+                            started,
+                            duration(r, status),
                             r.steps,
-                            r.started_at,
-                            r.thread_id
+                            r.usage.input_tokens + r.usage.output_tokens,
+                            cost(&r.usage),
+                            status.as_str(),
+                            input
                         );
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            RunsCommand::Delete { store, run } => {
+                let s = open_store(&store).await?;
+                let record = resolve_run(&s, &run).await?;
+                if effective_status(&s, &record) == RunStatus::Running {
+                    eprintln!(
+                        "weft: run {} is running (another live process drives it); stop it first, then delete it",
+                        record.run_id
+                    );
+                    return Ok(ExitCode::from(5));
+                }
+                match s.delete_run(&record.run_id).await? {
+                    Some(deleted) => {
+                        println!(
+                            "deleted run {}{}",
+                            deleted.run_id,
+                            if deleted.thread_deleted {
+                                format!(" and its thread {}", deleted.thread_id)
+                            } else {
+                                format!(" (its thread {} is kept: another run uses it)", deleted.thread_id)
+                            }
+                        );
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    None => {
+                        eprintln!("weft: run {} is already gone", record.run_id);
+                        Ok(ExitCode::from(1))
+                    }
+                }
+            }
+            RunsCommand::Prune {
+                store,
+                older_than,
+                dry_run,
+            } => {
+                let s = open_store(&store).await?;
+                let cutoff = chrono::Utc::now()
+                    - chrono::Duration::from_std(older_than).context("the duration is too long")?;
+                let (mut deleted, mut running) = (Vec::new(), 0usize);
+                for r in s.runs(None).await? {
+                    if last_active(&r).is_none_or(|t| t >= cutoff) {
+                        continue;
+                    }
+                    if effective_status(&s, &r) == RunStatus::Running {
+                        running += 1;
+                        continue;
+                    }
+                    if !dry_run {
+                        s.delete_run(&r.run_id).await?;
+                    }
+                    deleted.push(r.run_id);
+                }
+                let verb = if dry_run { "would delete" } else { "deleted" };
+                if store.json {
+                    println!(
+                        "{}",
+                        json!({"deleted": deleted, "dryRun": dry_run, "keptRunning": running})
+                    );
+                } else {
+                    for id in &deleted {
+                        println!("{verb} run {id}");
+                    }
+                    println!(
+                        "{verb} {} run{}{}",
+                        deleted.len(),
+                        if deleted.len() == 1 { "" } else { "s" },
+                        if running > 0 {
+                            format!("; kept {running} running (a live process drives them)")
+                        } else {
+                            String::new()
+                        }
+                    );
+                    if !dry_run && !deleted.is_empty() {
+                        println!("`weft store gc` gives the space back to the file system");
                     }
                 }
                 Ok(ExitCode::SUCCESS)
             }
             RunsCommand::Show { store, run } => {
                 let s = open_store(&store).await?;
-                let Some(record) = s.run(&run).await? else {
-                    eprintln!("weft: run {run} not found in {}", s.location());
-                    return Ok(ExitCode::from(1));
+                let record = match find_run(&s, &run).await? {
+                    Some(record) => record,
+                    None => {
+                        eprintln!("weft: run {run} not found in {}", s.location());
+                        return Ok(ExitCode::from(1));
+                    }
                 };
+                let run = record.run_id.clone();
                 let calls = s.tool_calls(&run).await?;
                 let decisions = s.decisions(&run).await?;
                 let (refused, retried): (Vec<_>, Vec<_>) = s

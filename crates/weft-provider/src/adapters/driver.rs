@@ -100,6 +100,7 @@ pub(crate) async fn read_json(
         () = signal.cancelled() => return Err(UppError::cancelled(provider, modality)),
         bytes = response.bytes() => bytes.map_err(|e| crate::http::transport_error(&e, provider, modality))?,
     };
+    crate::trace::body(provider, &String::from_utf8_lossy(&bytes), None);
     parse_json(&bytes, provider, modality)
 }
 

@@ -17,7 +17,8 @@
 //! ]}
 //! ```
 //!
-//! Responses are consumed in order, one per model call; running out is a clear error.
+//! Responses are consumed in order, one per model call; running out is a clear error. An
+//! unknown key (a typo such as `txt`) is an error naming the file, line and column.
 
 use std::fmt;
 use std::path::Path;
@@ -42,6 +43,7 @@ pub const NAME: &str = "scripted";
 
 /// A scripted tool call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScriptedToolCall {
     /// Call id (generated as `call_<n>` when absent).
     #[serde(default)]
@@ -62,7 +64,7 @@ fn empty_object() -> Value {
 
 /// Scripted usage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScriptedUsage {
     /// Input tokens.
     #[serde(default)]
@@ -80,6 +82,7 @@ pub struct ScriptedUsage {
 
 /// A scripted error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScriptedError {
     /// An `ErrorCode` string, e.g. `RATE_LIMITED`.
     pub code: ErrorCode,
@@ -90,7 +93,7 @@ pub struct ScriptedError {
 
 /// One scripted model response.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ScriptedResponse {
     /// Reply text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,6 +140,7 @@ impl ScriptedResponse {
 
 /// A script: responses consumed in order.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Script {
     /// The responses.
     pub responses: Vec<ScriptedResponse>,

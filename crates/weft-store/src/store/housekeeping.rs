@@ -1,0 +1,155 @@
+//! Keeping the store bounded: deleting a run with everything recorded for it
+//! ([`Store::delete_run`]), and collecting what no run or checkpoint refers to any more, then
+//! giving the space back to the file system ([`Store::gc`]). Both work alike on SQLite and
+//! PostgreSQL.
+//!
+//! Whether a run may be deleted (not while a live process drives it) is the caller's rule:
+//! the store has no notion of a live owner.
+
+use crate::error::StoreError;
+use crate::sql::{Stmt, stmt};
+use crate::store::{Store, ThreadCache};
+
+/// What [`Store::delete_run`] removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeletedRun {
+    /// The run.
+    pub run_id: String,
+    /// Its thread.
+    pub thread_id: String,
+    /// Whether the thread (its checkpoints and history, side B's included) went too: `false`
+    /// when another run still uses it.
+    pub thread_deleted: bool,
+}
+
+/// What [`Store::gc`] collected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GcReport {
+    /// History rows (`checkpoint_messages`) no checkpoint refers to.
+    pub history_rows: u64,
+    /// Ledger rows (tool calls and recorded model responses) of runs that no longer exist.
+    pub ledger_rows: u64,
+}
+
+impl GcReport {
+    /// Rows removed in all.
+    pub fn total(&self) -> u64 {
+        self.history_rows + self.ledger_rows
+    }
+}
+
+/// Orphaned history: a thread with no checkpoint, or rows older than the oldest message any
+/// remaining checkpoint of the thread refers to.
+const ORPHAN_HISTORY: &str = "FROM checkpoint_messages WHERE thread_id NOT IN (SELECT thread_id FROM checkpoints) \
+     OR seq < (SELECT MIN(c.min_message_seq) FROM checkpoints c WHERE c.thread_id = checkpoint_messages.thread_id)";
+
+/// Ledger tables keyed by a run.
+const RUN_TABLES: [&str; 2] = ["tool_calls", "model_responses"];
+
+impl Store {
+    /// Deletes the run `run_id` and everything recorded for it: its event log, tool ledger,
+    /// recorded responses, artifacts, agent lineage, and — when no other run uses its thread —
+    /// the thread's checkpoints and history (side B's, `THREAD.sideB`, too). Returns `None`
+    /// when there is no such run.
+    ///
+    /// # Errors
+    /// Database failures.
+    ///
+    /// # Cancel safety
+    /// The deletion is one transaction: dropping the future leaves the run whole or gone.
+    pub async fn delete_run(&self, run_id: &str) -> Result<Option<DeletedRun>, StoreError> {
+        self.flush().await?;
+        let rows = self
+            .query(stmt!(
+                "SELECT thread_id FROM runs WHERE run_id = $1",
+                run_id
+            ))
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let thread_id = row.text(0)?;
+        let others = self
+            .query(stmt!(
+                "SELECT COUNT(*) FROM runs WHERE thread_id = $1 AND run_id <> $2",
+                thread_id.as_str(),
+                run_id
+            ))
+            .await?
+            .first()
+            .map_or(Ok(0), |r| r.uint(0))?;
+        let thread_deleted = others == 0;
+        let mut stmts = vec![
+            stmt!("DELETE FROM artifacts WHERE run_id = $1", run_id),
+            stmt!("DELETE FROM events WHERE run_id = $1", run_id),
+            stmt!("DELETE FROM tool_calls WHERE run_id = $1", run_id),
+            stmt!("DELETE FROM model_responses WHERE run_id = $1", run_id),
+            stmt!("DELETE FROM agent_lineage WHERE run_id = $1", run_id),
+            stmt!("DELETE FROM runs WHERE run_id = $1", run_id),
+        ];
+        let side_b = format!("{thread_id}.sideB");
+        if thread_deleted {
+            for thread in [thread_id.as_str(), side_b.as_str()] {
+                stmts.push(stmt!(
+                    "UPDATE artifacts SET checkpoint_id = NULL WHERE checkpoint_id IN (SELECT id FROM checkpoints WHERE thread_id = $1)",
+                    thread
+                ));
+                stmts.push(stmt!(
+                    "DELETE FROM checkpoints WHERE thread_id = $1",
+                    thread
+                ));
+                stmts.push(stmt!(
+                    "DELETE FROM checkpoint_messages WHERE thread_id = $1",
+                    thread
+                ));
+                stmts.push(stmt!("DELETE FROM threads WHERE id = $1", thread));
+            }
+        }
+        // Hold the threads' caches while their rows go, then forget them.
+        let caches = [self.cache(&thread_id), self.cache(&side_b)];
+        let mut guard_a = caches[0].lock().await;
+        let mut guard_b = caches[1].lock().await;
+        self.commit(None, stmts).await?;
+        if thread_deleted {
+            *guard_a = ThreadCache::default();
+            *guard_b = ThreadCache::default();
+        }
+        Ok(Some(DeletedRun {
+            run_id: run_id.to_owned(),
+            thread_id,
+            thread_deleted,
+        }))
+    }
+
+    /// Collects what nothing refers to any more — history rows no checkpoint needs, ledger
+    /// rows of deleted runs — and gives the space back (SQLite: a WAL checkpoint and
+    /// `VACUUM`; PostgreSQL: `VACUUM` of Weft's tables). Safe while runs are being driven:
+    /// it removes nothing a live run or checkpoint refers to.
+    ///
+    /// # Errors
+    /// Database failures.
+    pub async fn gc(&self) -> Result<GcReport, StoreError> {
+        self.flush().await?;
+        let count = |sql: String| async move {
+            self.query(Stmt::new(sql, Vec::new()))
+                .await?
+                .first()
+                .map_or(Ok(0), |r| r.uint(0))
+        };
+        let mut report = GcReport {
+            history_rows: count(format!("SELECT COUNT(*) {ORPHAN_HISTORY}")).await?,
+            ..GcReport::default()
+        };
+        let mut stmts = vec![Stmt::new(format!("DELETE {ORPHAN_HISTORY}"), Vec::new())];
+        for table in RUN_TABLES {
+            let orphans = format!("FROM {table} WHERE run_id NOT IN (SELECT run_id FROM runs)");
+            report.ledger_rows += count(format!("SELECT COUNT(*) {orphans}")).await?;
+            stmts.push(Stmt::new(format!("DELETE {orphans}"), Vec::new()));
+        }
+        self.commit(None, stmts).await?;
+        self.shared.backend.compact().await?;
+        Ok(report)
+    }
+}
