@@ -25,7 +25,7 @@ pub(crate) struct Migration {
 }
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -42,6 +42,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 3,
         name: "run leases, recorded model responses, tool calls keyed by position",
         sql: V3,
+    },
+    Migration {
+        version: 4,
+        name: "whether a run's (and an agent's) cost is known",
+        sql: V4,
     },
 ];
 
@@ -220,6 +225,13 @@ INSERT INTO tool_calls_v3 (run_id, position, tool_call_id, args_hash, thread_id,
 DROP TABLE tool_calls;
 ALTER TABLE tool_calls_v3 RENAME TO tool_calls;
 CREATE INDEX idx_tool_calls_status ON tool_calls(run_id, status);
+";
+
+// A cost is known only when every model call of the run had a price; rows written before
+// (whose cost was never computed: 0 by default) read as unknown.
+const V4: &str = r"
+ALTER TABLE runs ADD COLUMN usage_priced INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agent_lineage ADD COLUMN usage_priced INTEGER NOT NULL DEFAULT 0;
 ";
 
 /// The DDL of a migration for PostgreSQL.
