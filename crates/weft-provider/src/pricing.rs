@@ -200,6 +200,30 @@ impl PriceTable {
         Ok(table)
     }
 
+    /// An empty table of `source`, without a date.
+    pub fn new(source: PriceSource) -> PriceTable {
+        PriceTable {
+            date: None,
+            source,
+            providers: BTreeMap::new(),
+        }
+    }
+
+    /// This table with `price` for `provider`'s `model` (`"*"`: every model of `provider`).
+    #[must_use]
+    pub fn with_price(
+        mut self,
+        provider: impl Into<String>,
+        model: impl Into<String>,
+        price: Price,
+    ) -> PriceTable {
+        self.providers
+            .entry(provider.into())
+            .or_default()
+            .insert(model.into(), price);
+        self
+    }
+
     /// When the prices were taken.
     pub fn date(&self) -> Option<&str> {
         self.date.as_deref()

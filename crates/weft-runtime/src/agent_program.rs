@@ -15,7 +15,7 @@ use weft_agent::{
     RunOptions, agent,
 };
 use weft_provider::{Message, TokenUsage, Tool, Turn};
-use weft_store::{Durability, Pricing, event_type};
+use weft_store::{Durability, event_type};
 
 use crate::error::RunError;
 use crate::ledger::{DurableTool, RunContext};
@@ -92,7 +92,6 @@ pub(crate) async fn run(
         run: active.ledger.clone(),
         max_steps: program.max_steps,
         base_usage: base.clone(),
-        pricing: program.pricing.unwrap_or_default(),
     };
     let mut options = AgentOptions::new(model)
         .tools(
@@ -189,7 +188,6 @@ pub(crate) struct DurableLoop {
     run: Arc<RunContext>,
     max_steps: Option<u64>,
     base_usage: TokenUsage,
-    pricing: Pricing,
 }
 
 #[async_trait]
@@ -254,7 +252,8 @@ impl ExecutionStrategy for DurableLoop {
             ctx.strategy.step_end(step, &result);
             ctx.save_checkpoint(&state, turn.tool_executions.clone(), Some(usage.clone()))
                 .await;
-            let cost = self.pricing.cost(usage.input_tokens, usage.output_tokens);
+            // The run's cost so far, each call at its recorded price (null: unknown).
+            let cost = self.run.spent_cost();
             self.run
                 .event(
                     event_type::TURN_END,
