@@ -314,6 +314,12 @@ pub struct ProjectConfig {
     /// `maxCost`, `maxTime`); `weft run --max-…` flags override them one by one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<weft_runtime::budget::Budget>,
+    /// `pricing`: the project's model prices, over Weft's built-in table (`weft run
+    /// --pricing FILE` wins over them): a file in the table's format, relative to the project
+    /// (`pricing = "prices.toml"`), or the table itself (`[pricing.openai]` with
+    /// `"gpt-4o" = { input = 2.5, output = 10 }`; see `Project::prices`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<Value>,
     /// `[project]`: settings shared by several parts of Weft (`testCommand`); read by
     /// `weft-gate` (the completion checklist), kept here as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]

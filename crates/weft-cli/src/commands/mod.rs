@@ -12,6 +12,7 @@ pub(crate) mod llm;
 pub(crate) mod location;
 pub(crate) mod models;
 pub(crate) mod policy;
+pub(crate) mod pricing;
 pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;

@@ -33,6 +33,11 @@ pub(crate) struct ResumeArgs {
     /// side effects may happen twice).
     #[arg(long)]
     rerun_uncertain: bool,
+    /// Model prices for the resume's new model calls, over Weft's table and the project's
+    /// `pricing` key (the format of `weft run --pricing`). Calls recorded before keep the
+    /// price recorded with them.
+    #[arg(long, value_name = "FILE")]
+    pricing: Option<std::path::PathBuf>,
     /// Accepted for compatibility; ownership is decided by the run's lock and lease.
     #[arg(long, hide = true)]
     force: bool,
@@ -50,11 +55,13 @@ pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             .ok_or_else(|| anyhow::anyhow!("run {:?} not found", args.run))?;
         let spec = RunSpec::from_stored(&record.spec)
             .map_err(|e| anyhow::anyhow!("the spec of run {} cannot be read: {e}", args.run))?;
+        let mut project = None;
         let agent = match &spec.program {
             Program::Session(session) => {
-                if let Ok(project) = weft_standard::Project::load(session.project_folder()) {
+                if let Ok(loaded) = weft_standard::Project::load(session.project_folder()) {
                     let mode = session.sandbox.as_deref().and_then(|m| m.parse().ok());
-                    super::confine::announce(&project, mode);
+                    super::confine::announce(&loaded, mode);
+                    project = Some(loaded);
                 }
                 let changed = weft_standard::changed_since_start(session);
                 if !changed.is_empty() {
@@ -68,7 +75,14 @@ pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             }
             Program::Agent(agent) => agent.role.clone(),
         };
-        let runtime = super::run::runtime(store);
+        let prices = match super::pricing::prices(project.as_ref(), args.pricing.as_deref()) {
+            Ok(prices) => prices,
+            Err(message) => {
+                eprintln!("weft: {message}");
+                return Ok(ExitCode::from(2));
+            }
+        };
+        let runtime = super::run::runtime(store, prices);
         let options = ResumeOptions {
             rerun_uncertain: args.rerun_uncertain,
         };

@@ -67,10 +67,15 @@ pub(crate) struct RunArgs {
     /// Stop the run before a model call once it has used this many tokens (input + output).
     #[arg(long, value_name = "N")]
     max_total_tokens: Option<u64>,
-    /// Stop the run once it has cost this much; needs the price of its models (a run whose
-    /// price is unknown is refused, exit 2).
+    /// Stop the run once it has cost this much (US dollars); needs the price of its models
+    /// (a run whose price is unknown is refused, exit 2: see --pricing).
     #[arg(long, value_name = "AMOUNT")]
     max_cost: Option<f64>,
+    /// Model prices over Weft's built-in table and the project's `pricing` key: a TOML file
+    /// in the table's format (`[openai]` then `"gpt-4o" = { input = 2.5, output = 10 }`, US
+    /// dollars per million tokens; `"*"` prices every model of a provider).
+    #[arg(long, value_name = "FILE")]
+    pricing: Option<PathBuf>,
     /// Stop the run after this long (`90s`, `10m`, `1h30m`), even in the middle of a tool.
     #[arg(long, value_name = "DURATION", value_parser = weft_runtime::budget::parse_duration)]
     max_time: Option<std::time::Duration>,
@@ -129,13 +134,20 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         !input.trim().is_empty(),
         "the input is empty: give a message to the agent"
     );
+    let prices = match super::pricing::prices(Some(&project), args.pricing.as_deref()) {
+        Ok(prices) => prices,
+        Err(message) => {
+            eprintln!("weft: {message}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let durability = if args.durability == "async" {
         Durability::Async
     } else {
         Durability::Sync
     };
     let runtime = super::runs::runtime()?;
-    runtime.block_on(drive(&project, agent, &args, input, durability))
+    runtime.block_on(drive(&project, agent, &args, input, durability, prices))
 }
 
 fn names(project: &Project) -> String {
@@ -215,6 +227,7 @@ async fn drive(
     args: &RunArgs,
     input: String,
     durability: Durability,
+    prices: weft_provider::pricing::Prices,
 ) -> anyhow::Result<ExitCode> {
     let project_dir =
         std::fs::canonicalize(project.dir()).context("cannot resolve the project folder")?;
@@ -256,7 +269,7 @@ async fn drive(
         max_steps: Some(DEFAULT_SESSION_MAX_STEPS),
         ..Budget::default()
     });
-    let runtime = runtime(store);
+    let runtime = runtime(store, prices);
     let handle = match runtime.start(spec, true).await {
         Ok(handle) => handle,
         Err(error) => {
@@ -268,11 +281,13 @@ async fn drive(
 }
 
 /// The runtime of `weft run` and `weft resume`: the store, every provider (the embedded
-/// local model included) and Standard Agents sessions (whose tools come from the project).
-pub(crate) fn runtime(store: Store) -> Runtime {
+/// local model included), Standard Agents sessions (whose tools come from the project) and
+/// the prices new model calls are charged at.
+pub(crate) fn runtime(store: Store, prices: weft_provider::pricing::Prices) -> Runtime {
     Runtime::new(store)
         .with_providers(providers())
         .with_sessions(Arc::new(StandardSessions))
+        .with_prices(prices)
 }
 
 /// Shows a run being driven (the live view or JSON lines), stops it cleanly on Ctrl-C,
@@ -379,8 +394,9 @@ pub(crate) async fn present(
         }
         let tokens = input_tokens + output_tokens;
         let mut line = format!(
-            "{word} · {} · {tokens} tokens ({input_tokens} in, {output_tokens} out) · ${cost:.4} · run {run_id}",
-            count(outcome.steps, "step")
+            "{word} · {} · {tokens} tokens ({input_tokens} in, {output_tokens} out) · {} · run {run_id}",
+            count(outcome.steps, "step"),
+            super::pricing::cost_text(cost)
         );
         if resumed {
             line.push_str(&format!(

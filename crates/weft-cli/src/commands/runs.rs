@@ -7,7 +7,9 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use weft_runtime::ownership::effective_status;
-use weft_store::{Lineage, RunRecord, Runs, Store, ToolLedger};
+use weft_store::{Lineage, RunRecord, Runs, Store, ToolLedger, Usage};
+
+use super::pricing::{RunCalls, cost_text, current_usage};
 
 /// `--store` and `--json`, shared by the store commands.
 #[derive(Debug, Args)]
@@ -58,8 +60,9 @@ pub(crate) async fn open_store(args: &StoreArgs) -> anyhow::Result<Store> {
     super::location::open_existing(&url).await
 }
 
-/// The JSON of a run, with its effective status.
-pub(crate) fn run_json(store: &Store, run: &RunRecord) -> Value {
+/// The JSON of a run, with its effective status and its usage as it stands (`cost` null
+/// when unknown).
+pub(crate) fn run_json(store: &Store, run: &RunRecord, usage: Usage) -> Value {
     json!({
         "run_id": run.run_id,
         "thread_id": run.thread_id,
@@ -69,7 +72,7 @@ pub(crate) fn run_json(store: &Store, run: &RunRecord) -> Value {
         "updated_at": run.updated_at,
         "ended_at": run.ended_at,
         "steps": run.steps,
-        "usage": run.usage,
+        "usage": usage,
         "error": run.error,
         "output": run.output,
     })
@@ -82,20 +85,34 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
             RunsCommand::List { store, limit } => {
                 let s = open_store(&store).await?;
                 let runs = s.runs(limit).await?;
+                let mut usages = Vec::with_capacity(runs.len());
+                for r in &runs {
+                    usages.push(current_usage(&s, r).await?);
+                }
                 if store.json {
-                    let list: Vec<Value> = runs.iter().map(|r| run_json(&s, r)).collect();
+                    let list: Vec<Value> = runs
+                        .iter()
+                        .zip(&usages)
+                        .map(|(r, u)| run_json(&s, r, *u))
+                        .collect();
                     println!("{}", Value::Array(list));
                 } else {
                     println!(
-                        "{:<36}  {:<11}  {:>5}  {:<27}  THREAD",
-                        "RUN", "STATUS", "STEPS", "STARTED"
+                        "{:<36}  {:<11}  {:>5}  {:>8}  {:>12}  {:<27}  THREAD",
+                        "RUN", "STATUS", "STEPS", "TOKENS", "COST", "STARTED"
                     );
-                    for r in &runs {
+                    for (r, u) in runs.iter().zip(&usages) {
+                        let cost = match u.cost {
+                            Some(_) => cost_text(u.cost),
+                            None => "unknown".to_owned(),
+                        };
                         println!(
-                            "{:<36}  {:<11}  {:>5}  {:<27}  {}",
+                            "{:<36}  {:<11}  {:>5}  {:>8}  {:>12}  {:<27}  {}",
                             r.run_id,
                             effective_status(&s, r).as_str(),
                             r.steps,
+                            u.input_tokens + u.output_tokens,
+                            cost,
                             r.started_at,
                             r.thread_id
                         );
@@ -112,8 +129,11 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                 let calls = s.tool_calls(&run).await?;
                 let agents = s.lineage(&run).await?;
                 let checkpoints = s.list_checkpoints(&record.thread_id).await?;
+                let usage = current_usage(&s, &record).await?;
+                let model_calls = RunCalls::of(&s, &run).await?;
                 if store.json {
-                    let mut v = run_json(&s, &record);
+                    let mut v = run_json(&s, &record, usage);
+                    v["model_calls"] = model_calls.json();
                     v["spec"] = record.spec.clone();
                     v["tool_calls"] = serde_json::to_value(&calls)?;
                     v["agents"] = serde_json::to_value(&agents)?;
@@ -129,9 +149,14 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                     }
                     println!("steps     {}", record.steps);
                     println!(
-                        "usage     {} in / {} out tokens, cost {:.6}",
-                        record.usage.input_tokens, record.usage.output_tokens, record.usage.cost
+                        "usage     {} in / {} out tokens, {}",
+                        usage.input_tokens,
+                        usage.output_tokens,
+                        cost_text(usage.cost)
                     );
+                    for line in model_calls.lines() {
+                        println!("  {line}");
+                    }
                     println!("checkpoints {}", checkpoints.len());
                     if let Some(e) = &record.error {
                         println!("error     {e}");
