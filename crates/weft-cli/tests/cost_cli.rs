@@ -346,3 +346,44 @@ fn an_interrupted_run_reports_what_it_spent_and_keeps_its_prices_on_resume() {
         "each call at the price recorded with it: {show}"
     );
 }
+
+/// `weft llm --cost` prints the call's tokens and cost on stderr; `--pricing` prices it.
+#[test]
+fn llm_prints_the_calls_cost_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"responses": [answer(json!({"text": "hello"}))]});
+    std::fs::write(dir.path().join("s.json"), script.to_string()).unwrap();
+    let out = weft(
+        dir.path(),
+        &["llm", "--model", "scripted:s.json", "--cost", "hi"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "hello");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("10 in / 1 out tokens · cost unknown"),
+        "{stderr}"
+    );
+    std::fs::write(
+        dir.path().join("prices.toml"),
+        "[scripted]\n\"*\" = { input = 1000, output = 10000 }\n",
+    )
+    .unwrap();
+    let out = weft(
+        dir.path(),
+        &[
+            "llm",
+            "--model",
+            "scripted:s.json",
+            "--pricing",
+            "prices.toml",
+            "hi",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("10 in / 1 out tokens · $0.0200 (scripted:*, override)"),
+        "{stderr}"
+    );
+}
