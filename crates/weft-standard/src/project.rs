@@ -151,7 +151,7 @@ impl Project {
     /// std::fs::write(dir.path().join("prompts/p.toml"), "name = \"p\"\nmodel = \"openai-compatible:llama3.2\"\n")?;
     /// std::fs::write(dir.path().join("weft.toml"), "[pricing.openai-compatible]\n\"*\" = { input = 0, output = 0 }\n")?;
     /// let project = weft_standard::Project::load(dir.path())?;
-    /// let prices = project.prices()?.ok_or("the project prices its models")?;
+    /// let prices = project.prices().map_err(|p| p.to_string())?.ok_or("the project prices its models")?;
     /// assert_eq!(prices.quote("openai-compatible", "llama3.2").map(|q| q.input), Some(0.0));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
