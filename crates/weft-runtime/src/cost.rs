@@ -54,10 +54,56 @@ impl CallCost {
     }
 }
 
+/// What the run has used so far, against its budget: model calls, tokens, and the cost of
+/// each call at the price recorded with it (`None` once a call had no price).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Spent {
+    pub(crate) steps: u64,
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
+    pub(crate) cache_read_tokens: u64,
+    pub(crate) cache_write_tokens: u64,
+    pub(crate) cost: Option<f64>,
+}
+
+impl Default for Spent {
+    fn default() -> Self {
+        Spent {
+            steps: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            cost: Some(0.0),
+        }
+    }
+}
+
+impl Spent {
+    pub(crate) fn add(&mut self, usage: &TokenUsage, cost: Option<f64>) {
+        self.steps += 1;
+        self.input_tokens += usage.input_tokens;
+        self.output_tokens += usage.output_tokens;
+        self.cache_read_tokens += usage.cache_read_tokens;
+        self.cache_write_tokens += usage.cache_write_tokens;
+        self.cost = self.cost.zip(cost).map(|(a, b)| a + b);
+    }
+}
+
 /// The usage and cost recorded with a response (`cost` is `None` for a call without a
 /// price, and for calls recorded before costs were).
 pub(crate) fn recorded_spend(response: &Value) -> (TokenUsage, Option<f64>) {
-    let usage = serde_json::from_value(response["usage"].clone()).unwrap_or_default();
+    let usage = &response["usage"];
+    let count = |key: &str| usage[key].as_u64().unwrap_or(0);
+    let (input_tokens, output_tokens) = (count("inputTokens"), count("outputTokens"));
+    let usage = TokenUsage {
+        input_tokens,
+        output_tokens,
+        total_tokens: input_tokens + output_tokens,
+        cache_read_tokens: count("cacheReadTokens"),
+        cache_write_tokens: count("cacheWriteTokens"),
+        cycles: None,
+    };
     (usage, response["cost"].as_f64())
 }
 

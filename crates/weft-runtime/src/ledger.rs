@@ -38,6 +38,7 @@ use weft_store::{
 use weft_provider::pricing::Prices;
 
 use crate::budget::Budget;
+use crate::cost::Spent;
 use crate::spec::hex;
 
 #[derive(Debug, Default)]
@@ -77,42 +78,6 @@ pub struct RunContext {
     budget: Budget,
     prices: Prices,
     spent: Mutex<Spent>,
-}
-
-/// What the run has used so far, against its budget: model calls, tokens, and the cost of
-/// each call at the price recorded with it (`None` once a call had no price).
-#[derive(Debug, Clone, Copy)]
-struct Spent {
-    steps: u64,
-    input_tokens: u64,
-    output_tokens: u64,
-    cache_read_tokens: u64,
-    cache_write_tokens: u64,
-    cost: Option<f64>,
-}
-
-impl Default for Spent {
-    fn default() -> Self {
-        Spent {
-            steps: 0,
-            input_tokens: 0,
-            output_tokens: 0,
-            cache_read_tokens: 0,
-            cache_write_tokens: 0,
-            cost: Some(0.0),
-        }
-    }
-}
-
-impl Spent {
-    fn add(&mut self, usage: &TokenUsage, cost: Option<f64>) {
-        self.steps += 1;
-        self.input_tokens += usage.input_tokens;
-        self.output_tokens += usage.output_tokens;
-        self.cache_read_tokens += usage.cache_read_tokens;
-        self.cache_write_tokens += usage.cache_write_tokens;
-        self.cost = self.cost.zip(cost).map(|(a, b)| a + b);
-    }
 }
 
 impl fmt::Debug for RunContext {

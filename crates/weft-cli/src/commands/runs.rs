@@ -1,4 +1,6 @@
-//! `weft runs list` and `weft runs show RUN`: runs recorded in the store, newest first.
+//! `weft runs list` and `weft runs show RUN`: runs recorded in the store, newest first, with
+//! their tokens and cost (`cost unknown` / `"cost": null` when a model without a price took
+//! part); `show` also lists the price each model call was charged at.
 //! Also the store options every store command shares (`--store URL`, `--json`).
 
 use std::process::ExitCode;
