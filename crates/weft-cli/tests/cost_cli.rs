@@ -285,22 +285,21 @@ fn wait_for(path: &Path) {
     }
 }
 
-/// An interrupted run reports its first call's cost; resumed under doubled prices, its new
-/// call costs double and the first keeps the price recorded with it.
+/// Starts `weft run --pricing prices.toml --json` on a project whose first command hangs
+/// until it is interrupted, interrupts it (SIGINT) once the command started, and returns the
+/// project folder and the run's `run_end` event.
 #[cfg(unix)]
-#[test]
-fn an_interrupted_run_reports_what_it_spent_and_keeps_its_prices_on_resume() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("p");
+fn interrupted_run(dir: &Path) -> (std::path::PathBuf, Value) {
+    let root = dir.join("p");
     let script = json!({"responses": [
         command("c1", "if [ -f started ]; then echo again; else touch started; sleep 30; fi"),
         answer(json!({"text": "done"}))]});
     common::scripted_project(&root, "", &["run_command"], &script);
-    std::fs::write(dir.path().join("prices.toml"), price_file(1000, 10_000)).unwrap();
-    std::fs::write(dir.path().join("double.toml"), price_file(2000, 20_000)).unwrap();
+    std::fs::write(dir.join("prices.toml"), price_file(1000, 10_000)).unwrap();
+    std::fs::write(dir.join("double.toml"), price_file(2000, 20_000)).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(["run", "p", "--pricing", "prices.toml", "--json", "go"])
-        .current_dir(dir.path())
+        .current_dir(dir)
         .env_remove("WEFT_DATABASE_URL")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -317,13 +316,24 @@ fn an_interrupted_run_reports_what_it_spent_and_keeps_its_prices_on_resume() {
     );
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
-    let end = run_end(&out);
+    (root, run_end(&out))
+}
+
+/// An interrupted run reports its first call's cost; resumed under doubled prices, its new
+/// call costs double and the first keeps the price recorded with it.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_reports_what_it_spent_and_keeps_its_prices_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, end) = interrupted_run(dir.path());
     assert_eq!(end["status"], "interrupted");
     assert_eq!(end["inputTokens"], 10);
     assert!(close(&end["cost"], CALL), "{end}");
     let run = end["runId"].as_str().unwrap().to_owned();
     let shown = show_json(dir.path(), &run);
     assert!(close(&shown["usage"]["cost"], CALL), "{shown}");
+    let show = text(&runs(dir.path(), &["show", &run]).stdout);
+    assert!(show.contains("interrupted"), "{show}");
 
     let out = weft(
         &root,
@@ -345,6 +355,19 @@ fn an_interrupted_run_reports_what_it_spent_and_keeps_its_prices_on_resume() {
             && show.contains("1 call, $0.0400, at $2000 in"),
         "each call at the price recorded with it: {show}"
     );
+}
+
+/// A resume without --pricing keeps charging at the prices the run was started with.
+#[cfg(unix)]
+#[test]
+fn a_resume_keeps_the_runs_own_pricing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (root, end) = interrupted_run(dir.path());
+    let run = end["runId"].as_str().unwrap().to_owned();
+    let out = weft(&root, &["resume", &run, "--rerun-uncertain", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let end = run_end(&out);
+    assert!(close(&end["cost"], 2.0 * CALL), "{end}");
 }
 
 /// `weft llm --cost` prints the call's tokens and cost on stderr; `--pricing` prices it.

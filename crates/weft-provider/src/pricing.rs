@@ -140,11 +140,15 @@ impl PricingError {
     }
 }
 
-/// A price table: a date, the currency, and prices by provider and model id.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// A price table: a date, the currency, and prices by provider and model id. Serializable,
+/// so a run can record the overrides it was started with.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PriceTable {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     date: Option<String>,
+    #[serde(default)]
     source: PriceSource,
+    #[serde(default)]
     providers: BTreeMap<String, BTreeMap<String, Price>>,
 }
 

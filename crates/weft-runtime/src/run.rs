@@ -244,6 +244,7 @@ pub struct Runtime {
     tools: ToolRegistry,
     sessions: Option<Arc<dyn Sessions>>,
     prices: Prices,
+    price_override: Option<PriceTable>,
 }
 
 impl Runtime {
@@ -255,6 +256,7 @@ impl Runtime {
             tools: ToolRegistry::new(),
             sessions: None,
             prices: Prices::builtin(),
+            price_override: None,
         }
     }
 
@@ -263,6 +265,14 @@ impl Runtime {
     #[must_use]
     pub fn with_prices(mut self, prices: Prices) -> Self {
         self.prices = prices;
+        self
+    }
+
+    /// Prices new model calls with `table` over everything else — over the runtime's prices
+    /// and over the prices a run's spec recorded (`weft resume --pricing FILE`).
+    #[must_use]
+    pub fn with_price_override(mut self, table: PriceTable) -> Self {
+        self.price_override = Some(table);
         self
     }
 
@@ -422,9 +432,17 @@ impl Runtime {
         ))
     }
 
-    /// The prices of `spec`'s run: the runtime's, with an agent program's own `pricing`
-    /// over them for its model.
+    /// The prices of `spec`'s run, lowest first: the runtime's, an agent program's own
+    /// `pricing` for its model, the spec's `pricing`, the runtime's override.
     fn prices_of(&self, spec: &RunSpec) -> Prices {
+        let mut prices = self.program_prices(spec);
+        for table in [&spec.pricing, &self.price_override].into_iter().flatten() {
+            prices = prices.with_override(table.clone());
+        }
+        prices
+    }
+
+    fn program_prices(&self, spec: &RunSpec) -> Prices {
         match &spec.program {
             Program::Agent(agent) => match (agent.pricing, agent.model.split_once(':')) {
                 (Some(flat), Some((provider, model))) if flat != Pricing::default() => self

@@ -17,22 +17,39 @@ use weft_store::{Responses as _, RunRecord, RunStatus, Store, Usage};
 /// # Errors
 /// A message naming the file and the key at fault: a usage error (exit 2).
 pub(crate) fn prices(project: Option<&Project>, file: Option<&Path>) -> Result<Prices, String> {
-    let mut prices = Prices::builtin();
-    if let Some(project) = project {
-        match project.prices() {
-            Ok(Some(table)) => prices = prices.with_override(table),
-            Ok(None) => {}
-            Err(problem) => return Err(format!("the project's pricing: {problem}")),
-        }
-    }
-    if let Some(file) = file {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("cannot read the pricing file {}: {e}", file.display()))?;
-        let table = PriceTable::parse(&text, PriceSource::Override)
-            .map_err(|e| format!("the pricing file {}: {e}", file.display()))?;
+    let mut prices = project_prices(project)?;
+    if let Some(table) = pricing_file(file)? {
         prices = prices.with_override(table);
     }
     Ok(prices)
+}
+
+/// The built-in table with `project`'s `pricing` over it.
+///
+/// # Errors
+/// As [`prices`].
+pub(crate) fn project_prices(project: Option<&Project>) -> Result<Prices, String> {
+    let prices = Prices::builtin();
+    match project.map(Project::prices) {
+        Some(Ok(Some(table))) => Ok(prices.with_override(table)),
+        Some(Err(problem)) => Err(format!("the project's pricing: {problem}")),
+        Some(Ok(None)) | None => Ok(prices),
+    }
+}
+
+/// The table of a `--pricing FILE` flag.
+///
+/// # Errors
+/// As [`prices`].
+pub(crate) fn pricing_file(file: Option<&Path>) -> Result<Option<PriceTable>, String> {
+    let Some(file) = file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read the pricing file {}: {e}", file.display()))?;
+    PriceTable::parse(&text, PriceSource::Override)
+        .map(Some)
+        .map_err(|e| format!("the pricing file {}: {e}", file.display()))
 }
 
 /// A cost for people: `$0.0123` (six decimals under a cent), or `cost unknown`.

@@ -33,9 +33,9 @@ pub(crate) struct ResumeArgs {
     /// side effects may happen twice).
     #[arg(long)]
     rerun_uncertain: bool,
-    /// Model prices for the resume's new model calls, over Weft's table and the project's
-    /// `pricing` key (the format of `weft run --pricing`). Calls recorded before keep the
-    /// price recorded with them.
+    /// Model prices for the resume's new model calls, over Weft's table, the project's
+    /// `pricing` key and the run's own `--pricing` (the format of `weft run --pricing`).
+    /// Calls recorded before keep the price recorded with them.
     #[arg(long, value_name = "FILE")]
     pricing: Option<std::path::PathBuf>,
     /// Accepted for compatibility; ownership is decided by the run's lock and lease.
@@ -75,14 +75,21 @@ pub(crate) fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             }
             Program::Agent(agent) => agent.role.clone(),
         };
-        let prices = match super::pricing::prices(project.as_ref(), args.pricing.as_deref()) {
+        // The project's prices, then the run's recorded --pricing, then this --pricing.
+        let prices = super::pricing::project_prices(project.as_ref()).and_then(|p| {
+            Ok((p, super::pricing::pricing_file(args.pricing.as_deref())?))
+        });
+        let (prices, pricing) = match prices {
             Ok(prices) => prices,
             Err(message) => {
                 eprintln!("weft: {message}");
                 return Ok(ExitCode::from(2));
             }
         };
-        let runtime = super::run::runtime(store, prices);
+        let mut runtime = super::run::runtime(store, prices);
+        if let Some(table) = pricing {
+            runtime = runtime.with_price_override(table);
+        }
         let options = ResumeOptions {
             rerun_uncertain: args.rerun_uncertain,
         };

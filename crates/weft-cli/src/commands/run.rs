@@ -134,7 +134,11 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         !input.trim().is_empty(),
         "the input is empty: give a message to the agent"
     );
-    let prices = match super::pricing::prices(Some(&project), args.pricing.as_deref()) {
+    // The project's prices go to the runtime; --pricing is recorded with the run, so a
+    // resume keeps charging at it.
+    let prices = super::pricing::project_prices(Some(&project))
+        .and_then(|p| Ok((p, super::pricing::pricing_file(args.pricing.as_deref())?)));
+    let prices = match prices {
         Ok(prices) => prices,
         Err(message) => {
             eprintln!("weft: {message}");
@@ -227,7 +231,10 @@ async fn drive(
     args: &RunArgs,
     input: String,
     durability: Durability,
-    prices: weft_provider::pricing::Prices,
+    (prices, pricing): (
+        weft_provider::pricing::Prices,
+        Option<weft_provider::pricing::PriceTable>,
+    ),
 ) -> anyhow::Result<ExitCode> {
     let project_dir =
         std::fs::canonicalize(project.dir()).context("cannot resolve the project folder")?;
@@ -257,6 +264,7 @@ async fn drive(
     };
     let mut spec = RunSpec::new(input, Program::Session(program));
     spec.durability = durability;
+    spec.pricing = pricing;
     // The flags, then the project's `[budget]`, then the default step limit of sessions.
     spec.budget = Budget {
         max_steps: args.max_steps,
