@@ -283,3 +283,39 @@ async fn a_cost_budget_needs_the_price_of_the_model_and_says_how_to_give_it() {
         .unwrap();
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
 }
+
+/// A cost budget stops the run, failed, before the model call that would go past it, at the
+/// prices the calls were charged at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_budget_stops_the_run_once_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let answers = (0..10)
+        .map(|i| {
+            Ok(ScriptedResponse::tool_call(
+                format!("c{i}"),
+                "probe",
+                json!({}),
+            ))
+        })
+        .collect();
+    let mut budgeted = spec();
+    // Three calls cost 3 × $0.0164 ≥ $0.04: no fourth call.
+    budgeted.budget.max_cost = Some(0.04);
+    let outcome = Runtime::new(store.clone())
+        .with_providers(metered(answers))
+        .with_tools(probe(Arc::new(AtomicUsize::new(1))))
+        .with_prices(prices(1000.0, 10_000.0))
+        .start(budgeted, false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    let RunEnd::Failed { error } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    assert!(error.contains("maxCost"), "{error}");
+    assert_eq!(outcome.usage.input_tokens, 30, "three calls");
+    assert!(close(outcome.usage.cost, 3.0 * call_cost(1000.0, 10_000.0)));
+}
