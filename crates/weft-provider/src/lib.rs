@@ -37,6 +37,7 @@
 //! | [`stream`] | stream events (§9) |
 //! | [`llm`](mod@llm) | `llm()`, the tool loop, `StreamResult` (§5) |
 //! | [`embedding`](mod@embedding) | `embedding()` (§12) |
+//! | [`pricing`] | the dated price table, overrides, the cost of a call |
 //! | [`provider`] | the provider contract and the `PROVIDER:MODEL` registry (§4.5, §15) |
 //! | [`config`], [`retry`], [`http`], [`sse`], [`redact`] | shared infrastructure (§4, §15.4, §17) |
 //! | [`trace`] | what is sent and received over HTTP, secrets redacted (`weft --verbose`) |
@@ -53,6 +54,7 @@ pub mod llm;
 pub mod media;
 pub mod message;
 pub mod pipeline;
+pub mod pricing;
 pub mod provider;
 pub mod redact;
 pub mod retry;

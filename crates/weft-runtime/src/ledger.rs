@@ -33,7 +33,10 @@ use weft_store::{
 };
 
 use crate::approval::Approver;
+use weft_provider::pricing::Prices;
+
 use crate::budget::Budget;
+use crate::cost::Spent;
 use crate::spec::hex;
 
 /// The calls of the step in progress, for the tool-result checkpoint.
@@ -72,21 +75,13 @@ pub struct RunContext {
     failure: Mutex<Option<String>>,
     stop: CancellationToken,
     budget: Budget,
-    pricing: Option<weft_store::Pricing>,
+    prices: Prices,
     spent: Mutex<Spent>,
     /// Decisions of earlier processes (approved / denied), by call position.
     decisions: Mutex<HashMap<String, DecisionRecord>>,
     /// Decisions raised in this process that nobody could answer: the run suspends.
     raised: Mutex<Vec<DecisionRecord>>,
     approver: Option<Arc<dyn Approver>>,
-}
-
-/// What the run has used so far, against its budget.
-#[derive(Debug, Default, Clone, Copy)]
-struct Spent {
-    steps: u64,
-    input_tokens: u64,
-    output_tokens: u64,
 }
 
 impl fmt::Debug for RunContext {
@@ -134,7 +129,7 @@ impl RunContext {
             failure: Mutex::new(None),
             stop: CancellationToken::new(),
             budget: Budget::default(),
-            pricing: None,
+            prices: Prices::builtin(),
             spent: Mutex::new(Spent::default()),
             decisions: Mutex::new(HashMap::new()),
             raised: Mutex::new(Vec::new()),
@@ -191,35 +186,46 @@ impl RunContext {
         self.raised.lock().is_ok_and(|r| !r.is_empty())
     }
 
-    /// This context with `budget` (costs priced with `pricing`). What the run spent before
-    /// this process is exactly its recorded responses: one per model call, with its usage
-    /// (whatever the program: both sides of a session, a run attached to an older thread).
+    /// This context with `budget`, new model calls priced with `prices`. What the run spent
+    /// before this process is exactly its recorded responses: one per model call, with its
+    /// usage and the cost recorded with it at the price of its day (whatever the program:
+    /// both sides of a session, a run attached to an older thread).
     #[must_use]
-    pub fn with_budget(mut self, budget: Budget, pricing: Option<weft_store::Pricing>) -> Self {
+    pub fn with_budget(mut self, budget: Budget, prices: Prices) -> Self {
         let mut spent = Spent::default();
         for response in self.responses.values() {
-            spent.steps += 1;
-            let usage = &response.response["usage"];
-            spent.input_tokens += usage["inputTokens"].as_u64().unwrap_or(0);
-            spent.output_tokens += usage["outputTokens"].as_u64().unwrap_or(0);
+            let (usage, cost) = crate::cost::recorded_spend(&response.response);
+            spent.add(&usage, cost);
         }
         self.budget = budget;
-        self.pricing = pricing;
+        self.prices = prices;
         self.spent = Mutex::new(spent);
         self
     }
 
-    /// Checks the budget before a model call: a reached limit fails the run.
-    pub(crate) fn check_budget(&self, pricing: Option<weft_store::Pricing>) -> Result<(), String> {
+    /// Checks the budget before a call of a model whose price is known (`priced`) or not:
+    /// a reached limit fails the run, and so does a cost limit the call would make
+    /// unenforceable.
+    pub(crate) fn check_budget(&self, priced: bool) -> Result<(), String> {
         let Ok(spent) = self.spent.lock().map(|s| *s) else {
             return Ok(());
         };
         let tokens = spent.input_tokens + spent.output_tokens;
         let reached = self.budget.exceeded(spent.steps, tokens).or_else(|| {
-            let (max, pricing) = (self.budget.max_cost?, pricing?);
-            let cost = pricing.cost(spent.input_tokens, spent.output_tokens);
-            (cost >= max)
-                .then(|| format!("the run reached its budget of {max} (maxCost): {cost:.4} spent"))
+            let max = self.budget.max_cost?;
+            let unknown = |what: &str| {
+                format!(
+                    "the run's cost budget of ${max} (maxCost) cannot be kept: {what} \
+                     (give prices with --pricing FILE or the project's pricing key)"
+                )
+            };
+            match spent.cost {
+                _ if !priced => Some(unknown("a model without a price was to be called")),
+                None => Some(unknown("an earlier model call of the run has no price")),
+                Some(cost) => (cost >= max).then(|| {
+                    format!("the run reached its budget of ${max} (maxCost): ${cost:.4} spent")
+                }),
+            }
         });
         match reached {
             Some(reason) => {
@@ -238,21 +244,32 @@ impl RunContext {
             input_tokens: spent.input_tokens,
             output_tokens: spent.output_tokens,
             total_tokens: spent.input_tokens + spent.output_tokens,
-            ..TokenUsage::default()
+            cache_read_tokens: spent.cache_read_tokens,
+            cache_write_tokens: spent.cache_write_tokens,
+            cycles: None,
         }
     }
 
-    /// The prices the run's cost is computed with, when known.
-    pub fn pricing(&self) -> Option<weft_store::Pricing> {
-        self.pricing
+    /// What every model call of the run so far cost (in US dollars), each at the price
+    /// recorded with it; `None` when a call had no price.
+    pub fn spent_cost(&self) -> Option<f64> {
+        self.spent.lock().ok().and_then(|s| s.cost)
     }
 
-    /// Counts a new model call and its tokens.
-    pub(crate) fn spend(&self, usage: &TokenUsage) {
+    /// The number of model calls of the run so far.
+    pub fn spent_calls(&self) -> u64 {
+        self.spent.lock().map(|s| s.steps).unwrap_or(0)
+    }
+
+    /// The prices new model calls of the run are charged at.
+    pub fn prices(&self) -> &Prices {
+        &self.prices
+    }
+
+    /// Counts a new model call, its tokens and its cost (`None`: no price).
+    pub(crate) fn spend(&self, usage: &TokenUsage, cost: Option<f64>) {
         if let Ok(mut spent) = self.spent.lock() {
-            spent.steps += 1;
-            spent.input_tokens += usage.input_tokens;
-            spent.output_tokens += usage.output_tokens;
+            spent.add(usage, cost);
         }
     }
 

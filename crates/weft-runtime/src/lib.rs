@@ -12,6 +12,8 @@
 //! * the durable tool ledger ([`ledger`]), keyed by a call's position in the run (checked
 //!   against tool name and argument hash): a recorded result is returned, never re-run; an
 //!   interrupted call stays pending (uncertain), never a recorded result;
+//! * costs ([`cost`]): each model call priced when its usage is known, the price recorded
+//!   with its response, so a later price change never rewrites what a run cost;
 //! * ownership ([`ownership`]): an OS lock (a dead owner on this machine is known at once),
 //!   a lease with heartbeat (owners elsewhere), and fenced writes (a stale owner stops).
 //!
@@ -32,6 +34,7 @@
 pub mod agent_program;
 pub mod approval;
 pub mod budget;
+pub mod cost;
 mod error;
 pub mod event;
 pub mod hooks;

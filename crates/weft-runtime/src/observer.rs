@@ -51,10 +51,8 @@ impl StepObserver for RunObserver {
     }
 
     async fn step_ended(&self, step: u64, turn: &Turn, state: &AgentState, usage: &TokenUsage) {
-        let cost = self
-            .run
-            .pricing()
-            .map(|p| p.cost(usage.input_tokens, usage.output_tokens));
+        // The run's cost so far, each call at its recorded price (null: unknown).
+        let cost = self.run.spent_cost();
         self.run
             .event(
                 event_type::TURN_END,

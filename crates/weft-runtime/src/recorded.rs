@@ -14,6 +14,7 @@ use std::sync::Arc;
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
+use weft_provider::pricing::Quote;
 use weft_provider::provider::{LlmCapabilities, LlmModel, Provider};
 use weft_provider::tool::BoxFuture;
 use weft_provider::{
@@ -22,6 +23,7 @@ use weft_provider::{
 };
 use weft_store::{RecordedResponse, Responses as _};
 
+use crate::cost::cost_fields;
 use crate::ledger::RunContext;
 use crate::spec::hex;
 
@@ -39,10 +41,14 @@ pub fn recorded_model(
         .provider
         .llm_handler()?
         .bind(&model.model_id, &model.options)?;
+    // Priced once, when bound: every call of this model is charged at this price.
+    let reference = format!("{}:{}", model.provider.name, model.model_id);
+    let quote = run.prices().quote(&model.provider.name, &model.model_id);
     let wrapped: Arc<dyn LlmModel> = Arc::new(RecordedModel {
         inner,
         run,
         scope: scope.into(),
+        priced: Arc::new((reference, quote)),
     });
     let mut provider = Provider::new(model.provider.name.clone(), model.provider.version.clone())
         .with_llm(move |_id: &str, _options: &Value| Ok(wrapped.clone()));
@@ -58,6 +64,8 @@ struct RecordedModel {
     inner: Arc<dyn LlmModel>,
     run: Arc<RunContext>,
     scope: String,
+    /// The model's reference and its price (`None`: unknown).
+    priced: Arc<(String, Option<Quote>)>,
 }
 
 impl std::fmt::Debug for RecordedModel {
@@ -112,9 +120,13 @@ fn same_request(recorded: &str, messages: &[Message]) -> bool {
     }
 }
 
-fn encode(response: &LlmResponse) -> Value {
-    json!({"message": response.message, "usage": response.usage,
-           "stopReason": response.stop_reason, "data": response.data})
+fn encode(response: &LlmResponse, priced: &Value) -> Value {
+    let mut value = json!({"message": response.message, "usage": response.usage,
+           "stopReason": response.stop_reason, "data": response.data});
+    if let (Value::Object(value), Value::Object(priced)) = (&mut value, priced) {
+        value.extend(priced.clone());
+    }
+    value
 }
 
 fn decode(value: &Value, provider: &str) -> Result<LlmResponse, UppError> {
@@ -175,16 +187,19 @@ async fn record(
     run: &RunContext,
     scope: &str,
     provider: &str,
+    priced: &(String, Option<Quote>),
     request_len: usize,
     fingerprint: String,
     response: &LlmResponse,
 ) -> Result<(), UppError> {
     let position = format!("{scope}@{request_len}");
+    // Priced now that its usage is known, with the price kept beside it.
+    let (cost, fields) = cost_fields(&priced.0, priced.1.as_ref(), &response.usage);
     let record = RecordedResponse {
         run_id: run.run_id().to_owned(),
         position: position.clone(),
         fingerprint,
-        response: encode(response),
+        response: encode(response, &fields),
     };
     if let Err(error) = run.store().record_response(&record).await {
         // Without the record a crash would re-ask the model: refuse to go on.
@@ -196,14 +211,14 @@ async fn record(
             ),
         ));
     }
-    run.spend(&response.usage);
+    run.spend(&response.usage, cost);
     run.begin_round(&position, &response.message);
     Ok(())
 }
 
 /// Refuses a model call the run's budget does not allow (the run then ends failed).
-fn within_budget(run: &RunContext, provider: &str) -> Result<(), UppError> {
-    run.check_budget(run.pricing())
+fn within_budget(run: &RunContext, provider: &str, priced: bool) -> Result<(), UppError> {
+    run.check_budget(priced)
         .map_err(|reason| UppError::llm(ErrorCode::InvalidRequest, provider, reason))
 }
 
@@ -225,7 +240,7 @@ impl LlmModel for RecordedModel {
             if let Some(response) = self.replay(&request)? {
                 return Ok(response);
             }
-            within_budget(&self.run, self.inner.provider())?;
+            within_budget(&self.run, self.inner.provider(), self.priced.1.is_some())?;
             let len = request.messages.len();
             let print = fingerprint(&request.messages);
             let response = self.inner.complete(request).await?;
@@ -233,6 +248,7 @@ impl LlmModel for RecordedModel {
                 &self.run,
                 &self.scope,
                 self.inner.provider(),
+                &self.priced,
                 len,
                 print,
                 &response,
@@ -247,7 +263,7 @@ impl LlmModel for RecordedModel {
             if let Some(response) = self.replay(&request)? {
                 return Ok(response.into_stream());
             }
-            within_budget(&self.run, self.inner.provider())?;
+            within_budget(&self.run, self.inner.provider(), self.priced.1.is_some())?;
             let len = request.messages.len();
             let print = fingerprint(&request.messages);
             let inner = self.inner.stream(request).await?;
@@ -257,6 +273,7 @@ impl LlmModel for RecordedModel {
                 self.scope.clone(),
                 self.inner.provider().to_owned(),
                 print,
+                self.priced.clone(),
             ));
             // Events pass through as they arrive; the final response is recorded before it is
             // handed on, so the tool round (which starts after it) always finds it recorded.
@@ -265,8 +282,9 @@ impl LlmModel for RecordedModel {
                 async move {
                     match part {
                         Ok(LlmStreamPart::Response(response)) => {
-                            let (run, scope, provider, print) = &*at;
-                            record(run, scope, provider, len, print.clone(), &response).await?;
+                            let (run, scope, provider, print, priced) = &*at;
+                            record(run, scope, provider, priced, len, print.clone(), &response)
+                                .await?;
                             Ok(LlmStreamPart::Response(response))
                         }
                         other => other,

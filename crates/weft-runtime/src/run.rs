@@ -26,6 +26,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use weft_agent::AgentState;
+use weft_provider::pricing::{Price, PriceSource, PriceTable, Prices};
 use weft_provider::{Message, ModelReference, ProviderRegistry, TokenUsage, Tool, UppError};
 use weft_store::{
     AgentNode, AgentStatus, DecisionKind, DecisionRecord, DecisionStatus, Decisions as _,
@@ -52,6 +53,14 @@ pub trait Sessions: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// When the session cannot be set up (its project, its agent).
     async fn run(&self, program: &SessionProgram, run: ActiveRun) -> Result<ProgramEnd, RunError>;
+
+    /// The model references (`PROVIDER:MODEL`) a run of `program` may call, so a cost
+    /// budget can be checked against their prices before the run starts. Empty (the
+    /// default) when they cannot be known: such a run with a cost budget is refused.
+    fn models(&self, program: &SessionProgram) -> Vec<String> {
+        let _ = program;
+        Vec::new()
+    }
 }
 
 /// A run this process owns and is about to drive: what a program needs.
@@ -249,6 +258,8 @@ pub struct Runtime {
     tools: ToolRegistry,
     sessions: Option<Arc<dyn Sessions>>,
     approver: Option<Arc<dyn Approver>>,
+    prices: Prices,
+    price_override: Option<PriceTable>,
 }
 
 impl Runtime {
@@ -260,6 +271,8 @@ impl Runtime {
             tools: ToolRegistry::new(),
             sessions: None,
             approver: None,
+            prices: Prices::builtin(),
+            price_override: None,
         }
     }
 
@@ -354,6 +367,22 @@ impl Runtime {
             .unwrap_or(decision))
     }
 
+    /// Prices new model calls with `prices` (default: Weft's built-in table). Calls recorded
+    /// earlier keep the price recorded with them.
+    #[must_use]
+    pub fn with_prices(mut self, prices: Prices) -> Self {
+        self.prices = prices;
+        self
+    }
+
+    /// Prices new model calls with `table` over everything else — over the runtime's prices
+    /// and over the prices a run's spec recorded (`weft resume --pricing FILE`).
+    #[must_use]
+    pub fn with_price_override(mut self, table: PriceTable) -> Self {
+        self.price_override = Some(table);
+        self
+    }
+
     /// Uses `providers` to resolve model references.
     #[must_use]
     pub fn with_providers(mut self, providers: ProviderRegistry) -> Self {
@@ -402,17 +431,17 @@ impl Runtime {
         spec: RunSpec,
         events: bool,
     ) -> Result<RunHandle, RunError> {
-        if spec.budget.max_cost.is_some() && known_pricing(&spec).is_none() {
-            let model = match &spec.program {
-                Program::Agent(agent) => agent.model.clone(),
-                Program::Session(session) => session
-                    .model_override
-                    .clone()
-                    .unwrap_or_else(|| format!("the models of agent {}", session.agent)),
-            };
+        if spec.budget.max_cost.is_some()
+            && let Some(model) = self.unpriced_model(&spec)
+        {
+            let table = Prices::table_date()
+                .map(|date| format!("Weft's price table (of {date})"))
+                .unwrap_or_else(|| "Weft's price table".to_owned());
             return Err(RunError::Budget(format!(
-                "a cost budget (maxCost) needs the price of {model}, and Weft knows none: \
-                 the run was not started (give the run's pricing, or use maxTotalTokens)"
+                "a cost budget (--max-cost, maxCost) needs the price of {model}, and {table} has none: \
+                 give it in a file with --pricing FILE or with the project's pricing key in weft.toml \
+                 (pricing = \"prices.toml\" or a [pricing] table), or limit tokens with --max-total-tokens; \
+                 the run was not started"
             )));
         }
         let tools = self.agent_tools(&spec)?;
@@ -559,6 +588,61 @@ impl Runtime {
         Ok(self.spawn(
             record, spec, tools, ownership, calls, approved, true, events,
         ))
+    }
+
+    /// The prices of `spec`'s run, lowest first: the runtime's, an agent program's own
+    /// `pricing` for its model, the spec's `pricing`, the runtime's override.
+    fn prices_of(&self, spec: &RunSpec) -> Prices {
+        let mut prices = self.program_prices(spec);
+        for table in [&spec.pricing, &self.price_override].into_iter().flatten() {
+            prices = prices.with_override(table.clone());
+        }
+        prices
+    }
+
+    fn program_prices(&self, spec: &RunSpec) -> Prices {
+        match &spec.program {
+            Program::Agent(agent) => match (agent.pricing, agent.model.split_once(':')) {
+                (Some(flat), Some((provider, model))) if flat != Pricing::default() => self
+                    .prices
+                    .clone()
+                    .with_override(PriceTable::new(PriceSource::Override).with_price(
+                        provider,
+                        model,
+                        Price {
+                            input: flat.input_per_mtok,
+                            output: flat.output_per_mtok,
+                            cache_read: None,
+                            cache_write: None,
+                        },
+                    )),
+                _ => self.prices.clone(),
+            },
+            Program::Session(_) => self.prices.clone(),
+        }
+    }
+
+    /// A model of `spec` whose price is unknown (or a description of models that cannot be
+    /// listed), `None` when every model it may call has a price.
+    fn unpriced_model(&self, spec: &RunSpec) -> Option<String> {
+        let prices = self.prices_of(spec);
+        let models = match &spec.program {
+            Program::Agent(agent) => vec![agent.model.clone()],
+            Program::Session(session) => {
+                let models = self
+                    .sessions
+                    .as_ref()
+                    .map(|s| s.models(session))
+                    .unwrap_or_default();
+                if models.is_empty() {
+                    return Some(format!("the models of agent {}", session.agent));
+                }
+                models
+            }
+        };
+        models
+            .into_iter()
+            .find(|model| prices.quote_reference(model).is_none())
     }
 
     fn agent_tools(&self, spec: &RunSpec) -> Result<Vec<Tool>, RunError> {
@@ -805,7 +889,7 @@ impl Drive {
                 responses,
                 approved.clone(),
             )
-            .with_budget(spec.budget, known_pricing(&spec))
+            .with_budget(spec.budget, runtime.prices_of(&spec))
             .with_decisions(
                 store
                     .decisions(&run_id)
@@ -914,23 +998,24 @@ impl Drive {
         if !awaiting.is_empty() && end.status != EndStatus::Failed {
             end.status = EndStatus::Suspended;
         }
-        // Every model call of the run is recorded with its usage: a run that failed or was
-        // stopped mid-step still reports what it spent.
+        // Every model call of the run is recorded with its usage and cost: a run that
+        // failed or was stopped mid-step (or whose last step failed after its model call)
+        // still reports what it spent, each call at the price recorded with it.
         let spent = ledger.spent_usage();
-        if spent.total_tokens > end.usage.input_tokens + end.usage.output_tokens {
+        let cost = if spent.total_tokens >= end.usage.input_tokens + end.usage.output_tokens {
             end.usage = spent;
-        }
-        let _ = store.flush().await;
-        let pricing = match &spec.program {
-            Program::Agent(a) => a.pricing.unwrap_or_default(),
-            Program::Session(_) => Pricing::default(),
+            ledger.spent_cost()
+        } else {
+            // Tokens the run's recorded calls do not account for have no known price.
+            None
         };
+        let _ = store.flush().await;
         let now = now_string();
         record.steps = end.steps;
         record.usage = Usage {
             input_tokens: end.usage.input_tokens,
             output_tokens: end.usage.output_tokens,
-            cost: pricing.cost(end.usage.input_tokens, end.usage.output_tokens),
+            cost,
         };
         record.updated_at = now.clone();
         let run_end = match end.status {
@@ -971,14 +1056,6 @@ impl Drive {
             steps_now: end.steps.saturating_sub(end.steps_before),
             usage: record.usage,
         })
-    }
-}
-
-/// The prices of the run's model, when the spec gives any (a cost budget needs them).
-fn known_pricing(spec: &RunSpec) -> Option<Pricing> {
-    match &spec.program {
-        Program::Agent(agent) => agent.pricing.filter(|p| *p != Pricing::default()),
-        Program::Session(_) => None,
     }
 }
 

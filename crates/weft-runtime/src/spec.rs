@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
+use weft_provider::pricing::PriceTable;
 use weft_store::{Durability, Pricing};
 
 use crate::approval::ToolPolicy;
@@ -41,6 +42,10 @@ pub struct RunSpec {
     /// Limits on the whole run (kept by a resume).
     #[serde(default, skip_serializing_if = "is_unlimited")]
     pub budget: Budget,
+    /// Model prices given for this run (`weft run --pricing FILE`), over the runtime's: a
+    /// resume keeps charging new calls at them unless it is given others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<PriceTable>,
 }
 
 fn is_unlimited(budget: &Budget) -> bool {
@@ -55,6 +60,7 @@ impl RunSpec {
             durability: Durability::Sync,
             program,
             budget: Budget::default(),
+            pricing: None,
         }
     }
 
@@ -93,6 +99,7 @@ impl RunSpec {
             durability: legacy.durability,
             program,
             budget: Budget::default(),
+            pricing: None,
         })
     }
 

@@ -329,6 +329,12 @@ pub struct ProjectConfig {
     /// `[hooks]`: external scripts asked before tool calls (`[[hooks.preToolUse]]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hooks: Option<HooksConfig>,
+    /// `pricing`: the project's model prices, over Weft's built-in table (`weft run
+    /// --pricing FILE` wins over them): a file in the table's format, relative to the project
+    /// (`pricing = "prices.toml"`), or the table itself (`[pricing.openai]` with
+    /// `"gpt-4o" = { input = 2.5, output = 10 }`; see `Project::prices`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing: Option<Value>,
     /// `[project]`: settings shared by several parts of Weft (`testCommand`); read by
     /// `weft-gate` (the completion checklist), kept here as given.
     #[serde(default, skip_serializing_if = "Option::is_none")]

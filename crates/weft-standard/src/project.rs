@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use weft_provider::pricing::{PriceSource, PriceTable};
 use weft_runtime::spec::ProjectSnapshot;
 
 use crate::definition::{
@@ -175,11 +176,100 @@ impl Project {
             tools,
         };
         project.validate(&mut problems);
+        // The pricing file is read from disk (it is not a definition file, so a run's
+        // snapshot does not hold it): a project loaded from disk must have a readable one.
+        if matches!(source, Source::Disk)
+            && let Err(problem) = project.prices()
+        {
+            problems.push(problem);
+        }
         if problems.is_empty() {
             Ok(project)
         } else {
             Err(ProjectError::Invalid(problems))
         }
+    }
+
+    /// The project's `pricing`: its price table (from the file it names, relative to the
+    /// project folder, or inline), `None` when it sets none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// std::fs::create_dir_all(dir.path().join("agents"))?;
+    /// std::fs::write(dir.path().join("agents/a.toml"), "name = \"a\"\n[sideA]\nprompt = \"p\"\n")?;
+    /// std::fs::create_dir_all(dir.path().join("prompts"))?;
+    /// std::fs::write(dir.path().join("prompts/p.toml"), "name = \"p\"\nmodel = \"openai-compatible:llama3.2\"\n")?;
+    /// std::fs::write(dir.path().join("weft.toml"), "[pricing.openai-compatible]\n\"*\" = { input = 0, output = 0 }\n")?;
+    /// let project = weft_standard::Project::load(dir.path())?;
+    /// let prices = project.prices().map_err(|p| p.to_string())?.ok_or("the project prices its models")?;
+    /// assert_eq!(prices.quote("openai-compatible", "llama3.2").map(|q| q.input), Some(0.0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// A [`Problem`] naming the file (`weft.toml` or the pricing file) and the key at fault:
+    /// a file that cannot be read, a malformed table.
+    pub fn prices(&self) -> Result<Option<PriceTable>, Problem> {
+        let config_file = "weft.toml";
+        let Some(pricing) = &self.config.pricing else {
+            return Ok(None);
+        };
+        let (file, text) = match pricing {
+            Value::String(path) => {
+                let text = std::fs::read_to_string(self.dir.join(path)).map_err(|e| {
+                    Problem::new(config_file, "pricing", format!("cannot read {path}: {e}"))
+                })?;
+                (PathBuf::from(path), text)
+            }
+            Value::Object(_) => {
+                let text = toml::to_string(pricing).map_err(|e| {
+                    Problem::new(config_file, "pricing", format!("not a price table: {e}"))
+                })?;
+                (PathBuf::from(config_file), text)
+            }
+            _ => {
+                return Err(Problem::new(
+                    config_file,
+                    "pricing",
+                    "expected a file name (pricing = \"prices.toml\") or a [pricing] table",
+                ));
+            }
+        };
+        let inline = file == Path::new(config_file);
+        PriceTable::parse(&text, PriceSource::Override)
+            .map(Some)
+            .map_err(|e| {
+                let key = if inline {
+                    format!("pricing.{}", e.key)
+                } else {
+                    e.key
+                };
+                Problem::new(file, key, e.message)
+            })
+    }
+
+    /// The model references (`PROVIDER:MODEL`) a run of agent `name` calls: `model` (a
+    /// `--model` override) or the models of its sides' prompts, resolved as sessions
+    /// resolve them.
+    pub fn models_of(&self, name: &str, model: Option<&str>) -> Vec<String> {
+        if let Some(model) = model {
+            return vec![self.model_reference(model)];
+        }
+        let Some(agent) = self.agent(name) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = Vec::new();
+        for (_, side) in agent.sides() {
+            if let Some(m) = self.prompt(&side.prompt).and_then(|p| self.model_of(p)) {
+                let m = self.model_reference(m);
+                if !out.contains(&m) {
+                    out.push(m);
+                }
+            }
+        }
+        out
     }
 
     /// The project folder.

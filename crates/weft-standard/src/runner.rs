@@ -42,6 +42,17 @@ pub fn changed_since_start(program: &SessionProgram) -> Vec<String> {
 
 #[async_trait]
 impl Sessions for StandardSessions {
+    fn models(&self, program: &SessionProgram) -> Vec<String> {
+        let project = match &program.project {
+            Some(snapshot) => Project::from_snapshot(snapshot, program.project_folder()),
+            None => Project::load(program.project_folder()),
+        };
+        project.map_or_else(
+            |_| Vec::new(),
+            |p| p.models_of(&program.agent, program.model_override.as_deref()),
+        )
+    }
+
     async fn run(&self, program: &SessionProgram, run: ActiveRun) -> Result<ProgramEnd, RunError> {
         let project = match &program.project {
             Some(snapshot) => Project::from_snapshot(snapshot, program.project_folder()),

@@ -15,24 +15,50 @@ pub fn new_id() -> String {
 }
 
 /// Tokens and cost.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+///
+/// The cost is `None` when it is unknown (a model without a price took part): unknown is
+/// never reported as 0. The usage of nothing ([`Usage::default`]) costs 0.
+///
+/// # Examples
+///
+/// ```
+/// use weft_store::Usage;
+///
+/// let priced = Usage { input_tokens: 10, output_tokens: 1, cost: Some(0.5) };
+/// let unpriced = Usage { input_tokens: 5, output_tokens: 5, cost: None };
+/// assert_eq!(priced.plus(priced).cost, Some(1.0));
+/// assert_eq!(priced.plus(unpriced).cost, None);
+/// assert_eq!(Usage::default().cost, Some(0.0));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     /// Input tokens.
     pub input_tokens: u64,
     /// Output tokens.
     pub output_tokens: u64,
-    /// Cost (the run spec's currency; 0 without a price).
-    pub cost: f64,
+    /// Cost in US dollars; `None` when unknown.
+    #[serde(default)]
+    pub cost: Option<f64>,
+}
+
+impl Default for Usage {
+    fn default() -> Self {
+        Usage {
+            input_tokens: 0,
+            output_tokens: 0,
+            cost: Some(0.0),
+        }
+    }
 }
 
 impl Usage {
-    /// The sum of two usages.
+    /// The sum of two usages (the cost is unknown when either is).
     #[must_use]
     pub fn plus(self, other: Usage) -> Usage {
         Usage {
             input_tokens: self.input_tokens + other.input_tokens,
             output_tokens: self.output_tokens + other.output_tokens,
-            cost: self.cost + other.cost,
+            cost: self.cost.zip(other.cost).map(|(a, b)| a + b),
         }
     }
 }

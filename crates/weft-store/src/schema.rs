@@ -25,7 +25,7 @@ pub(crate) struct Migration {
 }
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -45,8 +45,13 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 4,
-        name: "pending decisions (approvals and uncertain calls)",
+        name: "whether a run's (and an agent's) cost is known",
         sql: V4,
+    },
+    Migration {
+        version: 5,
+        name: "pending decisions (approvals and uncertain calls)",
+        sql: V5,
     },
 ];
 
@@ -227,8 +232,15 @@ ALTER TABLE tool_calls_v3 RENAME TO tool_calls;
 CREATE INDEX idx_tool_calls_status ON tool_calls(run_id, status);
 ";
 
-// A tool call waiting for a person: an approval or an uncertain call after a crash.
+// A cost is known only when every model call of the run had a price; rows written before
+// (whose cost was never computed: 0 by default) read as unknown.
 const V4: &str = r"
+ALTER TABLE runs ADD COLUMN usage_priced INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE agent_lineage ADD COLUMN usage_priced INTEGER NOT NULL DEFAULT 0;
+";
+
+// A tool call waiting for a person: an approval or an uncertain call after a crash.
+const V5: &str = r"
 CREATE TABLE decisions (
   run_id TEXT NOT NULL,
   id TEXT NOT NULL,

@@ -138,6 +138,13 @@ impl Row {
     pub(crate) fn uint(&self, i: usize) -> Result<u64, StoreError> {
         Ok(u64::try_from(self.int(i)?).unwrap_or(0))
     }
+    pub(crate) fn opt_real(&self, i: usize) -> Result<Option<f64>, StoreError> {
+        match self.at(i)? {
+            SqlValue::Null => Ok(None),
+            _ => self.real(i).map(Some),
+        }
+    }
+
     pub(crate) fn real(&self, i: usize) -> Result<f64, StoreError> {
         match self.at(i)? {
             SqlValue::Real(v) => Ok(*v),

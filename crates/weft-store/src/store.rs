@@ -744,7 +744,7 @@ impl Store {
                 usage: Usage {
                     input_tokens: row.uint(5)?,
                     output_tokens: row.uint(6)?,
-                    cost: row.real(7)?,
+                    cost: row.opt_real(7)?,
                 },
             });
         }
@@ -887,10 +887,13 @@ impl Store {
             .usage
             .as_ref()
             .map_or((0, 0), |u| (u.input_tokens, u.output_tokens));
+        let pricing = self.shared.pricing;
         let usage = Usage {
             input_tokens: input,
             output_tokens: output,
-            cost: self.shared.pricing.cost(input, output),
+            // The store knows a price only when its options give one; runs price each
+            // model call themselves (weft-runtime).
+            cost: (pricing != Pricing::default()).then(|| pricing.cost(input, output)),
         };
         let step = cache.next_step;
         cache.next_step += 1;
@@ -1307,7 +1310,7 @@ fn summary_of(row: &Row) -> Result<CheckpointSummary, StoreError> {
         usage: Usage {
             input_tokens: row.uint(14)?,
             output_tokens: row.uint(15)?,
-            cost: row.real(8)?,
+            cost: row.opt_real(8)?,
         },
         kind: row.text(9)?,
         agent_id: row.text(10)?,
@@ -1669,23 +1672,24 @@ fn node_of(r: &Row) -> Result<AgentNode, StoreError> {
         usage: Usage {
             input_tokens: r.uint(8)?,
             output_tokens: r.uint(9)?,
-            cost: r.real(10)?,
+            cost: (r.int(11)? != 0).then_some(r.real(10)?),
         },
     })
 }
 
 const LINEAGE_COLUMNS: &str = "id, run_id, parent_agent_id, role, status, depth, created_at, completed_at, \
-    usage_input_tokens, usage_output_tokens, usage_cost";
+    usage_input_tokens, usage_output_tokens, usage_cost, usage_priced";
 
 #[async_trait]
 impl Lineage for Store {
     async fn put_agent(&self, node: &AgentNode) -> Result<(), StoreError> {
         self.write_now(vec![stmt!(
             "INSERT INTO agent_lineage (id, run_id, parent_agent_id, role, status, depth, created_at, completed_at, \
-             usage_input_tokens, usage_output_tokens, usage_cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+             usage_input_tokens, usage_output_tokens, usage_cost, usage_priced) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
              ON CONFLICT (id) DO UPDATE SET status = excluded.status, completed_at = excluded.completed_at, \
              usage_input_tokens = excluded.usage_input_tokens, usage_output_tokens = excluded.usage_output_tokens, \
-             usage_cost = excluded.usage_cost, role = excluded.role",
+             usage_cost = excluded.usage_cost, usage_priced = excluded.usage_priced, role = excluded.role",
             node.id.as_str(),
             node.run_id.as_str(),
             node.parent_agent_id.as_deref(),
@@ -1696,7 +1700,8 @@ impl Lineage for Store {
             node.completed_at.as_deref(),
             node.usage.input_tokens,
             node.usage.output_tokens,
-            node.usage.cost
+            node.usage.cost.unwrap_or(0.0),
+            node.usage.cost.is_some()
         )])
         .await
     }
@@ -1852,7 +1857,7 @@ pub trait Runs: Send + Sync {
 
 const RUN_COLUMNS: &str = "run_id, thread_id, agent_id, status, spec, started_at, updated_at, ended_at, steps, \
     usage_input_tokens, usage_output_tokens, usage_cost, owner_pid, owner_host, error, output, parent_run_id, \
-    lease_owner, lease_until, lease_epoch";
+    lease_owner, lease_until, lease_epoch, usage_priced";
 
 fn run_of(r: &Row) -> Result<RunRecord, StoreError> {
     Ok(RunRecord {
@@ -1868,7 +1873,7 @@ fn run_of(r: &Row) -> Result<RunRecord, StoreError> {
         usage: Usage {
             input_tokens: r.uint(9)?,
             output_tokens: r.uint(10)?,
-            cost: r.real(11)?,
+            cost: (r.int(20)? != 0).then_some(r.real(11)?),
         },
         owner_pid: r.opt_int(12)?.and_then(|p| u32::try_from(p).ok()),
         owner_host: r.opt_text(13)?,
@@ -1888,12 +1893,14 @@ impl Runs for Store {
     async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
         self.write_now(vec![stmt!(
             "INSERT INTO runs (run_id, thread_id, agent_id, status, spec, started_at, updated_at, ended_at, steps, \
-             usage_input_tokens, usage_output_tokens, usage_cost, owner_pid, owner_host, error, output, parent_run_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+             usage_input_tokens, usage_output_tokens, usage_cost, owner_pid, owner_host, error, output, parent_run_id, \
+             usage_priced) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) \
              ON CONFLICT (run_id) DO UPDATE SET agent_id = excluded.agent_id, status = excluded.status, \
              spec = excluded.spec, updated_at = excluded.updated_at, ended_at = excluded.ended_at, steps = excluded.steps, \
              usage_input_tokens = excluded.usage_input_tokens, usage_output_tokens = excluded.usage_output_tokens, \
-             usage_cost = excluded.usage_cost, owner_pid = excluded.owner_pid, owner_host = excluded.owner_host, \
+             usage_cost = excluded.usage_cost, usage_priced = excluded.usage_priced, owner_pid = excluded.owner_pid, \
+             owner_host = excluded.owner_host, \
              error = excluded.error, output = excluded.output",
             run.run_id.as_str(),
             run.thread_id.as_str(),
@@ -1906,12 +1913,13 @@ impl Runs for Store {
             run.steps,
             run.usage.input_tokens,
             run.usage.output_tokens,
-            run.usage.cost,
+            run.usage.cost.unwrap_or(0.0),
             run.owner_pid.map(i64::from),
             run.owner_host.as_deref(),
             run.error.as_deref(),
             run.output.as_deref(),
-            run.parent_run_id.as_deref()
+            run.parent_run_id.as_deref(),
+            run.usage.cost.is_some()
         )])
         .await
     }

@@ -529,7 +529,7 @@ async fn lineage_rolls_usage_up(store: &Store) {
         usage: Usage {
             input_tokens: tokens,
             output_tokens: 1,
-            cost: 0.5,
+            cost: Some(0.5),
         },
     };
     store.put_agent(&node("root", None, 0, 10)).await.unwrap();
@@ -564,7 +564,7 @@ async fn lineage_rolls_usage_up(store: &Store) {
     );
     let total = store.rolled_up_usage("root").await.unwrap();
     assert_eq!(total.input_tokens, 10 + 20 + 35 + 40);
-    assert!((total.cost - 2.0).abs() < 1e-9);
+    assert!((total.cost.unwrap_or_default() - 2.0).abs() < 1e-9);
     assert_eq!(
         store.rolled_up_usage("child-a").await.unwrap().input_tokens,
         60
@@ -629,6 +629,23 @@ async fn threads_and_runs(store: &Store) {
     );
     assert_eq!(runs[0], newer);
     assert_eq!(store.runs(Some(1)).await.unwrap().len(), 1);
+    // A known cost and an unknown one (never stored as 0) both read back as written.
+    newer.usage = Usage {
+        input_tokens: 12,
+        output_tokens: 3,
+        cost: Some(0.25),
+    };
+    store.put_run(&newer).await.unwrap();
+    assert_eq!(
+        store.run("run-new").await.unwrap().unwrap().usage,
+        newer.usage
+    );
+    newer.usage.cost = None;
+    store.put_run(&newer).await.unwrap();
+    assert_eq!(
+        store.run("run-new").await.unwrap().unwrap().usage.cost,
+        None
+    );
     assert!(store.run("nope").await.unwrap().is_none());
 }
 

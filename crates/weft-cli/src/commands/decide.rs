@@ -59,7 +59,7 @@ pub(crate) fn deny(args: DenyArgs) -> anyhow::Result<ExitCode> {
 
 fn decide(store: &StoreArgs, run: &str, id: &str, verdict: Verdict) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
-        let runtime = super::run::runtime(open_store(store).await?);
+        let runtime = super::run::runtime(open_store(store).await?, weft_provider::pricing::Prices::builtin());
         match runtime.decide(run, id, verdict).await {
             Ok(decision) => {
                 let pending = runtime

@@ -59,6 +59,13 @@ pub(crate) struct LlmArgs {
     /// announced on stderr), so a call may take about 3 × this plus the waits.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
+    /// Print the call's tokens and cost on stderr after the reply (`cost unknown` for a
+    /// model without a price).
+    #[arg(long)]
+    cost: bool,
+    /// Model prices over Weft's built-in table, as for `weft run --pricing` (implies --cost).
+    #[arg(long, value_name = "FILE")]
+    pricing: Option<std::path::PathBuf>,
     /// List the registered providers and exit.
     #[arg(long)]
     list_providers: bool,
@@ -92,6 +99,19 @@ pub(crate) fn run(args: LlmArgs) -> anyhow::Result<ExitCode> {
         // candle sizes its thread pool once, before the runtime's threads start.
         weft_local::configure_threads();
     }
+    // The price is looked up before the call: a malformed --pricing file is a usage error.
+    let quote = if args.cost || args.pricing.is_some() {
+        match super::pricing::prices(None, args.pricing.as_deref()) {
+            Ok(prices) => Some(prices.quote(&reference.provider.name, &reference.model_id)),
+            Err(message) => {
+                eprintln!("weft: {message}");
+                return Ok(ExitCode::from(2));
+            }
+        }
+    } else {
+        None
+    };
+    let model_name = format!("{}:{}", reference.provider.name, reference.model_id);
     let config = provider_config(args.base_url.as_deref(), args.timeout, &args.headers)?;
     let mut options = LlmOptions::new(reference).config(config);
     options.system.clone_from(&args.system);
@@ -130,6 +150,22 @@ pub(crate) fn run(args: LlmArgs) -> anyhow::Result<ExitCode> {
         };
         match outcome {
             Outcome::Done(turn) => {
+                if let Some(quote) = &quote {
+                    let usage = &turn.usage;
+                    let priced = match quote {
+                        Some(q) => format!(
+                            "{} ({}, {})",
+                            super::pricing::cost_text(Some(q.cost(usage))),
+                            q.model,
+                            q.origin()
+                        ),
+                        None => format!("cost unknown ({model_name} has no price)"),
+                    };
+                    eprintln!(
+                        "weft: {} in / {} out tokens · {priced}",
+                        usage.input_tokens, usage.output_tokens
+                    );
+                }
                 if args.json && args.stream {
                     let line = serde_json::json!({"type": "turn", "turn": turn});
                     println!("{}", serde_json::to_string(&line)?);

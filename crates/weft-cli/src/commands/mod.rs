@@ -16,6 +16,7 @@ pub(crate) mod location;
 pub(crate) mod models;
 pub(crate) mod policy;
 pub(crate) mod preflight;
+pub(crate) mod pricing;
 pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;

@@ -48,6 +48,11 @@ pub(crate) struct ResumeArgs {
     /// Never ask on the terminal: a call that needs approval suspends the run (exit 4).
     #[arg(long)]
     no_input: bool,
+    /// Model prices for the resume's new model calls, over Weft's table, the project's
+    /// `pricing` key and the run's own `--pricing` (the format of `weft run --pricing`).
+    /// Calls recorded before keep the price recorded with them.
+    #[arg(long, value_name = "FILE")]
+    pricing: Option<std::path::PathBuf>,
     /// Accepted for compatibility; ownership is decided by the run's lock and lease.
     #[arg(long, hide = true)]
     force: bool,
@@ -74,11 +79,13 @@ async fn resume(args: ResumeArgs) -> anyhow::Result<ExitCode> {
         };
         let spec = RunSpec::from_stored(&record.spec)
             .map_err(|e| anyhow::anyhow!("the spec of run {} cannot be read: {e}", args.run))?;
+        let mut project = None;
         let agent = match &spec.program {
             Program::Session(session) => {
-                if let Ok(project) = weft_standard::Project::load(session.project_folder()) {
+                if let Ok(loaded) = weft_standard::Project::load(session.project_folder()) {
                     let mode = session.sandbox.as_deref().and_then(|m| m.parse().ok());
-                    super::confine::announce(&project, mode);
+                    super::confine::announce(&loaded, mode);
+                    project = Some(loaded);
                 }
                 let changed = weft_standard::changed_since_start(session);
                 if !changed.is_empty() {
@@ -92,7 +99,21 @@ async fn resume(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             }
             Program::Agent(agent) => agent.role.clone(),
         };
-        let runtime = super::run::interactive(super::run::runtime(store), args.no_input);
+        // The project's prices, then the run's recorded --pricing, then this --pricing.
+        let prices = super::pricing::project_prices(project.as_ref())
+            .and_then(|p| Ok((p, super::pricing::pricing_file(args.pricing.as_deref())?)));
+        let (prices, pricing) = match prices {
+            Ok(prices) => prices,
+            Err(message) => {
+                eprintln!("weft: {message}");
+                return Ok(ExitCode::from(2));
+            }
+        };
+        let mut runtime = super::run::runtime(store, prices);
+        if let Some(table) = pricing {
+            runtime = runtime.with_price_override(table);
+        }
+        let runtime = super::run::interactive(runtime, args.no_input);
         let verdicts = args.approve.iter().map(|id| (id, Verdict::Approve)).chain(
             args.deny
                 .iter()

@@ -70,10 +70,15 @@ pub(crate) struct RunArgs {
     /// Stop the run before a model call once it has used this many tokens (input + output).
     #[arg(long, value_name = "N")]
     max_total_tokens: Option<u64>,
-    /// Stop the run once it has cost this much; needs the price of its models (a run whose
-    /// price is unknown is refused, exit 2).
+    /// Stop the run once it has cost this much (US dollars); needs the price of its models
+    /// (a run whose price is unknown is refused, exit 2: see --pricing).
     #[arg(long, value_name = "AMOUNT")]
     max_cost: Option<f64>,
+    /// Model prices over Weft's built-in table and the project's `pricing` key: a TOML file
+    /// in the table's format (`[openai]` then `"gpt-4o" = { input = 2.5, output = 10 }`, US
+    /// dollars per million tokens; `"*"` prices every model of a provider).
+    #[arg(long, value_name = "FILE")]
+    pricing: Option<PathBuf>,
     /// Stop the run after this long (`90s`, `10m`, `1h30m`), even in the middle of a tool.
     #[arg(long, value_name = "DURATION", value_parser = weft_runtime::budget::parse_duration)]
     max_time: Option<std::time::Duration>,
@@ -153,13 +158,26 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         !input.trim().is_empty(),
         "the input is empty: give a message to the agent"
     );
+    // The project's prices go to the runtime; --pricing is recorded with the run, so a
+    // resume keeps charging at it.
+    let prices = super::pricing::project_prices(Some(&project))
+        .and_then(|p| Ok((p, super::pricing::pricing_file(args.pricing.as_deref())?)));
+    let prices = match prices {
+        Ok(prices) => prices,
+        Err(message) => {
+            eprintln!("weft: {message}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let durability = if args.durability == "async" {
         Durability::Async
     } else {
         Durability::Sync
     };
     let runtime = super::runs::runtime()?;
-    let code = runtime.block_on(drive(&project, agent, &args, input, durability, base_urls));
+    let code = runtime.block_on(drive(
+        &project, agent, &args, input, durability, base_urls, prices,
+    ));
     // An approval question left unanswered (the run was stopped) must not keep the process.
     runtime.shutdown_background();
     code
@@ -206,6 +224,10 @@ async fn drive(
     input: String,
     durability: Durability,
     base_urls: std::collections::BTreeMap<String, String>,
+    (prices, pricing): (
+        weft_provider::pricing::Prices,
+        Option<weft_provider::pricing::PriceTable>,
+    ),
 ) -> anyhow::Result<ExitCode> {
     let project_dir =
         std::fs::canonicalize(project.dir()).context("cannot resolve the project folder")?;
@@ -236,6 +258,7 @@ async fn drive(
     };
     let mut spec = RunSpec::new(input, Program::Session(program));
     spec.durability = durability;
+    spec.pricing = pricing;
     // The flags, then the project's `[budget]`, then the default step limit of sessions.
     spec.budget = Budget {
         max_steps: args.max_steps,
@@ -248,7 +271,7 @@ async fn drive(
         max_steps: Some(DEFAULT_SESSION_MAX_STEPS),
         ..Budget::default()
     });
-    let runtime = interactive(runtime(store), args.no_input);
+    let runtime = interactive(runtime(store, prices), args.no_input);
     let handle = match runtime.start(spec, true).await {
         Ok(handle) => handle,
         Err(error) => {
@@ -260,11 +283,13 @@ async fn drive(
 }
 
 /// The runtime of `weft run` and `weft resume`: the store, every provider (the embedded
-/// local model included) and Standard Agents sessions (whose tools come from the project).
-pub(crate) fn runtime(store: Store) -> Runtime {
+/// local model included), Standard Agents sessions (whose tools come from the project) and
+/// the prices new model calls are charged at.
+pub(crate) fn runtime(store: Store, prices: weft_provider::pricing::Prices) -> Runtime {
     Runtime::new(store)
         .with_providers(providers())
         .with_sessions(Arc::new(StandardSessions))
+        .with_prices(prices)
 }
 
 /// `runtime`, asking approvals inline when standard input is a terminal (and `--no-input`
@@ -404,8 +429,9 @@ pub(crate) async fn present(
         }
         let tokens = input_tokens + output_tokens;
         let mut line = format!(
-            "{word} · {} · {tokens} tokens ({input_tokens} in, {output_tokens} out) · ${cost:.4} · run {run_id}",
-            count(outcome.steps, "step")
+            "{word} · {} · {tokens} tokens ({input_tokens} in, {output_tokens} out) · {} · run {run_id}",
+            count(outcome.steps, "step"),
+            super::pricing::cost_text(cost)
         );
         if resumed {
             line.push_str(&format!(

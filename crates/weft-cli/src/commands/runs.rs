@@ -1,4 +1,6 @@
-//! `weft runs list` and `weft runs show RUN`: runs recorded in the store, newest first.
+//! `weft runs list` and `weft runs show RUN`: runs recorded in the store, newest first, with
+//! their tokens and cost (`cost unknown` / `"cost": null` when a model without a price took
+//! part); `show` also lists the price each model call was charged at.
 //! Also the store options every store command shares (`--store URL`, `--json`).
 
 use std::process::ExitCode;
@@ -9,8 +11,10 @@ use serde_json::{Value, json};
 use weft_runtime::ownership::effective_status;
 use weft_store::{
     DecisionStatus, Decisions as _, EventLog as _, EventQuery, Lineage, RunRecord, RunStatus, Runs,
-    Store, ToolLedger, event_type,
+    Store, ToolLedger, Usage, event_type,
 };
+
+use super::pricing::{RunCalls, cost_text, current_usage};
 
 /// `--store` and `--json`, shared by the store commands.
 #[derive(Debug, Args)]
@@ -81,8 +85,9 @@ pub(crate) async fn open_store(args: &StoreArgs) -> anyhow::Result<Store> {
     super::location::open_existing(&url).await
 }
 
-/// The JSON of a run, with its effective status.
-pub(crate) fn run_json(store: &Store, run: &RunRecord) -> Value {
+/// The JSON of a run, with its effective status and its usage as it stands (`cost` null
+/// when unknown).
+pub(crate) fn run_json(store: &Store, run: &RunRecord, usage: Usage) -> Value {
     json!({
         "run_id": run.run_id,
         "thread_id": run.thread_id,
@@ -92,7 +97,7 @@ pub(crate) fn run_json(store: &Store, run: &RunRecord) -> Value {
         "updated_at": run.updated_at,
         "ended_at": run.ended_at,
         "steps": run.steps,
-        "usage": run.usage,
+        "usage": usage,
         "error": run.error,
         "output": run.output,
     })
@@ -178,14 +183,6 @@ fn duration(run: &RunRecord, status: RunStatus) -> String {
 }
 
 /// The stored cost, or `unknown` when the run recorded none (no price for its models).
-fn cost(usage: &weft_store::Usage) -> String {
-    if usage.cost > 0.0 {
-        format!("${:.4}", usage.cost)
-    } else {
-        "unknown".to_owned()
-    }
-}
-
 /// When a run was last active.
 fn last_active(run: &RunRecord) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     let at = run.ended_at.as_deref().unwrap_or(&run.updated_at);
@@ -199,20 +196,32 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
             RunsCommand::List { store, limit } => {
                 let s = open_store(&store).await?;
                 let runs = s.runs(limit).await?;
+                let mut usages = Vec::with_capacity(runs.len());
+                for r in &runs {
+                    usages.push(current_usage(&s, r).await?);
+                }
                 if store.json {
-                    let list: Vec<Value> = runs.iter().map(|r| run_json(&s, r)).collect();
+                    let list: Vec<Value> = runs
+                        .iter()
+                        .zip(&usages)
+                        .map(|(r, u)| run_json(&s, r, *u))
+                        .collect();
                     println!("{}", Value::Array(list));
                 } else {
                     println!(
                         "{:<36}  {:<14}  {:<19}  {:>8}  {:>5}  {:>8}  {:>9}  {:<11}  INPUT",
                         "RUN", "AGENT", "STARTED", "DURATION", "STEPS", "TOKENS", "COST", "STATUS"
                     );
-                    for r in &runs {
+                    for (r, u) in runs.iter().zip(&usages) {
                         let status = effective_status(&s, r);
                         let (agent, input) = agent_and_input(r);
                         let started = chrono::DateTime::parse_from_rfc3339(&r.started_at)
                             .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
                             .unwrap_or_else(|_| r.started_at.clone());
+                        let cost = match u.cost {
+                            Some(_) => cost_text(u.cost),
+                            None => "unknown".to_owned(),
+                        };
                         println!(
                             "{:<36}  {:<14}  {:<19}  {:>8}  {:>5}  {:>8}  {:>9}  {:<11}  {}",
                             r.run_id,
@@ -220,8 +229,8 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                             started,
                             duration(r, status),
                             r.steps,
-                            r.usage.input_tokens + r.usage.output_tokens,
-                            cost(&r.usage),
+                            u.input_tokens + u.output_tokens,
+                            cost,
                             status.as_str(),
                             input
                         );
@@ -332,8 +341,11 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                     .partition(|e| e.event_type == event_type::TOOL_CALL_REFUSED);
                 let agents = s.lineage(&run).await?;
                 let checkpoints = s.list_checkpoints(&record.thread_id).await?;
+                let usage = current_usage(&s, &record).await?;
+                let model_calls = RunCalls::of(&s, &run).await?;
                 if store.json {
-                    let mut v = run_json(&s, &record);
+                    let mut v = run_json(&s, &record, usage);
+                    v["model_calls"] = model_calls.json();
                     v["spec"] = record.spec.clone();
                     v["tool_calls"] = serde_json::to_value(&calls)?;
                     v["decisions"] = serde_json::to_value(&decisions)?;
@@ -360,9 +372,14 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                     }
                     println!("steps     {}", record.steps);
                     println!(
-                        "usage     {} in / {} out tokens, cost {:.6}",
-                        record.usage.input_tokens, record.usage.output_tokens, record.usage.cost
+                        "usage     {} in / {} out tokens, {}",
+                        usage.input_tokens,
+                        usage.output_tokens,
+                        cost_text(usage.cost)
                     );
+                    for line in model_calls.lines() {
+                        println!("  {line}");
+                    }
                     println!("checkpoints {}", checkpoints.len());
                     if let Some(e) = &record.error {
                         println!("error     {e}");
