@@ -266,9 +266,13 @@ fn a_failed_run_reports_what_it_spent() {
     // The live view's last line says it too.
     let out = weft(dir.path(), &["run", "p", "--pricing", "prices.toml", "go"]);
     let stdout = text(&out.stdout);
+    // (The closing line, then the resume hint.)
+    let closing = stdout
+        .lines()
+        .find(|l| l.starts_with("failed"))
+        .unwrap_or_default();
     assert!(
-        stdout.lines().last().unwrap().starts_with("failed")
-            && stdout.contains("11 tokens (10 in, 1 out) · $0.0200"),
+        closing.contains("11 tokens (10 in, 1 out) · $0.0200"),
         "{stdout}"
     );
 }
