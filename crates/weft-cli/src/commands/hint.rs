@@ -50,11 +50,10 @@ pub(crate) async fn next_command(store: &Store, run_id: &str, end: &RunEnd) -> O
                 "or decide each uncertain call: weft approve {run_id} ID / weft deny {run_id} ID --reason \"…\", then weft resume {run_id}"
             )),
         }),
+        // The pending decisions are listed with their commands just before.
         RunEnd::AwaitingDecision { .. } => Some(Hint {
             command: format!("weft resume {run_id}"),
-            note: Some(format!(
-                "after deciding: weft approve {run_id} ID / weft deny {run_id} ID --reason \"…\" (or weft resume {run_id} --approve ID)"
-            )),
+            note: None,
         }),
         RunEnd::Failed { error } => {
             let code = provider_error(error)?;

@@ -588,12 +588,27 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
                 depth,
                 ..
             } => {
-                let line = format!("  ← {}", summary(result, *is_error));
+                // A call waiting for a person's decision (the run suspends after the step).
+                let waiting = result
+                    .as_str()
+                    .filter(|r| *is_error && r.starts_with("waiting for approval"));
+                let line = match waiting {
+                    Some(reason) => format!("  ⏸ {reason}"),
+                    None => format!("  ← {}", summary(result, *is_error)),
+                };
                 let _ = writeln!(
                     out,
                     "{}{}",
                     indent(*depth),
-                    paint(colors, if *is_error { "31" } else { "2" }, &line)
+                    paint(
+                        colors,
+                        match (waiting.is_some(), *is_error) {
+                            (true, _) => "33",
+                            (false, true) => "31",
+                            (false, false) => "2",
+                        },
+                        &line
+                    )
                 );
             }
             SessionEvent::Status { message, .. } => {
