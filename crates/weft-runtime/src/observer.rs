@@ -51,6 +51,21 @@ impl StepObserver for RunObserver {
     }
 
     async fn step_ended(&self, step: u64, turn: &Turn, state: &AgentState, usage: &TokenUsage) {
+        // Calls answered before the pipeline (an unknown tool, argument text that is not
+        // JSON) reached no stage that logs: they are logged here, so every refusal is in the
+        // run's event log. (Refusals of the pipeline's stages were logged by its replay stage.)
+        for execution in turn.tool_executions.iter().filter(|e| e.is_error) {
+            if self.run.refused(&execution.tool_call_id) {
+                self.run
+                    .event(
+                        event_type::TOOL_CALL_REFUSED,
+                        Some(&execution.tool_call_id),
+                        self.payload(json!({"tool": execution.tool_name, "stage": "call",
+                            "reason": execution.result, "arguments": execution.arguments})),
+                    )
+                    .await;
+            }
+        }
         // The run's cost so far, each call at its recorded price (null: unknown).
         let cost = self.run.spent_cost();
         self.run

@@ -132,9 +132,6 @@ pub struct SessionOutcome {
     pub turns: u64,
 }
 
-/// A refused call to log: the run, the call id, the payload.
-type RefusedCall = (Arc<RunContext>, String, Value);
-
 struct Driver<'a> {
     project: &'a Project,
     options: &'a SessionOptions,
@@ -344,16 +341,7 @@ impl Driver<'_> {
         );
         let mut arguments: Vec<(String, String, String)> = Vec::new();
         while let Some(event) = stream.next().await {
-            if let Some((run, call, payload)) =
-                self.forward(agent_def, side, &event, &mut arguments)
-            {
-                run.event(
-                    weft_store::event_type::TOOL_CALL_REFUSED,
-                    Some(&call),
-                    payload,
-                )
-                .await;
-            }
+            self.forward(agent_def, side, &event, &mut arguments);
         }
         let result = stream.result().await;
         runner.flush_checkpoints().await;
@@ -381,7 +369,7 @@ impl Driver<'_> {
         side: Side,
         event: &AgentStreamEvent,
         arguments: &mut Vec<(String, String, String)>,
-    ) -> Option<RefusedCall> {
+    ) {
         let agent = agent_def.name.clone();
         match event {
             AgentStreamEvent::Uap(e) if e.event_type == weft_agent::UapEventType::StepStart => {
@@ -452,20 +440,6 @@ impl Driver<'_> {
                     let name = e.delta.tool_name.clone().unwrap_or_default();
                     let result = e.delta.result.clone().unwrap_or(Value::Null);
                     let is_error = e.delta.is_error.unwrap_or(false);
-                    // A call refused before its tool ran (unknown tool, arguments that are not
-                    // JSON or break the schema) never reaches the ledger: log it, so the
-                    // run's event log shows every outcome.
-                    let refused = self
-                        .options
-                        .durable
-                        .as_ref()
-                        .map(|d| d.run.clone())
-                        .filter(|run| is_error && run.refused(&id))
-                        .map(|run| {
-                            let payload =
-                                json!({"tool": name, "reason": result, "side": side.key()});
-                            (run, id.clone(), payload)
-                        });
                     self.emit(SessionEvent::ToolResult {
                         agent,
                         side,
@@ -475,12 +449,10 @@ impl Driver<'_> {
                         is_error,
                         depth: 0,
                     });
-                    return refused;
                 }
                 _ => {}
             },
         }
-        None
     }
 }
 
