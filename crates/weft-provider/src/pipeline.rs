@@ -305,12 +305,18 @@ impl Pipeline {
         extra: &[Arc<dyn ToolLayer>],
     ) -> Self {
         let mut layers: Vec<Arc<dyn ToolLayer>> = Vec::with_capacity(extra.len() + 4);
+        // A stage with nothing to do is left out: each layer that runs costs a call (and the
+        // after stage a boxed future) per tool call.
         if validate {
             layers.push(Arc::new(ValidateLayer));
         }
-        layers.push(Arc::new(BeforeLayer(strategy.clone())));
+        if strategy.has_before_hooks() {
+            layers.push(Arc::new(BeforeLayer(strategy.clone())));
+        }
         layers.push(Arc::new(ApprovalHookLayer));
-        layers.push(Arc::new(AfterLayer(strategy.clone())));
+        if strategy.has_after_hooks() {
+            layers.push(Arc::new(AfterLayer(strategy.clone())));
+        }
         layers.extend(extra.iter().cloned());
         // Stable: layers of one stage keep their order (built-ins first).
         layers.sort_by_key(|l| l.stage());

@@ -157,6 +157,17 @@ impl ToolUseStrategy {
         self
     }
 
+    /// Whether `on_tool_call` or `on_before_call` is set (the pipeline skips the stage
+    /// otherwise).
+    pub(crate) fn has_before_hooks(&self) -> bool {
+        self.on_tool_call.is_some() || self.on_before_call.is_some()
+    }
+
+    /// Whether `on_after_call` or `on_error` is set.
+    pub(crate) fn has_after_hooks(&self) -> bool {
+        self.on_after_call.is_some() || self.on_error.is_some()
+    }
+
     pub(crate) fn fire_tool_call(&self, tool: &Tool, args: &Value) {
         if let Some(hook) = &self.on_tool_call {
             hook(tool, args);
