@@ -22,12 +22,12 @@ use weft_runtime::budget::{Budget, DEFAULT_SESSION_MAX_STEPS};
 use weft_runtime::spec::{Program, RunSpec, SessionProgram};
 use weft_runtime::{RunEnd, RunHandle, Runtime};
 use weft_standard::{AgentDefinition, Project, ProjectError, SessionEvent, StandardSessions};
-use weft_store::{Durability, Runs as _, Store};
+use weft_store::{Durability, Runs as _, Store, Threads as _};
 
 /// `weft run` flags.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  weft init demo && weft run demo \"Say hello\"\n  weft run demo --agent review_pair --json \"Write a haiku\"\n\n\
+    after_help = "Examples:\n  weft init demo && weft run demo \"Say hello\"\n  weft run demo --continue RUN \"And now in French\"   go on with RUN's conversation\n  weft run demo --agent review_pair --json \"Write a haiku\"\n\n\
 Budgets (--max-steps, --max-total-tokens, --max-cost, --max-time, or weft.toml's [budget]) stop the whole run, failed, when reached; \
 a run without one stops after 100 steps.\n\n\
 Approvals: tools listed in weft.toml's `requiresApproval` (or an agent's, or a tool marked `requiresApproval = true`) wait for you. \
@@ -82,6 +82,11 @@ pub(crate) struct RunArgs {
     /// Stop the run after this long (`90s`, `10m`, `1h30m`), even in the middle of a tool.
     #[arg(long, value_name = "DURATION", value_parser = weft_runtime::budget::parse_duration)]
     max_time: Option<std::time::Duration>,
+    /// Continue the conversation of THREAD (a thread id, or a run id or unique prefix of
+    /// one: its thread): a new run on the same thread, the input as the next user message,
+    /// the agent seeing everything said before.
+    #[arg(long = "continue", value_name = "THREAD")]
+    continue_thread: Option<String>,
     /// Never ask anything on the terminal: a call that needs approval suspends the run
     /// (exit 4) instead of being asked inline.
     #[arg(long)]
@@ -272,7 +277,24 @@ async fn drive(
         ..Budget::default()
     });
     let runtime = interactive(runtime(store, prices), args.no_input);
-    let handle = match runtime.start(spec, true).await {
+    // `--continue`: a thread id, or a run (id or prefix) whose thread goes on.
+    let thread = match &args.continue_thread {
+        Some(given) => Some(match runtime.store().thread(given).await? {
+            Some(thread) => thread.id,
+            None => match super::runs::find_run(runtime.store(), given).await? {
+                Some(run) => run.thread_id,
+                None => {
+                    eprintln!(
+                        "weft: --continue {given}: no thread or run with that id in {} (see weft runs list)",
+                        runtime.store().location()
+                    );
+                    return Ok(ExitCode::from(2));
+                }
+            },
+        }),
+        None => None,
+    };
+    let handle = match runtime.start_on(thread.as_deref(), spec, true).await {
         Ok(handle) => handle,
         Err(error) => {
             eprintln!("weft: {error}");

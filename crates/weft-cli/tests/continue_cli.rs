@@ -1,0 +1,73 @@
+//! `weft run PROJECT --continue THREAD "follow-up"` (issue 17 item 9): a new run on the same
+//! thread, whose model sees the conversation so far.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+fn weft(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("WEFT_DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn run_end(out: &Output) -> Value {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|e| e["type"] == "run_end")
+        .unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn continue_goes_on_with_the_threads_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    // The scripted model answers by the conversation's position: the second answer only
+    // comes when the first exchange is in the history.
+    let script = json!({"responses": [{"text": "first answer"}, {"text": "second answer, with the first in view"}]});
+    common::scripted_project(&p, "", &[], &script);
+    let first = weft(&p, &["run", "--json", "hello"]);
+    assert_eq!(first.status.code(), Some(0));
+    let first_end = run_end(&first);
+    assert_eq!(first_end["output"], "first answer");
+    let run = first_end["runId"].as_str().unwrap().to_owned();
+
+    // By run id prefix.
+    let second = weft(&p, &["run", "--json", "--continue", &run[..8], "and then?"]);
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let second_end = run_end(&second);
+    assert_eq!(
+        second_end["output"],
+        "second answer, with the first in view"
+    );
+    assert_ne!(second_end["runId"], first_end["runId"], "a new run");
+    let show = |id: &str| -> Value {
+        serde_json::from_slice(&weft(&p, &["runs", "show", id, "--json"]).stdout).unwrap()
+    };
+    let thread = show(&run)["thread_id"].clone();
+    assert_eq!(
+        show(second_end["runId"].as_str().unwrap())["thread_id"],
+        thread
+    );
+
+    // An unknown thread is a usage error; nothing is recorded.
+    let runs_before = weft(&p, &["runs", "list", "--json"]).stdout;
+    let unknown = weft(&p, &["run", "--continue", "no-such-thread", "x"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no-such-thread"));
+    assert_eq!(weft(&p, &["runs", "list", "--json"]).stdout, runs_before);
+}
