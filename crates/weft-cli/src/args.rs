@@ -43,6 +43,8 @@ pub(crate) enum Command {
     Checkpoints(commands::checkpoints::CheckpointsCommand),
     /// Continue an interrupted or suspended run from its latest checkpoint.
     Resume(commands::resume::ResumeArgs),
+    /// Start a new thread from a checkpoint of a run's thread (then `weft run --continue`).
+    Fork(commands::fork::ForkArgs),
     /// Approve a tool call a suspended run waits on (then `weft resume RUN`).
     Approve(commands::decide::ApproveArgs),
     /// Deny a tool call a suspended run waits on; the model gets the reason.

@@ -71,3 +71,54 @@ fn continue_goes_on_with_the_threads_conversation() {
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no-such-thread"));
     assert_eq!(weft(&p, &["runs", "list", "--json"]).stdout, runs_before);
 }
+
+#[test]
+fn fork_starts_a_new_thread_from_a_checkpoint_and_the_origin_is_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    let script = json!({"responses": [{"text": "first answer"}, {"text": "second answer"}, {"text": "third answer"}]});
+    common::scripted_project(&p, "", &[], &script);
+    let first = run_end(&weft(&p, &["run", "--json", "hello"]));
+    let run = first["runId"].as_str().unwrap().to_owned();
+    let second = run_end(&weft(&p, &["run", "--json", "--continue", &run, "more"]));
+    assert_eq!(second["output"], "second answer");
+
+    // Fork the thread at its first checkpoint after the first answer: the new thread holds
+    // the first exchange only, so its next answer is the second again.
+    let list = weft(&p, &["checkpoints", "list", &run, "--json"]);
+    let checkpoints: Value = serde_json::from_slice(&list.stdout).unwrap();
+    let after_first = checkpoints
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["message_count"] == 2 || c["messageCount"] == 2)
+        .unwrap_or_else(|| panic!("{checkpoints}"));
+    let step = after_first["step"].as_u64().unwrap().to_string();
+    let forked = weft(&p, &["fork", &run, "--at", &step, "--json"]);
+    assert_eq!(
+        forked.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&forked.stderr)
+    );
+    let fork: Value = serde_json::from_slice(&forked.stdout).unwrap();
+    let thread = fork["fork"]["threadId"].as_str().unwrap().to_owned();
+    assert_eq!(fork["fork"]["messages"], 2);
+    let branch = run_end(&weft(
+        &p,
+        &["run", "--json", "--continue", &thread, "other way"],
+    ));
+    assert_eq!(
+        branch["output"], "second answer",
+        "the branch does not see the origin's later turns"
+    );
+    // The origin goes on where it was.
+    let origin = run_end(&weft(
+        &p,
+        &["run", "--json", "--continue", &run, "and more"],
+    ));
+    assert_eq!(origin["output"], "third answer");
+
+    let missing = weft(&p, &["fork", &run, "--at", "999"]);
+    assert_eq!(missing.status.code(), Some(2));
+}

@@ -37,6 +37,7 @@ pub mod budget;
 pub mod cost;
 mod error;
 pub mod event;
+pub mod fork;
 pub mod hooks;
 pub mod ledger;
 pub mod observer;

@@ -7,6 +7,7 @@ pub(crate) mod confine;
 pub(crate) mod decide;
 pub(crate) mod embed;
 pub(crate) mod events;
+pub(crate) mod fork;
 pub(crate) mod hint;
 pub(crate) mod hook;
 pub(crate) mod hooks;
@@ -52,6 +53,7 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Events(args) => events::run(args),
         Command::Checkpoints(command) => checkpoints::run(command),
         Command::Resume(args) => resume::run(args),
+        Command::Fork(args) => fork::run(args),
         Command::Approve(args) => decide::approve(args),
         Command::Deny(args) => decide::deny(args),
         Command::Run(args) => run::run(args),
