@@ -90,6 +90,7 @@ fn json_events_follow_the_schema() {
         "session_start",
         "turn_start",
         "step_start",
+        "step_end",
         "text_delta",
         "reasoning_delta",
         "tool_call",

@@ -129,6 +129,22 @@ pub enum RunEvent {
         /// Nesting depth.
         depth: u32,
     },
+    /// A step ended (its model call and tool round), with the run's usage so far.
+    #[serde(rename_all = "camelCase")]
+    StepEnd {
+        /// The agent.
+        agent: String,
+        /// The side.
+        side: Side,
+        /// The step number of this side's state.
+        step: u64,
+        /// Input tokens of the run so far.
+        input_tokens: u64,
+        /// Output tokens of the run so far.
+        output_tokens: u64,
+        /// Nesting depth.
+        depth: u32,
+    },
     /// Streamed text.
     #[serde(rename_all = "camelCase")]
     TextDelta {

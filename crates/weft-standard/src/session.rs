@@ -380,6 +380,17 @@ impl Driver<'_> {
                     depth: 0,
                 });
             }
+            AgentStreamEvent::Uap(e) if e.event_type == weft_agent::UapEventType::StepEnd => {
+                let usage = &e.data["usage"];
+                self.emit(SessionEvent::StepEnd {
+                    agent,
+                    side,
+                    step: e.step,
+                    input_tokens: usage["inputTokens"].as_u64().unwrap_or(0),
+                    output_tokens: usage["outputTokens"].as_u64().unwrap_or(0),
+                    depth: 0,
+                });
+            }
             AgentStreamEvent::Uap(_) => {}
             AgentStreamEvent::Upp(e) => match e.event_type {
                 StreamEventType::TextDelta => {

@@ -241,15 +241,19 @@ impl ExecutionContext {
             self.save_checkpoint(&result.state, completed, usage).await;
             return;
         }
-        self.events.emit_uap(
-            UapEventType::StepEnd,
-            step,
-            serde_json::json!({
-                "stateId": result.state.id(),
-                "messageCount": result.state.message_count(),
-                "toolExecutions": result.turn.tool_executions.len(),
-            }),
-        );
+        let mut data = serde_json::json!({
+            "stateId": result.state.id(),
+            "messageCount": result.state.message_count(),
+            "toolExecutions": result.turn.tool_executions.len(),
+        });
+        if let (Some(usage), Some(object)) = (&usage, data.as_object_mut()) {
+            // The run's usage so far (what the live view's running total shows).
+            object.insert(
+                "usage".into(),
+                serde_json::json!({"inputTokens": usage.input_tokens, "outputTokens": usage.output_tokens}),
+            );
+        }
+        self.events.emit_uap(UapEventType::StepEnd, step, data);
         self.save_checkpoint(&result.state, completed, usage).await;
     }
 

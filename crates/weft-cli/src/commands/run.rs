@@ -526,21 +526,56 @@ fn summary(result: &Value, is_error: bool) -> String {
     clip(&result.to_string(), 100)
 }
 
+/// What the live view's status line (stderr, on a terminal) is waiting for.
+enum Waiting {
+    /// The model's answer to the step that started at this instant.
+    Model(std::time::Instant),
+    /// A tool call that started at this instant.
+    Tool(String, std::time::Instant),
+}
+
+/// The status line: what the run waits for, for how long, and the run's tokens so far.
+fn status_line(
+    waiting: &Waiting,
+    frame: usize,
+    started: std::time::Instant,
+    tokens: u64,
+) -> String {
+    const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+    let (what, since) = match waiting {
+        Waiting::Model(since) => ("waiting for the model".to_owned(), since),
+        Waiting::Tool(name, since) => (format!("{name} running"), since),
+    };
+    let mut line = format!(
+        "{} {what}… {:.1}s · run {:.0}s",
+        FRAMES[frame % FRAMES.len()],
+        since.elapsed().as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    if tokens > 0 {
+        line.push_str(&format!(" · {tokens} tokens so far"));
+    }
+    line
+}
+
 /// Prints events: JSON lines, or the live view. Returns whether any text was shown.
 async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, colors: bool) -> bool {
     let mut text_shown = false;
     let spin = !json && std::io::stderr().is_terminal();
-    let mut spinner_on = false;
+    let mut waiting: Option<Waiting> = None;
     let mut frame = 0usize;
     let mut at_line_start = true;
+    let started = std::time::Instant::now();
+    let mut tokens = 0u64;
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut out = std::io::stdout();
     loop {
         let event = tokio::select! {
             event = rx.recv() => event,
-            _ = tick.tick(), if spinner_on => {
-                const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-                eprint!("\r{} waiting for the model…", FRAMES[frame % FRAMES.len()]);
+            _ = tick.tick(), if spin && waiting.is_some() => {
+                if let Some(waiting) = &waiting {
+                    eprint!("\r\x1b[K{}", status_line(waiting, frame, started, tokens));
+                }
                 frame += 1;
                 continue;
             }
@@ -552,10 +587,25 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
             }
             continue;
         }
-        if spinner_on && !matches!(event, SessionEvent::StepStart { .. }) {
+        if spin && waiting.is_some() {
             eprint!("\r\x1b[K");
-            spinner_on = false;
         }
+        waiting = match &event {
+            // A new step (replies of consecutive steps start on their own line).
+            SessionEvent::StepStart { .. } => Some(Waiting::Model(std::time::Instant::now())),
+            SessionEvent::ToolCall { name, .. } => {
+                Some(Waiting::Tool(name.clone(), std::time::Instant::now()))
+            }
+            SessionEvent::StepEnd {
+                input_tokens,
+                output_tokens,
+                ..
+            } => {
+                tokens = tokens.max(input_tokens + output_tokens);
+                None
+            }
+            _ => None,
+        };
         let newline = |out: &mut std::io::Stdout, at_line_start: &mut bool| {
             if !*at_line_start {
                 let _ = writeln!(out);
@@ -563,7 +613,7 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
             }
         };
         match &event {
-            SessionEvent::StepStart { .. } => spinner_on = spin,
+            SessionEvent::StepStart { .. } => newline(&mut out, &mut at_line_start),
             SessionEvent::TurnStart {
                 label,
                 side,
@@ -654,7 +704,7 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
         }
         let _ = out.flush();
     }
-    if spinner_on {
+    if spin && waiting.is_some() {
         eprint!("\r\x1b[K");
     }
     text_shown || json
