@@ -300,6 +300,10 @@ impl Tool {
             .validator
             .get_or_init(|| compiled_schema(&self.parameters))
             .as_ref()?;
+        // The common case first: a valid call costs one check, no error collection.
+        if validator.is_valid(arguments) {
+            return None;
+        }
         let problems: Vec<String> = validator
             .iter_errors(arguments)
             .take(5)
