@@ -51,6 +51,10 @@ pub(crate) enum Command {
     Deny(commands::decide::DenyArgs),
     /// Run an agent of a Standard Agents project (the main job).
     Run(commands::run::RunArgs),
+    /// Chat with a project's agent: one run per message typed (or piped), each going on
+    /// with the conversation (`weft run --continue`); /exit or end of input ends it. Takes
+    /// `weft run`'s flags.
+    Chat(commands::run::RunArgs),
     /// Scaffold a project with example agents and scripted models.
     Init(commands::init::InitArgs),
     /// Local models: `list` what is available and where, `install` (assemble) the default one.

@@ -122,3 +122,85 @@ fn fork_starts_a_new_thread_from_a_checkpoint_and_the_origin_is_untouched() {
     let missing = weft(&p, &["fork", &run, "--at", "999"]);
     assert_eq!(missing.status.code(), Some(2));
 }
+
+fn chat(cwd: &Path, args: &[&str], messages: &str) -> Output {
+    use std::io::Write as _;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .arg("chat")
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("WEFT_DATABASE_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = stdin.write_all(messages.as_bytes());
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn chat_runs_one_message_after_another_on_one_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    let script = json!({"responses": [{"text": "answer one"}, {"text": "answer two"}, {"text": "answer three"}]});
+    common::scripted_project(&p, "", &[], &script);
+    let out = chat(
+        &p,
+        &["--json"],
+        "hi\n\nand again\nonce more\n/exit\nnot read\n",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ends: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "run_end")
+        .collect();
+    let outputs: Vec<&str> = ends.iter().map(|e| e["output"].as_str().unwrap()).collect();
+    assert_eq!(outputs, ["answer one", "answer two", "answer three"]);
+    let threads: Vec<Value> = ends
+        .iter()
+        .map(|e| {
+            let shown: Value = serde_json::from_slice(
+                &weft(
+                    &p,
+                    &["runs", "show", e["runId"].as_str().unwrap(), "--json"],
+                )
+                .stdout,
+            )
+            .unwrap();
+            shown["thread_id"].clone()
+        })
+        .collect();
+    assert!(threads.windows(2).all(|w| w[0] == w[1]), "{threads:?}");
+}
+
+#[test]
+fn a_chat_that_outgrows_the_context_says_what_to_do_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    let script = json!({"responses": [
+        {"text": "answer one"},
+        {"error": {"code": "CONTEXT_LENGTH_EXCEEDED", "message": "maximum context length is 8192 tokens"}}
+    ]});
+    common::scripted_project(&p, "", &[], &script);
+    let out = chat(&p, &[], "hi\ntell me everything\nnever sent\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("no longer fits the model's context window"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("weft fork"), "{stderr}");
+    // The chat stopped at the overflow: two runs, the third message never sent.
+    let runs: Value =
+        serde_json::from_slice(&weft(&p, &["runs", "list", "--json"]).stdout).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
+}

@@ -57,6 +57,7 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Approve(args) => decide::approve(args),
         Command::Deny(args) => decide::deny(args),
         Command::Run(args) => run::run(args),
+        Command::Chat(args) => run::chat(args),
         Command::Init(args) => init::run(args),
         Command::Models(command) => models::run(command),
         Command::Hook(args) => hook::run(args),

@@ -25,7 +25,7 @@ use weft_standard::{AgentDefinition, Project, ProjectError, SessionEvent, Standa
 use weft_store::{Durability, Runs as _, Store, Threads as _};
 
 /// `weft run` flags.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(
     after_help = "Examples:\n  weft init demo && weft run demo \"Say hello\"\n  weft run demo --continue RUN \"And now in French\"   go on with RUN's conversation\n  weft run demo --agent review_pair --json \"Write a haiku\"\n\n\
 Budgets (--max-steps, --max-total-tokens, --max-cost, --max-time, or weft.toml's [budget]) stop the whole run, failed, when reached; \
@@ -103,8 +103,77 @@ pub(crate) struct RunArgs {
     args: Vec<String>,
 }
 
+/// What one run of `weft run` left behind (for `weft chat`'s next message).
+#[derive(Debug, Default)]
+struct Started {
+    /// The run's thread.
+    thread: Option<String>,
+    /// The run's error, when it failed.
+    error: Option<String>,
+}
+
 /// Runs `weft run`.
 pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    run_once(args, &mut Started::default())
+}
+
+/// `weft chat [PROJECT_DIR]`: one run per message read from standard input, each on the
+/// previous one's thread (`--continue`), until end of input or `/exit`.
+pub(crate) fn chat(mut args: RunArgs) -> anyhow::Result<ExitCode> {
+    let dir = match args.args.as_slice() {
+        [] => ".".to_owned(),
+        [dir] => dir.clone(),
+        _ => anyhow::bail!("weft chat takes a project folder only; type the messages"),
+    };
+    let terminal = std::io::stdin().is_terminal();
+    if terminal {
+        eprintln!("weft chat: one message per line; /exit or Ctrl-D ends the chat");
+    }
+    let mut code = ExitCode::SUCCESS;
+    let mut started = Started::default();
+    loop {
+        if terminal {
+            eprint!("you> ");
+            let _ = std::io::stderr().flush();
+        }
+        let mut line = String::new();
+        if std::io::stdin()
+            .read_line(&mut line)
+            .context("cannot read the next message")?
+            == 0
+        {
+            break;
+        }
+        let message = line.trim();
+        if message == "/exit" {
+            break;
+        }
+        if message.is_empty() {
+            continue;
+        }
+        args.args = vec![dir.clone(), message.to_owned()];
+        code = run_once(args.clone(), &mut started)?;
+        if let Some(thread) = &started.thread {
+            args.continue_thread = Some(thread.clone());
+        }
+        if started
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("CONTEXT_LENGTH_EXCEEDED"))
+        {
+            let thread = started.thread.as_deref().unwrap_or("THREAD");
+            eprintln!(
+                "weft: the conversation no longer fits the model's context window. Go on from an earlier point: \
+                 weft checkpoints list {thread}, then weft fork {thread} --at N and weft chat {dir} --continue NEW_THREAD; \
+                 or start a new chat: weft chat {dir}"
+            );
+            return Ok(code);
+        }
+    }
+    Ok(code)
+}
+
+fn run_once(args: RunArgs, started: &mut Started) -> anyhow::Result<ExitCode> {
     let (dir, input) = match args.args.as_slice() {
         [] => (PathBuf::from("."), None),
         [dir] if super::location::is_project(std::path::Path::new(dir)) => {
@@ -174,14 +243,9 @@ pub(crate) fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let durability = if args.durability == "async" {
-        Durability::Async
-    } else {
-        Durability::Sync
-    };
     let runtime = super::runs::runtime()?;
     let code = runtime.block_on(drive(
-        &project, agent, &args, input, durability, base_urls, prices,
+        &project, agent, &args, input, base_urls, prices, started,
     ));
     // An approval question left unanswered (the run was stopped) must not keep the process.
     runtime.shutdown_background();
@@ -227,12 +291,12 @@ async fn drive(
     agent: &AgentDefinition,
     args: &RunArgs,
     input: String,
-    durability: Durability,
     base_urls: std::collections::BTreeMap<String, String>,
     (prices, pricing): (
         weft_provider::pricing::Prices,
         Option<weft_provider::pricing::PriceTable>,
     ),
+    started: &mut Started,
 ) -> anyhow::Result<ExitCode> {
     let project_dir =
         std::fs::canonicalize(project.dir()).context("cannot resolve the project folder")?;
@@ -262,7 +326,11 @@ async fn drive(
         base_urls,
     };
     let mut spec = RunSpec::new(input, Program::Session(program));
-    spec.durability = durability;
+    spec.durability = if args.durability == "async" {
+        Durability::Async
+    } else {
+        Durability::Sync
+    };
     spec.pricing = pricing;
     // The flags, then the project's `[budget]`, then the default step limit of sessions.
     spec.budget = Budget {
@@ -301,7 +369,13 @@ async fn drive(
             return Ok(ExitCode::from(error.exit_code()));
         }
     };
-    present(&runtime, handle, &agent.name, args.json, false).await
+    let run_id = handle.id().to_owned();
+    let code = present(&runtime, handle, &agent.name, args.json, false).await?;
+    if let Some(record) = runtime.store().run(&run_id).await? {
+        started.thread = Some(record.thread_id);
+        started.error = record.error;
+    }
+    Ok(code)
 }
 
 /// The runtime of `weft run` and `weft resume`: the store, every provider (the embedded
