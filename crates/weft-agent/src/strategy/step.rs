@@ -418,24 +418,28 @@ impl<'a> Steps<'a> {
             turn,
             state: self.state.clone(),
         };
-        // The run's usage so far: before this execution, its earlier steps, this one.
-        let mut usage = self.base_usage.clone();
-        if let Some(total) = &self.total {
-            usage.merge(&total.usage);
-        }
-        usage.merge(&result.turn.usage);
-        usage.cycles = None;
+        // The run's usage so far (before this execution, its earlier steps, this one), for
+        // the checkpoint and the observer: not computed when nobody reads it.
+        let usage = (checkpointing || self.observer.is_some()).then(|| {
+            let mut usage = self.base_usage.clone();
+            if let Some(total) = &self.total {
+                usage.merge(&total.usage);
+            }
+            usage.merge(&result.turn.usage);
+            usage.cycles = None;
+            usage
+        });
         self.ctx
             .end_step_effects(
                 step,
                 &result,
                 completed,
-                checkpointing.then(|| usage.clone()),
+                usage.clone().filter(|_| checkpointing),
             )
             .await;
-        if let Some(observer) = &self.observer {
+        if let (Some(observer), Some(usage)) = (&self.observer, &usage) {
             observer
-                .step_ended(step, &result.turn, &result.state, &usage)
+                .step_ended(step, &result.turn, &result.state, usage)
                 .await;
         }
         self.total = Some(Turn::fold(self.total.take(), result.turn));
