@@ -64,4 +64,8 @@ pub(crate) enum Command {
     /// The completion checklist of weft.toml: `check`.
     #[command(subcommand)]
     Completion(commands::compliance::CompletionCommand),
+    /// Agent memory (daily log, working cache, semantic, archive): `query`, `store`,
+    /// `promote`, `correct`, `maintain`, `close`, `status`.
+    #[command(subcommand)]
+    Memory(commands::memory::MemoryCommand),
 }

@@ -575,8 +575,10 @@ mod tests {
         let path = dir.path().join("weft.db");
         {
             let conn = Connection::open(&path).expect("open");
-            conn.execute_batch("CREATE TABLE gate_policies (id TEXT); INSERT INTO gate_policies VALUES ('p');")
-                .expect("other table");
+            conn.execute_batch(
+                "CREATE TABLE gate_policies (id TEXT); INSERT INTO gate_policies VALUES ('p');",
+            )
+            .expect("other table");
         }
         drop(MemoryDb::open(&path).expect("first"));
         let db = MemoryDb::open(&path).expect("second");

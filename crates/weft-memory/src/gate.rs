@@ -167,11 +167,26 @@ mod tests {
             ("  \n\t ", "empty content"),
             ("fixed it", "too short"),
             ("tests pass now", "too short"),
-            ("ok, thanks, that looks good to me", "noise: an acknowledgement"),
-            ("sounds good, will do that next time", "noise: an acknowledgement"),
-            ("can you run the whole test suite again", "noise: a transient request"),
-            ("let me check the logs for that request", "noise: a transient request"),
-            ("password = hunter2hunter2 for the staging db", "contains a secret"),
+            (
+                "ok, thanks, that looks good to me",
+                "noise: an acknowledgement",
+            ),
+            (
+                "sounds good, will do that next time",
+                "noise: an acknowledgement",
+            ),
+            (
+                "can you run the whole test suite again",
+                "noise: a transient request",
+            ),
+            (
+                "let me check the logs for that request",
+                "noise: a transient request",
+            ),
+            (
+                "password = hunter2hunter2 for the staging db",
+                "contains a secret",
+            ),
         ];
         for (text, reason) in cases {
             let d = check_write(text, 5, false);

@@ -64,8 +64,8 @@ pub use error::MemoryError;
 pub use gate::{GateDecision, MIN_CHARS, MIN_WORDS, check_write};
 pub use memory::{
     ARCHIVE_AFTER, CorrectionOutcome, DAILY_RETENTION, DAILY_STALE, EVICT_BELOW, Hit,
-    LOOP_MIN_IMPORTANCE, MaintenanceReport, Memory, PromotionReport, QueryOptions, Ranking,
-    Recall, RecallError, Reviewed, SessionContext, WORKING_CAPACITY,
+    LOOP_MIN_IMPORTANCE, MaintenanceReport, Memory, PromotionReport, QueryOptions, Ranking, Recall,
+    RecallError, Reviewed, SessionContext, WORKING_CAPACITY,
 };
 pub use minilm_files::{MINILM_PACKAGE, MINILM_PATH_ENV, MiniLmFiles, minilm_files};
 pub use promote::{Assessment, DECISION_MIN_IMPORTANCE, assess};

@@ -465,9 +465,8 @@ impl Memory {
     ) -> Result<Recall, MemoryError> {
         let Some(embedder) = embedder else {
             let mut recall = self.query_lexical(text, options)?;
-            recall.note = Some(
-                "no embedding model: ranked lexically (shared words, not meaning)".to_owned(),
-            );
+            recall.note =
+                Some("no embedding model: ranked lexically (shared words, not meaning)".to_owned());
             return Ok(recall);
         };
         match self.semantic(text, options, embedder).await {
@@ -658,7 +657,11 @@ impl Memory {
                     )?;
                     report.archived.push(entry.id);
                 } else {
-                    db.set_status(entry.id, Status::Decayed, Some("decayed out of the working cache"))?;
+                    db.set_status(
+                        entry.id,
+                        Status::Decayed,
+                        Some("decayed out of the working cache"),
+                    )?;
                 }
                 report.decayed.push(entry.id);
             }
@@ -668,7 +671,11 @@ impl Memory {
                 .filter(|e| e.tier == Tier::Semantic && !gone.contains(&e.id))
             {
                 if now - entry.last_access >= ms(ARCHIVE_AFTER) {
-                    db.set_tier(entry.id, Tier::Archive, "archived: not recalled for 90 days")?;
+                    db.set_tier(
+                        entry.id,
+                        Tier::Archive,
+                        "archived: not recalled for 90 days",
+                    )?;
                     report.archived.push(entry.id);
                 }
             }

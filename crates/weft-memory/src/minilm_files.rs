@@ -82,7 +82,11 @@ fn usual_site_dirs() -> Vec<PathBuf> {
         let home = PathBuf::from(home);
         prefixes.push(home.join(".local/lib"));
         if let Ok(versions) = std::fs::read_dir(home.join(".pyenv/versions")) {
-            prefixes.extend(versions.filter_map(Result::ok).map(|v| v.path().join("lib")));
+            prefixes.extend(
+                versions
+                    .filter_map(Result::ok)
+                    .map(|v| v.path().join("lib")),
+            );
         }
     }
     let mut dirs = Vec::new();

@@ -187,8 +187,7 @@ pub fn assess(entry: &Entry) -> Assessment {
     }
     if pattern_kind {
         return Assessment::Keep {
-            reason: "a pattern that names no error it prevents (always / never / avoid …)"
-                .into(),
+            reason: "a pattern that names no error it prevents (always / never / avoid …)".into(),
         };
     }
     if matches!(entry.kind, Kind::Action | Kind::Goal) {
@@ -249,28 +248,113 @@ mod tests {
         use Kind::*;
         let table = [
             // Decisions: rationale and importance ≥ 7.
-            ("Chose rusqlite over sqlx because the hook must start in milliseconds", Decision, 8, "semantic"),
-            ("Decided to keep the gate tables in weft.db so that one file holds the project state", Observation, 7, "semantic"),
-            ("Chose rusqlite over sqlx because the hook must start in milliseconds", Decision, 6, "keep"),
-            ("We decided to use rusqlite for the gate tables from now on", Decision, 9, "keep"),
+            (
+                "Chose rusqlite over sqlx because the hook must start in milliseconds",
+                Decision,
+                8,
+                "semantic",
+            ),
+            (
+                "Decided to keep the gate tables in weft.db so that one file holds the project state",
+                Observation,
+                7,
+                "semantic",
+            ),
+            (
+                "Chose rusqlite over sqlx because the hook must start in milliseconds",
+                Decision,
+                6,
+                "keep",
+            ),
+            (
+                "We decided to use rusqlite for the gate tables from now on",
+                Decision,
+                9,
+                "keep",
+            ),
             // Patterns that prevent recurring errors.
-            ("Always call git with -c core.quotepath=off, otherwise non-ASCII paths break the diff parser", Observation, 5, "semantic"),
-            ("Flaky test: never share a temp dir between tests running in parallel", Pattern, 6, "semantic"),
-            ("The tests should be named after the requirement they prove", Pattern, 6, "keep"),
+            (
+                "Always call git with -c core.quotepath=off, otherwise non-ASCII paths break the diff parser",
+                Observation,
+                5,
+                "semantic",
+            ),
+            (
+                "Flaky test: never share a temp dir between tests running in parallel",
+                Pattern,
+                6,
+                "semantic",
+            ),
+            (
+                "The tests should be named after the requirement they prove",
+                Pattern,
+                6,
+                "keep",
+            ),
             // Configuration choices with context.
-            ("Set busy_timeout = 5000 because two hooks can write at once", Config, 5, "semantic"),
-            ("RUST_TEST_THREADS=1 is required when the sandbox tests run under docker", Observation, 5, "semantic"),
-            ("Set busy_timeout = 5000 in the gate database connection", Config, 5, "keep"),
+            (
+                "Set busy_timeout = 5000 because two hooks can write at once",
+                Config,
+                5,
+                "semantic",
+            ),
+            (
+                "RUST_TEST_THREADS=1 is required when the sandbox tests run under docker",
+                Observation,
+                5,
+                "semantic",
+            ),
+            (
+                "Set busy_timeout = 5000 in the gate database connection",
+                Config,
+                5,
+                "keep",
+            ),
             // Never: trivia, transient debugging state, secrets.
             ("ok, thanks, that looks good", Observation, 9, "reject"),
-            ("The README file has a title line at the top", Observation, 2, "reject"),
-            ("Currently investigating why the parser stops at line 40", Observation, 8, "reject"),
-            ("Added a debug print in hook.rs to see the payload for now", Observation, 7, "reject"),
-            ("Decided to use the staging key sk-proj-abcdefghijklmnopqrstuvwx because it works", Decision, 9, "reject"),
+            (
+                "The README file has a title line at the top",
+                Observation,
+                2,
+                "reject",
+            ),
+            (
+                "Currently investigating why the parser stops at line 40",
+                Observation,
+                8,
+                "reject",
+            ),
+            (
+                "Added a debug print in hook.rs to see the payload for now",
+                Observation,
+                7,
+                "reject",
+            ),
+            (
+                "Decided to use the staging key sk-proj-abcdefghijklmnopqrstuvwx because it works",
+                Decision,
+                9,
+                "reject",
+            ),
             // Short-term context.
-            ("Finish the memory CLI and its end-to-end tests today", Goal, 8, "working"),
-            ("The policy table has eleven rows in this repository today", Observation, 5, "working"),
-            ("The policy table has eleven rows in this repository today", Observation, 4, "keep"),
+            (
+                "Finish the memory CLI and its end-to-end tests today",
+                Goal,
+                8,
+                "working",
+            ),
+            (
+                "The policy table has eleven rows in this repository today",
+                Observation,
+                5,
+                "working",
+            ),
+            (
+                "The policy table has eleven rows in this repository today",
+                Observation,
+                4,
+                "keep",
+            ),
         ];
         for (text, kind, importance, expected) in table {
             assert_eq!(verdict(text, kind, importance), expected, "{text}");

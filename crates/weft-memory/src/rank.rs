@@ -21,9 +21,9 @@ pub const DEFAULT_HALF_LIFE: Duration = Duration::from_secs(24 * 60 * 60);
 const STOP_WORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "do", "does", "for", "from",
     "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "of", "on", "or",
-    "our", "so", "than", "that", "the", "their", "them", "then", "there", "these", "this",
-    "those", "to", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will",
-    "with", "you", "your",
+    "our", "so", "than", "that", "the", "their", "them", "then", "there", "these", "this", "those",
+    "to", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with",
+    "you", "your",
 ];
 
 fn stem(word: &str) -> String {

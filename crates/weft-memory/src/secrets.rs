@@ -116,7 +116,10 @@ mod tests {
             ("-----BEGIN RSA PRIVATE KEY-----\nMIIE", "private key"),
             ("-----BEGIN PRIVATE KEY-----", "private key"),
             ("key AKIAABCDEFGHIJKLMNOP here", "AWS access key"),
-            ("OPENAI_API_KEY is sk-proj-abcdefghijklmnopqrstuvwx", "API key (sk-…)"),
+            (
+                "OPENAI_API_KEY is sk-proj-abcdefghijklmnopqrstuvwx",
+                "API key (sk-…)",
+            ),
             ("sk-ant-api03-abcdefghijklmnopqrstuvwxyz", "API key (sk-…)"),
             ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "GitHub token"),
             ("github_pat_11ABCDEFG0123456789_abcdefghij", "GitHub token"),
@@ -127,8 +130,14 @@ mod tests {
                 "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
                 "JSON Web Token",
             ),
-            ("curl -H 'Authorization: Bearer abcdefghijklmnopqrstuvwxyz'", "bearer token"),
-            ("postgres://admin:s3cretpass@db.internal/app", "credentials in a URL"),
+            (
+                "curl -H 'Authorization: Bearer abcdefghijklmnopqrstuvwxyz'",
+                "bearer token",
+            ),
+            (
+                "postgres://admin:s3cretpass@db.internal/app",
+                "credentials in a URL",
+            ),
             ("DB password: Tr0ub4dor&3x", "assigned secret"),
             ("api_key=\"9f8e7d6c5b4a\"", "assigned secret"),
         ];

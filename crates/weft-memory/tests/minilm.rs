@@ -39,14 +39,23 @@ fn reference() -> Value {
 fn token_ids_match_the_reference_tokenizer() {
     let Some(model) = model() else { return };
     let r = reference();
-    for (sentence, ids) in r["sentences"].as_array().unwrap().iter().zip(r["token_ids"].as_array().unwrap()) {
+    for (sentence, ids) in r["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(r["token_ids"].as_array().unwrap())
+    {
         let expected: Vec<u32> = ids
             .as_array()
             .unwrap()
             .iter()
             .map(|v| u32::try_from(v.as_u64().unwrap()).unwrap())
             .collect();
-        assert_eq!(model.token_ids(sentence.as_str().unwrap()), expected, "{sentence}");
+        assert_eq!(
+            model.token_ids(sentence.as_str().unwrap()),
+            expected,
+            "{sentence}"
+        );
     }
 }
 
@@ -54,7 +63,12 @@ fn token_ids_match_the_reference_tokenizer() {
 fn vectors_match_sentence_transformers() {
     let Some(model) = model() else { return };
     let r = reference();
-    for (sentence, expected) in r["sentences"].as_array().unwrap().iter().zip(r["vectors"].as_array().unwrap()) {
+    for (sentence, expected) in r["sentences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(r["vectors"].as_array().unwrap())
+    {
         let expected: Vec<f32> = expected
             .as_array()
             .unwrap()
@@ -91,12 +105,30 @@ async fn semantic_recall_ranks_meaning_where_lexical_ranking_finds_nothing() {
     let memory = Memory::new(MemoryDb::open(&dir.path().join("weft.db")).unwrap())
         .with_clock(Arc::new(ManualClock::new(1_700_000_000_000)));
     let corpus = [
-        ("Compiled artifacts are stored in the target folder; clean it when the disk fills up", Kind::Config),
-        ("Chose rusqlite over sqlx because the hook must start within a few milliseconds", Kind::Decision),
-        ("Never share a temporary directory between tests that run in parallel; it made them flaky", Kind::Pattern),
-        ("The stop hook refuses to finish while a required completion gate fails", Kind::Observation),
-        ("Always use paused tokio time in tests instead of sleeping, otherwise they are slow and flaky", Kind::Pattern),
-        ("Release builds of candle take about fifteen minutes on two cores", Kind::Observation),
+        (
+            "Compiled artifacts are stored in the target folder; clean it when the disk fills up",
+            Kind::Config,
+        ),
+        (
+            "Chose rusqlite over sqlx because the hook must start within a few milliseconds",
+            Kind::Decision,
+        ),
+        (
+            "Never share a temporary directory between tests that run in parallel; it made them flaky",
+            Kind::Pattern,
+        ),
+        (
+            "The stop hook refuses to finish while a required completion gate fails",
+            Kind::Observation,
+        ),
+        (
+            "Always use paused tokio time in tests instead of sleeping, otherwise they are slow and flaky",
+            Kind::Pattern,
+        ),
+        (
+            "Release builds of candle take about fifteen minutes on two cores",
+            Kind::Observation,
+        ),
     ];
     for (text, kind) in corpus {
         let stored = memory
@@ -111,23 +143,44 @@ async fn semantic_recall_ranks_meaning_where_lexical_ranking_finds_nothing() {
     };
     let cases = [
         ("where does the build output go?", "Compiled artifacts"),
-        ("which database library did we pick and why?", "Chose rusqlite"),
-        ("how do I keep concurrent test runs from interfering?", "Never share"),
+        (
+            "which database library did we pick and why?",
+            "Chose rusqlite",
+        ),
+        (
+            "how do I keep concurrent test runs from interfering?",
+            "Never share",
+        ),
         ("waiting in unit tests", "Always use paused tokio time"),
     ];
     for (query, expected) in cases {
         let recall = memory.recall(query, &options, Some(model)).await.unwrap();
         assert_eq!(recall.ranking, Ranking::Semantic);
         assert_eq!(recall.model.as_deref(), Some(model.model_id()));
-        let first = recall.results.first().map(|h| h.entry.content.as_str()).unwrap_or("nothing");
-        assert!(first.starts_with(expected), "{query}: got {first:?} ({:?})", recall.results.iter().map(|h| (h.similarity, &h.entry.content)).collect::<Vec<_>>());
+        let first = recall
+            .results
+            .first()
+            .map(|h| h.entry.content.as_str())
+            .unwrap_or("nothing");
+        assert!(
+            first.starts_with(expected),
+            "{query}: got {first:?} ({:?})",
+            recall
+                .results
+                .iter()
+                .map(|h| (h.similarity, &h.entry.content))
+                .collect::<Vec<_>>()
+        );
     }
     // The first query shares no word with its answer: the lexical fallback cannot find it.
     let lexical = memory
         .query_lexical("where does the build output go?", &options)
         .unwrap();
     assert!(
-        lexical.results.iter().all(|h| !h.entry.content.starts_with("Compiled artifacts")),
+        lexical
+            .results
+            .iter()
+            .all(|h| !h.entry.content.starts_with("Compiled artifacts")),
         "{lexical:?}"
     );
 }

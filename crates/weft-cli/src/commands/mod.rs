@@ -10,6 +10,7 @@ pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod llm;
 pub(crate) mod location;
+pub(crate) mod memory;
 pub(crate) mod models;
 pub(crate) mod policy;
 pub(crate) mod resume;
@@ -42,5 +43,6 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Worktree(command) => worktree::run(command),
         Command::Compliance(command) => compliance::run(command),
         Command::Completion(command) => compliance::run_completion(command),
+        Command::Memory(command) => memory::run(command),
     }
 }

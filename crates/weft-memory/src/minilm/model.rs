@@ -85,7 +85,8 @@ impl Bert {
             config.hidden_size,
         );
         let positions = take(&mut w, "embeddings.position_embeddings.weight")?;
-        let token_type = take(&mut w, "embeddings.token_type_embeddings.weight")?.narrow(0, 0, 1)?;
+        let token_type =
+            take(&mut w, "embeddings.token_type_embeddings.weight")?.narrow(0, 0, 1)?;
         let norm_e = norm(&mut w, "embeddings.LayerNorm", eps)?;
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for i in 0..config.num_hidden_layers {

@@ -25,7 +25,12 @@ impl WordPiece {
         let ids: HashMap<String, u32> = text
             .lines()
             .enumerate()
-            .map(|(i, t)| (t.trim_end_matches('\r').to_owned(), u32::try_from(i).unwrap_or(u32::MAX)))
+            .map(|(i, t)| {
+                (
+                    t.trim_end_matches('\r').to_owned(),
+                    u32::try_from(i).unwrap_or(u32::MAX),
+                )
+            })
             .collect();
         let special = |t: &str| {
             ids.get(t)
@@ -67,7 +72,11 @@ impl WordPiece {
             let mut found = None;
             while start < end {
                 let piece: String = chars[start..end].iter().collect();
-                let piece = if start > 0 { format!("##{piece}") } else { piece };
+                let piece = if start > 0 {
+                    format!("##{piece}")
+                } else {
+                    piece
+                };
                 if let Some(id) = self.ids.get(&piece) {
                     found = Some(*id);
                     break;
@@ -157,7 +166,10 @@ mod tests {
     fn word_pieces_split_longest_first() {
         let vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\nun\n##aff\n##able\nhello\n,\n!\nworld\n";
         let wp = WordPiece::from_vocab(vocab).expect("vocab");
-        assert_eq!(wp.encode("Unaffable, héllo WORLD!", 64), vec![2, 4, 5, 6, 8, 7, 10, 9, 3]);
+        assert_eq!(
+            wp.encode("Unaffable, héllo WORLD!", 64),
+            vec![2, 4, 5, 6, 8, 7, 10, 9, 3]
+        );
         assert_eq!(wp.encode("xyz", 64), vec![2, 1, 3]);
         assert_eq!(wp.encode("hello hello hello", 3), vec![2, 7, 3]);
     }
