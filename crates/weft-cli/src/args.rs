@@ -68,4 +68,7 @@ pub(crate) enum Command {
     /// `promote`, `correct`, `maintain`, `close`, `status`.
     #[command(subcommand)]
     Memory(commands::memory::MemoryCommand),
+    /// Run the verifier ladder (build → type-check → test → lint) and iterate the project's
+    /// agent until every required rung passes (`--max-iterations`).
+    Deliver(commands::deliver::DeliverArgs),
 }

@@ -109,7 +109,7 @@ pub fn run_checklist(
     Checklist { results }
 }
 
-fn run_command(line: &str, dir: &Path, limit: Duration) -> (bool, String) {
+pub(crate) fn run_command(line: &str, dir: &Path, limit: Duration) -> (bool, String) {
     match process::run_shell(line, dir, limit) {
         Err(e) => (false, e),
         Ok(done) if done.timed_out => (

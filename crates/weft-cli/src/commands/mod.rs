@@ -3,6 +3,7 @@
 pub(crate) mod checkpoints;
 pub(crate) mod compliance;
 pub(crate) mod confine;
+pub(crate) mod deliver;
 pub(crate) mod embed;
 pub(crate) mod events;
 pub(crate) mod hook;
@@ -44,5 +45,6 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compliance(command) => compliance::run(command),
         Command::Completion(command) => compliance::run_completion(command),
         Command::Memory(command) => memory::run(command),
+        Command::Deliver(args) => deliver::run(args),
     }
 }
