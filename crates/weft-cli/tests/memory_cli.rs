@@ -352,6 +352,10 @@ fn uni_009_session_start_injects_recent_memories_and_open_loops() {
     let inside = &block[start..end];
     assert!(inside.contains("Memories (last 24h"), "{block}");
     assert!(
+        inside.contains("Memory loop: READ"),
+        "the loop is taught: {block}"
+    );
+    assert!(
         inside.contains("[semantic · decision · 9] Chose WAL mode"),
         "{block}"
     );

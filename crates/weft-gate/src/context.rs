@@ -100,6 +100,13 @@ pub(crate) fn context_block(
             }
         }
     }
+    if memory.is_some() {
+        out.push_str(
+            "Memory loop: READ this block; QUERY `weft memory query \"<topic>\"` before you act; RECORD \
+             `weft memory store \"<what you learned and why>\" --type lesson|decision|pattern|config --importance N`; \
+             PROMOTE `weft memory promote` before you finish (trivia, transient debugging state and secrets are refused).\n",
+        );
+    }
     if let Some(db) = db {
         let since = now_ms() - DAY_MS;
         match db.open_loops(since) {

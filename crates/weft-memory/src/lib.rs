@@ -18,7 +18,7 @@
 //!
 //! | feature | default | what |
 //! |---|---|---|
-//! | `provider` | off | [`ProviderEmbedder`]: `weft-provider`'s `embedding()` as an [`Embedder`] |
+//! | `provider` | off | `ProviderEmbedder`: `weft-provider`'s `embedding()` as an [`Embedder`] |
 //! | `minilm` | off | `minilm::MiniLm`: all-MiniLM-L6-v2 over candle (`candle-core`, `candle-nn`) |
 //!
 //! Without `minilm` the crate still finds the weights ([`minilm_files`]) so a caller can say

@@ -600,6 +600,31 @@ impl Memory {
         })
     }
 
+    /// The lessons written since `since_ms` (ms since the epoch): memories of kind lesson,
+    /// pattern, decision or config in any tier that were not superseded or rejected — what the
+    /// completion gate's memory-lesson check looks for.
+    ///
+    /// # Errors
+    /// [`MemoryError::Database`].
+    pub fn lessons_since(&self, since_ms: i64) -> Result<Vec<Entry>, MemoryError> {
+        Ok(self
+            .db
+            .entries(&Filter {
+                tiers: &Tier::ALL,
+                statuses: &[Status::Active, Status::Promoted, Status::Closed],
+                since: None,
+            })?
+            .into_iter()
+            .filter(|e| {
+                e.created_at >= since_ms
+                    && matches!(
+                        e.kind,
+                        Kind::Lesson | Kind::Pattern | Kind::Decision | Kind::Config
+                    )
+            })
+            .collect())
+    }
+
     /// Closes an open session loop (or any memory): it is no longer injected.
     ///
     /// # Errors

@@ -338,11 +338,11 @@ fn store(args: StoreArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// An embedder, or what to say about its absence.
+type Chosen = (Option<Box<dyn Embedder>>, Option<String>);
+
 /// The embedder a query asked for, and what to say when there is none.
-fn embedder(
-    choice: &str,
-    base_url: Option<&str>,
-) -> anyhow::Result<(Option<Box<dyn Embedder>>, Option<String>)> {
+fn embedder(choice: &str, base_url: Option<&str>) -> anyhow::Result<Chosen> {
     match choice {
         "lexical" => Ok((
             None,
@@ -371,7 +371,7 @@ fn embedder(
 }
 
 #[cfg(feature = "minilm")]
-fn local_minilm() -> (Option<Box<dyn Embedder>>, Option<String>) {
+fn local_minilm() -> Chosen {
     match weft_memory::minilm::MiniLm::locate() {
         Ok(model) => (Some(Box::new(model)), None),
         Err(e) => (
@@ -385,7 +385,7 @@ fn local_minilm() -> (Option<Box<dyn Embedder>>, Option<String>) {
 }
 
 #[cfg(not(feature = "minilm"))]
-fn local_minilm() -> (Option<Box<dyn Embedder>>, Option<String>) {
+fn local_minilm() -> Chosen {
     let why = match weft_memory::minilm_files() {
         Ok(files) => format!(
             "the all-MiniLM-L6-v2 weights are installed ({}) but this weft was built without the `minilm` feature \
