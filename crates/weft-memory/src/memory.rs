@@ -94,7 +94,8 @@ impl PromotionReport {
 pub struct QueryOptions {
     /// At most this many results (default 10).
     pub limit: usize,
-    /// The least similarity (0–1) a result needs (default 0.35).
+    /// The least similarity (0–1) a result needs (default 0.3: all-MiniLM-L6-v2 puts
+    /// related sentences at 0.3–0.6 and unrelated ones below 0.2).
     pub threshold: f32,
     /// Only these tiers (empty: all).
     pub tiers: Vec<Tier>,
@@ -104,7 +105,7 @@ impl Default for QueryOptions {
     fn default() -> Self {
         QueryOptions {
             limit: 10,
-            threshold: 0.35,
+            threshold: 0.3,
             tiers: Vec::new(),
         }
     }

@@ -75,7 +75,7 @@ pub(crate) struct QueryArgs {
     )]
     limit: usize,
     /// The least similarity (0–1) a result needs.
-    #[arg(long, short, default_value_t = 0.35)]
+    #[arg(long, short, default_value_t = 0.3)]
     threshold: f32,
     /// Only these tiers (daily, working, semantic, archive; repeatable).
     #[arg(long)]
