@@ -102,7 +102,11 @@ impl Bert {
                 output_norm: norm(&mut w, &format!("{p}.output.LayerNorm"), eps)?,
             });
         }
-        if config.num_attention_heads == 0 || config.hidden_size % config.num_attention_heads != 0 {
+        if config.num_attention_heads == 0
+            || !config
+                .hidden_size
+                .is_multiple_of(config.num_attention_heads)
+        {
             return Err(candle_core::Error::Msg(
                 "config.json: hidden_size is not a multiple of num_attention_heads".into(),
             ));
