@@ -81,4 +81,11 @@ pub(crate) enum Command {
     /// The run store: `gc` drops orphaned rows and gives the space back.
     #[command(subcommand)]
     Store(commands::store::StoreCommand),
+    /// Agent memory (daily log, working cache, semantic, archive): `query`, `store`,
+    /// `promote`, `correct`, `maintain`, `close`, `status`.
+    #[command(subcommand)]
+    Memory(commands::memory::MemoryCommand),
+    /// Run the verifier ladder (build → type-check → test → lint) and iterate the project's
+    /// agent until every required rung passes (`--max-iterations`).
+    Deliver(commands::deliver::DeliverArgs),
 }

@@ -10,7 +10,10 @@
 //!   `package.json` or `pyproject.toml` at `HEAD` differs from the base branch's;
 //! - `review`: a commit on the branch since the base carries a `Reviewed-by:` trailer;
 //! - `taskDiscipline`: the session had a task in progress (a `TodoWrite` item
-//!   `in_progress`) before its first edit.
+//!   `in_progress`) before its first edit;
+//! - `memoryLesson`: a lesson (a memory of kind lesson, pattern, decision or config, see
+//!   `weft memory store --type lesson`) was written since the session started — without a
+//!   session, since the branch left its base branch (the merge base's commit time), else at all.
 
 use std::path::Path;
 use std::time::Duration;
@@ -96,6 +99,7 @@ pub fn run_checklist(
                 "newTests" => new_tests(config, dir),
                 "review" => review(config, dir),
                 "taskDiscipline" => task_discipline(db, session),
+                "memoryLesson" => memory_lesson(config, dir, db, session),
                 other => (false, format!("{other} has no built-in check")),
             },
         };
@@ -109,7 +113,7 @@ pub fn run_checklist(
     Checklist { results }
 }
 
-fn run_command(line: &str, dir: &Path, limit: Duration) -> (bool, String) {
+pub(crate) fn run_command(line: &str, dir: &Path, limit: Duration) -> (bool, String) {
     match process::run_shell(line, dir, limit) {
         Err(e) => (false, e),
         Ok(done) if done.timed_out => (
@@ -322,5 +326,51 @@ fn task_discipline(db: Option<&GateDb>, session: Option<&str>) -> (bool, String)
                     .into(),
             ),
         },
+    }
+}
+
+fn memory_lesson(
+    config: &GateConfig,
+    dir: &Path,
+    db: Option<&GateDb>,
+    session: Option<&str>,
+) -> (bool, String) {
+    let started = match (db, session) {
+        (Some(db), Some(session)) => db.session_started(session).ok().flatten(),
+        _ => None,
+    };
+    let (since, when) = match started {
+        Some(at) => (at, "since this session started"),
+        None => match base_branch(config, dir)
+            .and_then(|base| git(dir, &["merge-base", "HEAD", &base]))
+            .and_then(|rev| git(dir, &["log", "-1", "--format=%ct", rev.trim()]))
+            .and_then(|t| t.trim().parse::<i64>().ok())
+        {
+            Some(seconds) => (seconds.saturating_mul(1000), "on this branch"),
+            None => (0, "yet"),
+        },
+    };
+    let root = crate::project::project_root(dir);
+    let path = weft_memory::MemoryDb::path_for(&root);
+    let lessons = weft_memory::MemoryDb::open_healing(&path)
+        .map(|(db, _)| weft_memory::Memory::new(db))
+        .and_then(|m| m.lessons_since(since));
+    match lessons {
+        Err(e) => (false, format!("the memory cannot be read: {e}")),
+        Ok(found) if found.is_empty() => (
+            false,
+            format!(
+                "no lesson was written to memory {when}: record what this change taught \
+                 (weft memory store \"<what and why>\" --type lesson --importance 7)"
+            ),
+        ),
+        Ok(found) => (
+            true,
+            format!(
+                "{} lesson(s) written {when}, e.g. #{}",
+                found.len(),
+                found.last().map_or(0, |e| e.id)
+            ),
+        ),
     }
 }

@@ -20,7 +20,7 @@
 //! schemaDiff = "scripts/schema-diff.sh"
 //! taskDiscipline = true           # built in: a task was in progress before the first edit
 //! review = true                   # built in: a Reviewed-by: trailer on the branch
-//! memoryLesson = "…"              # a command (memory tiers are not built yet)
+//! memoryLesson = true             # built in: a lesson was written to memory (or a command)
 //! versionBump = true              # built in: the version differs from the base branch's
 //! optional = ["lint"]             # checks that only warn
 //! timeoutSeconds = 900
@@ -47,7 +47,13 @@ pub const CHECK_NAMES: &[&str] = &[
 ];
 
 /// Checks that have a built-in meaning when set to `true`.
-const BUILTIN_CHECKS: &[&str] = &["newTests", "taskDiscipline", "review", "versionBump"];
+const BUILTIN_CHECKS: &[&str] = &[
+    "newTests",
+    "taskDiscipline",
+    "review",
+    "versionBump",
+    "memoryLesson",
+];
 
 /// How one completion check is carried out.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,9 +1,10 @@
 //! The `<uap-context>` block printed at session start.
 //!
-//! Until the memory tiers exist (issue 23, item 3) it holds what the gate database knows:
-//! where the agent stands (root or worktree), the active worktrees, open loops (sessions
-//! whose last "done" was refused), recent gate denials, the REQUIRED policies, the completion
-//! checklist and the other live agents with the paths they claim. Advisory only.
+//! It holds the memory (`weft-memory`: the top memories of the last 24 hours and the open
+//! session loops — actions, goals and decisions of importance ≥ 7) and what the gate database
+//! knows: where the agent stands (root or worktree), the active worktrees, open loops
+//! (sessions whose last "done" was refused), recent gate denials, the REQUIRED policies, the
+//! completion checklist and the other live agents with the paths they claim. Advisory only.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -13,6 +14,7 @@ use crate::db::{GateDb, now_ms};
 use crate::gates::is_worktree_name;
 use crate::project::Repo;
 use crate::verdict::Level;
+use weft_memory::{Entry, SessionContext};
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
@@ -28,6 +30,7 @@ pub(crate) fn context_block(
     cwd: &Path,
     config: &GateConfig,
     db: Option<&GateDb>,
+    memory: Option<&SessionContext>,
     session: Option<&str>,
     housekeeping: &[String],
 ) -> String {
@@ -70,6 +73,39 @@ pub(crate) fn context_block(
         if !names.is_empty() {
             let _ = writeln!(out, "Worktrees: {}", names.join(", "));
         }
+    }
+    if let Some(memory) = memory {
+        let line = |e: &Entry| {
+            format!(
+                "- #{} [{} · {} · {}] {}",
+                e.id,
+                e.tier.as_str(),
+                e.kind.as_str(),
+                e.importance,
+                crate::invocation::clip(&e.content.replace('\n', " "), 240)
+            )
+        };
+        if !memory.top.is_empty() {
+            out.push_str("Memories (last 24h, most important first):\n");
+            for e in &memory.top {
+                let _ = writeln!(out, "{}", line(e));
+            }
+        }
+        if !memory.loops.is_empty() {
+            out.push_str(
+                "Open session loops (action/goal/decision, importance >= 7; `weft memory close ID` when done):\n",
+            );
+            for e in &memory.loops {
+                let _ = writeln!(out, "{}", line(e));
+            }
+        }
+    }
+    if memory.is_some() {
+        out.push_str(
+            "Memory loop: READ this block; QUERY `weft memory query \"<topic>\"` before you act; RECORD \
+             `weft memory store \"<what you learned and why>\" --type lesson|decision|pattern|config --importance N`; \
+             PROMOTE `weft memory promote` before you finish (trivia, transient debugging state and secrets are refused).\n",
+        );
     }
     if let Some(db) = db {
         let since = now_ms() - DAY_MS;

@@ -580,6 +580,21 @@ impl GateDb {
         Ok(())
     }
 
+    /// When a session was first seen (ms), if it is registered.
+    ///
+    /// # Errors
+    /// [`GateError::Database`].
+    pub fn session_started(&self, session_id: &str) -> Result<Option<i64>, GateError> {
+        self.conn
+            .query_row(
+                "SELECT started_at FROM gate_agents WHERE session_id = ?1",
+                [session_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
     /// The task trace of a session.
     ///
     /// # Errors

@@ -29,6 +29,9 @@ use crate::invocation::{Stage, ToolInvocation, ToolKind, clip};
 use crate::project::project_root;
 use crate::verdict::{Finding, Level, Verdict};
 
+/// At most this many memories (and as many open loops) are injected at session start.
+const MEMORY_LINES: usize = 10;
+
 /// Agents not heard from for this long are deregistered at session start.
 pub const STALE_AFTER: Duration = Duration::from_secs(15 * 60);
 
@@ -602,11 +605,30 @@ fn session_start(payload: &Payload, harness: Harness) -> HookAnswer {
             "the gate database is unavailable ({e}); no memory was injected"
         ));
     }
+    // Memory is read here only (never on the tool-call path), and never fails the hook.
+    let memory =
+        match weft_memory::MemoryDb::open_healing(&weft_memory::MemoryDb::path_for(&setup.root)) {
+            Ok((db, healed)) => {
+                housekeeping.extend(healed);
+                match weft_memory::Memory::new(db).session_context(MEMORY_LINES) {
+                    Ok(context) => Some(context),
+                    Err(e) => {
+                        housekeeping.push(format!("memory not injected: {e}"));
+                        None
+                    }
+                }
+            }
+            Err(e) => {
+                housekeeping.push(format!("memory not injected: {e}"));
+                None
+            }
+        };
     let block = context_block(
         &setup.root,
         &payload.cwd,
         &setup.config,
         setup.db.as_ref().ok(),
+        memory.as_ref(),
         payload.session_id.as_deref(),
         &housekeeping,
     );

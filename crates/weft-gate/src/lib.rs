@@ -11,7 +11,8 @@
 //! - [`GateDb`] keeps the gate's tables (`gate_*`: policies, audit trail, live agents and
 //!   claims) in the project's SQLite file, beside the store's, with its own migrations.
 //! - [`worktree`], [`install`] and [`compliance`] back `weft worktree`, `weft hooks` and
-//!   `weft compliance check`; [`run_checklist`] runs the completion checklist.
+//!   `weft compliance check`; [`run_checklist`] runs the completion checklist, [`run_ladder`]
+//!   the verifier ladder of `weft deliver`.
 //!
 //! # Example: one check
 //!
@@ -45,6 +46,7 @@ mod gates;
 mod hook;
 pub mod install;
 mod invocation;
+mod ladder;
 mod policy;
 mod process;
 mod project;
@@ -59,6 +61,7 @@ pub use error::GateError;
 pub use gates::{Gates, NO_WORKTREE_ENV, is_worktree_name};
 pub use hook::{Harness, HookAnswer, HookEvent, STALE_AFTER, run_hook};
 pub use invocation::{Stage, ToolInvocation, ToolKind};
+pub use ladder::{LADDER, LadderResult, RungResult, RungStatus, has_ladder, run_ladder};
 pub use policy::{Policy, check_pattern};
 pub use project::{Repo, normalize, project_root};
 pub use verdict::{Finding, Level, Verdict};

@@ -516,6 +516,34 @@ fn each_completion_check_fails_on_a_fixture_repository() {
         )
         .passed
     );
+    // memoryLesson: no lesson since the session started fails; a stored lesson passes.
+    let missing = first("[completion]\nmemoryLesson = true\n", Some(&db), Some("t"));
+    assert!(
+        !missing.passed
+            && missing
+                .detail
+                .contains("no lesson was written to memory since this session started"),
+        "{missing:?}"
+    );
+    let memory = weft_memory::Memory::new(
+        weft_memory::MemoryDb::open(&weft_memory::MemoryDb::path_for(&root)).expect("memory"),
+    );
+    let stored = memory
+        .store(
+            weft_memory::NewMemory::new(
+                "Bump the version on the feature branch, never on main, or the gate fails",
+            )
+            .kind(weft_memory::Kind::Lesson)
+            .importance(7),
+            false,
+        )
+        .expect("store");
+    assert!(stored.stored);
+    assert!(first("[completion]\nmemoryLesson = true\n", Some(&db), Some("t")).passed);
+    assert!(
+        first("[completion]\nmemoryLesson = true\n", None, None).passed,
+        "written on this branch"
+    );
     // Optional checks do not refuse.
     let list = run_checklist(
         &config("[completion]\nlint = \"false\"\noptional = [\"lint\"]\n"),

@@ -5,6 +5,7 @@ pub(crate) mod checkpoints;
 pub(crate) mod compliance;
 pub(crate) mod confine;
 pub(crate) mod decide;
+pub(crate) mod deliver;
 pub(crate) mod embed;
 pub(crate) mod events;
 pub(crate) mod fork;
@@ -14,6 +15,7 @@ pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod llm;
 pub(crate) mod location;
+pub(crate) mod memory;
 pub(crate) mod models;
 pub(crate) mod policy;
 pub(crate) mod preflight;
@@ -67,5 +69,7 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compliance(command) => compliance::run(command),
         Command::Completion(command) => compliance::run_completion(command),
         Command::Store(command) => store::run(command),
+        Command::Memory(command) => memory::run(command),
+        Command::Deliver(args) => deliver::run(args),
     }
 }
