@@ -127,3 +127,64 @@ fn a_time_budget_stops_a_long_command_and_a_cost_budget_needs_prices() {
     let bad = weft(dir.path(), &["run", "p", "--max-time", "soon", "go"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// A `dual_ai` pair whose two sides each spend 30 tokens a turn and never stop on their own.
+fn chatty_pair(dir: &Path, budget: &str) {
+    for sub in ["agents", "prompts"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let answer = |text: &str| serde_json::json!({"text": text, "usage": {"inputTokens": 25, "outputTokens": 5}});
+    let script = |text: &str| {
+        serde_json::json!({"responses": (0..10).map(|_| answer(text)).collect::<Vec<_>>()})
+            .to_string()
+    };
+    let files = [
+        (
+            "weft.toml",
+            format!("model = \"scripted-turns:a.json\"\n{budget}"),
+        ),
+        (
+            "agents/pair.toml",
+            "name = \"pair\"\ntype = \"dual_ai\"\nmaxSessionTurns = 10\n[sideA]\nprompt = \"pa\"\n[sideB]\nprompt = \"pb\"\n"
+                .to_owned(),
+        ),
+        ("prompts/pa.toml", "name = \"pa\"\n".to_owned()),
+        (
+            "prompts/pb.toml",
+            "name = \"pb\"\nmodel = \"scripted-turns:b.json\"\n".to_owned(),
+        ),
+        ("a.json", script("a says")),
+        ("b.json", script("b says")),
+    ];
+    for (path, body) in files {
+        std::fs::write(dir.join(path), body).unwrap();
+    }
+}
+
+/// A run's budget covers every agent of the run: both sides of a `dual_ai` session count
+/// against one limit.
+#[test]
+fn a_token_budget_counts_both_sides_of_a_session() {
+    let dir = tempfile::tempdir().unwrap();
+    chatty_pair(dir.path(), "[budget]\nmaxTotalTokens = 100\n");
+    let out = weft(dir.path(), &["run", "--json", "go"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let end = end_of(&out);
+    assert_eq!(end["status"], "failed");
+    assert!(
+        end["error"].as_str().unwrap().contains("maxTotalTokens"),
+        "{end}"
+    );
+    // 30 tokens a turn, A and B alternating: the 4th turn reaches 120 ≥ 100, and the 5th
+    // model call is never made.
+    assert_eq!(
+        end["inputTokens"].as_u64().unwrap() + end["outputTokens"].as_u64().unwrap(),
+        120,
+        "{end}"
+    );
+}

@@ -1,6 +1,6 @@
 //! The live view while a run works (issue 17 item 10): on a terminal, a status line says
 //! what the run waits for (the model, or a running tool by name), for how long, and the
-//! run's tokens so far; replies of consecutive steps start on their own lines.
+//! run's tokens and cost so far; replies of consecutive steps start on their own lines.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
@@ -37,12 +37,18 @@ fn the_status_line_names_a_running_tool_and_the_tokens_so_far() {
         {"text": "slept", "delayMs": 500, "usage": {"inputTokens": 50, "outputTokens": 1}}
     ]});
     common::scripted_project(&p, "", &["run_command"], &script);
-    let out = on_a_terminal(&p, "run go");
+    // $1,000 / $10,000 per million tokens: 40 in and 2 out cost $0.06.
+    std::fs::write(
+        p.join("prices.toml"),
+        "[scripted-turns]\n\"*\" = { input = 1000, output = 10000 }\n",
+    )
+    .unwrap();
+    let out = on_a_terminal(&p, "run --pricing prices.toml go");
     let all = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{all}");
     assert!(all.contains("run_command running…"), "{all}");
     assert!(all.contains("waiting for the model…"), "{all}");
-    assert!(all.contains("42 tokens so far"), "{all}");
+    assert!(all.contains("42 tokens so far · $0.0600"), "{all}");
 }
 
 #[test]

@@ -142,6 +142,8 @@ pub enum RunEvent {
         input_tokens: u64,
         /// Output tokens of the run so far.
         output_tokens: u64,
+        /// What the run cost so far, in US dollars (`null`: a model without a known price).
+        cost: Option<f64>,
         /// Nesting depth.
         depth: u32,
     },

@@ -43,6 +43,8 @@ pub struct Fork {
 /// [`RunError::UnknownThread`] when neither a thread nor a run has that id, or the checkpoint
 /// is not one of the origin's; storage failures.
 pub async fn fork(store: &Store, origin: &str, at: &ForkPoint) -> Result<Fork, RunError> {
+    // Every write commits before this returns (a command exits right after).
+    let store = &store.with_durability(weft_store::Durability::Sync);
     let thread = match store.thread(origin).await? {
         Some(thread) => thread.id,
         None => match store.run(origin).await? {
@@ -94,6 +96,7 @@ pub async fn fork(store: &Store, origin: &str, at: &ForkPoint) -> Result<Fork, R
     );
     let messages = u64::try_from(checkpoint.state.message_count()).unwrap_or(u64::MAX);
     store.save_checkpoint(&new_thread, &checkpoint).await?;
+    store.flush().await?;
     Ok(Fork {
         thread_id: new_thread,
         origin_thread_id: thread,

@@ -381,13 +381,33 @@ impl Driver<'_> {
                 });
             }
             AgentStreamEvent::Uap(e) if e.event_type == weft_agent::UapEventType::StepEnd => {
-                let usage = &e.data["usage"];
+                // The whole run's spending so far (both sides, every agent): each model call
+                // is priced when it is recorded, so the run's ledger has it.
+                let (input_tokens, output_tokens, cost) = match &self.options.durable {
+                    Some(durable) => {
+                        let spent = durable.run.spent_usage();
+                        (
+                            spent.input_tokens,
+                            spent.output_tokens,
+                            durable.run.spent_cost(),
+                        )
+                    }
+                    None => {
+                        let usage = &e.data["usage"];
+                        (
+                            usage["inputTokens"].as_u64().unwrap_or(0),
+                            usage["outputTokens"].as_u64().unwrap_or(0),
+                            None,
+                        )
+                    }
+                };
                 self.emit(SessionEvent::StepEnd {
                     agent,
                     side,
                     step: e.step,
-                    input_tokens: usage["inputTokens"].as_u64().unwrap_or(0),
-                    output_tokens: usage["outputTokens"].as_u64().unwrap_or(0),
+                    input_tokens,
+                    output_tokens,
+                    cost,
                     depth: 0,
                 });
             }

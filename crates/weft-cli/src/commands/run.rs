@@ -608,12 +608,12 @@ enum Waiting {
     Tool(String, std::time::Instant),
 }
 
-/// The status line: what the run waits for, for how long, and the run's tokens so far.
+/// The status line: what the run waits for, for how long, and what the run spent so far.
 fn status_line(
     waiting: &Waiting,
     frame: usize,
     started: std::time::Instant,
-    tokens: u64,
+    spent: (u64, Option<f64>),
 ) -> String {
     const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
     let (what, since) = match waiting {
@@ -626,8 +626,12 @@ fn status_line(
         since.elapsed().as_secs_f64(),
         started.elapsed().as_secs_f64()
     );
+    let (tokens, cost) = spent;
     if tokens > 0 {
         line.push_str(&format!(" · {tokens} tokens so far"));
+        if let Some(cost) = cost {
+            line.push_str(&format!(" · ${cost:.4}"));
+        }
     }
     line
 }
@@ -640,7 +644,7 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
     let mut frame = 0usize;
     let mut at_line_start = true;
     let started = std::time::Instant::now();
-    let mut tokens = 0u64;
+    let mut spent: (u64, Option<f64>) = (0, None);
     let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut out = std::io::stdout();
     loop {
@@ -648,7 +652,7 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
             event = rx.recv() => event,
             _ = tick.tick(), if spin && waiting.is_some() => {
                 if let Some(waiting) = &waiting {
-                    eprint!("\r\x1b[K{}", status_line(waiting, frame, started, tokens));
+                    eprint!("\r\x1b[K{}", status_line(waiting, frame, started, spent));
                 }
                 frame += 1;
                 continue;
@@ -673,9 +677,10 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
             SessionEvent::StepEnd {
                 input_tokens,
                 output_tokens,
+                cost,
                 ..
             } => {
-                tokens = tokens.max(input_tokens + output_tokens);
+                spent = (input_tokens + output_tokens, *cost);
                 None
             }
             _ => None,
