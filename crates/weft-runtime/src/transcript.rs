@@ -386,12 +386,17 @@ impl Transcript {
     }
 
     /// The name an agent has in the thread: its own, with the side for a `dual_ai` session.
-    fn agent_name(&self, entry: &Entry) -> String {
+    fn agent_name(&self, agent: &str, side: Side) -> String {
         if self.dual {
-            format!("{} ({})", entry.agent, entry.side.key())
+            format!("{agent} ({})", side.key())
         } else {
-            entry.agent.clone()
+            agent.to_owned()
         }
+    }
+
+    /// The agent's id in the thread: derived from the thread id and its name.
+    fn agent_id(&self, name: &str) -> String {
+        weft_thread::hash::content_uuid(format!("{}/{name}", self.thread_id).as_bytes())
     }
 
     /// The ThreadProtocol thread: the first input of each run is a user turn; each side
@@ -419,18 +424,21 @@ impl Transcript {
                 }
             }
         };
-        for entry in &self.entries {
-            let name = self.agent_name(entry);
-            let id = weft_thread::hash::content_uuid(format!("{}/{name}", self.thread_id).as_bytes());
+        let mut register = |name: String, at: DateTime<Utc>| {
+            let id = self.agent_id(&name);
             agents.entry(id.clone()).or_insert_with(|| AgentConfig {
                 agent_id: id.clone(),
-                agent_name: name.clone(),
+                agent_name: name,
                 model_name: None,
                 provider_name: None,
-                created_at: time(entry.at()),
+                created_at: time(at),
                 config_ref: None,
                 extra: Default::default(),
             });
+            id
+        };
+        for entry in &self.entries {
+            let id = register(self.agent_name(&entry.agent, entry.side), entry.at());
             match &entry.item {
                 Item::Message(Message::User(user)) if entry.input => {
                     close(&mut open, &mut turns);
@@ -464,8 +472,8 @@ impl Transcript {
                         timestamp: time(*at),
                         event_type: HANDOFF_EVENT.to_owned(),
                         event_data: json!({"from": from, "to": to, "message": message}),
-                        source_agent: Some(from.clone()),
-                        target_agents: Some(vec![to.clone()]),
+                        source_agent: Some(id.clone()),
+                        target_agents: Some(vec![register(self.agent_name(to, entry.side), *at)]),
                         extra: Default::default(),
                     };
                     match &mut open {
@@ -482,7 +490,9 @@ impl Transcript {
             .entries
             .first()
             .map_or_else(|| self.created_at.clone(), |e| time(e.at()));
-        let last = turns.last().map_or_else(|| first.clone(), |t| t.end().to_owned());
+        let last = turns
+            .last()
+            .map_or_else(|| first.clone(), |t| t.end().to_owned());
         Thread {
             version: weft_thread::types::PROTOCOL_VERSION.to_owned(),
             thread_id: self.thread_id.clone(),
@@ -554,7 +564,9 @@ fn side_entries(
             side,
             agent: agent.clone(),
             run_id: run.map(str::to_owned),
-            input: side == Side::A && (index == 0 || starts_run) && matches!(message, Message::User(_)),
+            input: side == Side::A
+                && (index == 0 || starts_run)
+                && matches!(message, Message::User(_)),
             item: Item::Message(message.clone()),
         });
         if side == Side::A

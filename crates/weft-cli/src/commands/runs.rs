@@ -188,14 +188,19 @@ fn transcript_text(lines: &[Line], dual: bool) -> Vec<String> {
                     id,
                     name,
                     arguments,
-                } => format!("{who} → {name} {} [{id}]", clip(&arguments.to_string(), 160)),
+                } => format!(
+                    "{who} → {name} {} [{id}]",
+                    clip(&arguments.to_string(), 160)
+                ),
                 Said::ToolResult {
                     name,
                     result,
                     is_error,
                     ..
                 } => {
-                    let text = result.as_str().map_or_else(|| result.to_string(), str::to_owned);
+                    let text = result
+                        .as_str()
+                        .map_or_else(|| result.to_string(), str::to_owned);
                     format!(
                         "{who} ← {name}{}: {}",
                         if *is_error { " (error)" } else { "" },

@@ -208,8 +208,8 @@ fn export(
             }
             Err(error) => return Err(error.into()),
         };
-        let text = serde_json::to_string_pretty(&transcript.to_thread())
-            .context("serializing thread")?;
+        let text =
+            serde_json::to_string_pretty(&transcript.to_thread()).context("serializing thread")?;
         match output {
             Some(path) => {
                 std::fs::write(path, format!("{text}\n"))
