@@ -612,3 +612,98 @@ fn merge(a: Vec<Entry>, b: Vec<Entry>) -> Vec<Entry> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn summary(run: Option<&str>, messages: u64) -> CheckpointSummary {
+        CheckpointSummary {
+            id: String::new(),
+            thread_id: "t".into(),
+            step: 0,
+            kind: "step".into(),
+            agent_step: 0,
+            agent_id: String::new(),
+            run_id: run.map(str::to_owned),
+            timestamp: String::new(),
+            message_count: messages,
+            pending_tools: 0,
+            completed_tools: 0,
+            usage: weft_store::Usage::default(),
+        }
+    }
+
+    #[test]
+    fn a_runs_part_starts_after_the_checkpoint_before_its_first() {
+        // A fork's copy (no run), then run r1 (input + 2), then r2 continuing (input + 1).
+        let summaries = [
+            summary(None, 2),
+            summary(Some("r1"), 3),
+            summary(Some("r1"), 5),
+            summary(Some("r2"), 6),
+            summary(Some("r2"), 7),
+        ];
+        assert_eq!(
+            starts_of(&summaries),
+            [(2, "r1".to_owned()), (5, "r2".to_owned())]
+        );
+        let side = SideMessages {
+            messages: Vec::new(),
+            starts: starts_of(&summaries),
+        };
+        assert_eq!(
+            (side.run_of(1), side.run_of(2), side.run_of(6)),
+            (None, Some("r1"), Some("r2"))
+        );
+    }
+
+    #[test]
+    fn a_handoff_closes_the_turn_of_the_agent_that_handed_off() {
+        let input = Message::user("refund");
+        let call = weft_provider::ToolCall::new("h", "billing", json!({"message": "refund"}));
+        let asks = Message::Assistant(
+            weft_provider::AssistantMessage::new(vec![], vec![call], Default::default()).unwrap(),
+        );
+        let result = Message::ToolResult(weft_provider::ToolResultMessage::new(vec![
+            weft_provider::ToolResult {
+                tool_call_id: "h".into(),
+                result: json!("ok"),
+                is_error: false,
+            },
+        ]));
+        let side = SideMessages {
+            messages: vec![
+                input,
+                asks,
+                result,
+                Message::Assistant(weft_provider::AssistantMessage::text("done")),
+            ],
+            starts: vec![(0, "r".to_owned())],
+        };
+        let runs = BTreeMap::from([(
+            "r".to_owned(),
+            RunInfo {
+                agent: "triage".into(),
+                handoffs: vec![("billing".into(), "refund".into())],
+            },
+        )]);
+        let entries = side_entries(Side::A, &side, &runs, "triage");
+        let agents: Vec<&str> = entries.iter().map(|e| e.agent.as_str()).collect();
+        assert_eq!(agents, ["triage", "triage", "triage", "triage", "billing"]);
+        assert!(matches!(entries[3].item, Item::Handoff { .. }));
+        let transcript = Transcript {
+            thread_id: "550e8400-e29b-41d4-a716-446655440000".into(),
+            forked_from: None,
+            dual: false,
+            entries,
+            created_at: weft_store::now_string(),
+        };
+        let thread = transcript.to_thread().to_value().unwrap();
+        let report = weft_thread::validate(&thread);
+        assert!(report.is_valid(), "{:?}", report.findings);
+        assert_eq!(thread["turns"][1]["messages"][2]["message_type"], "system");
+        assert_eq!(thread["turns"].as_array().unwrap().len(), 3);
+    }
+}
