@@ -234,7 +234,7 @@ impl Transcript {
         run: Option<&RunRecord>,
     ) -> Result<Transcript, RunError> {
         let run_id = run.map(|r| r.run_id.clone());
-        let side_a = side_messages(store, thread, |s| match &run_id {
+        let mut side_a = side_messages(store, thread, |s| match &run_id {
             Some(id) => s
                 .iter()
                 .rposition(|c| c.run_id.as_deref() == Some(id))
@@ -244,7 +244,7 @@ impl Transcript {
         .await?
         .ok_or_else(|| RunError::UnknownThread(format!("{thread} has no checkpoint")))?;
         let a_end = side_a.messages.last().map(Message::timestamp);
-        let side_b = side_messages(store, &format!("{thread}.sideB"), |s| match &run_id {
+        let mut side_b = side_messages(store, &format!("{thread}.sideB"), |s| match &run_id {
             Some(id) => s
                 .iter()
                 .rposition(|c| c.run_id.as_deref() == Some(id))
@@ -260,6 +260,14 @@ impl Transcript {
             None => s.len().checked_sub(1),
         })
         .await?;
+        // Checkpoints written before they named their run: all of it is the run's.
+        if let Some(id) = &run_id {
+            for side in std::iter::once(&mut side_a).chain(side_b.as_mut()) {
+                if side.starts.is_empty() {
+                    side.starts.push((0, id.clone()));
+                }
+            }
+        }
         let mut runs: BTreeMap<String, RunInfo> = BTreeMap::new();
         for record in store.runs(None).await? {
             if record.thread_id != thread {
