@@ -1,6 +1,7 @@
 //! `weft runs list` and `weft runs show RUN`: runs recorded in the store, newest first, with
 //! their tokens and cost (`cost unknown` / `"cost": null` when a model without a price took
-//! part); `show` also lists the price each model call was charged at.
+//! part); `show` also lists the price each model call was charged at and the run's transcript
+//! (built by weft-runtime's `transcript`).
 //! Also the store options every store command shares (`--store URL`, `--json`).
 
 use std::process::ExitCode;
@@ -41,7 +42,9 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         limit: Option<u64>,
     },
-    /// Show one run: steps, tool calls, usage, status, agents.
+    /// Show one run: steps, usage, status, the transcript (what each side said, every tool
+    /// call with its arguments and result, handoffs; whole in `--json` under `transcript`),
+    /// tool calls, decisions, agents. A run that continued an older thread shows its own part.
     Show {
         #[command(flatten)]
         store: StoreArgs,
