@@ -1,6 +1,7 @@
 //! `weft runs list` and `weft runs show RUN`: runs recorded in the store, newest first, with
 //! their tokens and cost (`cost unknown` / `"cost": null` when a model without a price took
-//! part); `show` also lists the price each model call was charged at.
+//! part); `show` also lists the price each model call was charged at and the run's transcript
+//! (built by weft-runtime's `transcript`).
 //! Also the store options every store command shares (`--store URL`, `--json`).
 
 use std::process::ExitCode;
@@ -9,6 +10,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 use weft_runtime::ownership::effective_status;
+use weft_runtime::transcript::{Line, Said, Transcript};
 use weft_store::{
     DecisionStatus, Decisions as _, EventLog as _, EventQuery, Lineage, RunRecord, RunStatus, Runs,
     Store, ToolLedger, Usage, event_type,
@@ -40,7 +42,9 @@ pub(crate) enum RunsCommand {
         #[arg(long)]
         limit: Option<u64>,
     },
-    /// Show one run: steps, tool calls, usage, status, agents.
+    /// Show one run: steps, usage, status, the transcript (what each side said, every tool
+    /// call with its arguments and result, handoffs; whole in `--json` under `transcript`),
+    /// tool calls, decisions, agents. A run that continued an older thread shows its own part.
     Show {
         #[command(flatten)]
         store: StoreArgs,
@@ -158,6 +162,60 @@ fn agent_and_input(run: &RunRecord) -> (String, String) {
         }
         Err(_) => (String::from("?"), String::new()),
     }
+}
+
+/// The text view of transcript lines: who said what, tool calls with their arguments and
+/// results (clipped; `--json` has them whole), handoffs; the side first in a `dual_ai` run.
+fn transcript_text(lines: &[Line], dual: bool) -> Vec<String> {
+    use super::run::clip;
+    lines
+        .iter()
+        .map(|line| {
+            let who = if dual {
+                format!("[{}] {}", line.side.key(), line.agent)
+            } else {
+                line.agent.clone()
+            };
+            match &line.said {
+                Said::User { text, input: true } => format!("user: {}", clip(text, 200)),
+                Said::User { text, input: false } => format!("{who} heard: {}", clip(text, 200)),
+                Said::Assistant { text, reasoning } => {
+                    let said = format!("{who}: {}", clip(text, 200));
+                    match reasoning {
+                        Some(r) if text.is_empty() => format!("{who} (thinking): {}", clip(r, 120)),
+                        Some(r) => format!("{who} (thinking): {}\n  {said}", clip(r, 120)),
+                        None => said,
+                    }
+                }
+                Said::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                } => format!(
+                    "{who} → {name} {} [{id}]",
+                    clip(&arguments.to_string(), 160)
+                ),
+                Said::ToolResult {
+                    name,
+                    result,
+                    is_error,
+                    ..
+                } => {
+                    let text = result
+                        .as_str()
+                        .map_or_else(|| result.to_string(), str::to_owned);
+                    format!(
+                        "{who} ← {name}{}: {}",
+                        if *is_error { " (error)" } else { "" },
+                        clip(&text, 160)
+                    )
+                }
+                Said::Handoff { from, to, message } => {
+                    format!("handoff {from} → {to}: {}", clip(message, 160))
+                }
+            }
+        })
+        .collect()
 }
 
 /// How long a run ran (until now while it runs).
@@ -343,6 +401,19 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                 let checkpoints = s.list_checkpoints(&record.thread_id).await?;
                 let usage = current_usage(&s, &record).await?;
                 let model_calls = RunCalls::of(&s, &run).await?;
+                // What was said: this run's part of its thread (a run that continued an
+                // older thread shows only what it added, after a line counting the rest).
+                let transcript =
+                    match Transcript::load(&s, &record.thread_id, Some(&record)).await {
+                        Ok(t) => Some(t),
+                        Err(weft_runtime::RunError::UnknownThread(_)) => None,
+                        Err(e) => return Err(e.into()),
+                    };
+                let (lines, earlier) = transcript
+                    .as_ref()
+                    .map(|t| t.lines(Some(&run)))
+                    .unwrap_or_default();
+                let dual = transcript.as_ref().is_some_and(|t| t.dual);
                 if store.json {
                     let mut v = run_json(&s, &record, usage);
                     v["model_calls"] = model_calls.json();
@@ -361,6 +432,8 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                         .collect();
                     v["agents"] = serde_json::to_value(&agents)?;
                     v["checkpoints"] = json!(checkpoints.len());
+                    v["transcript"] = serde_json::to_value(&lines)?;
+                    v["transcript_earlier_entries"] = json!(earlier);
                     println!("{v}");
                 } else {
                     println!("run       {}", record.run_id);
@@ -386,6 +459,19 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                     }
                     if let Some(o) = &record.output {
                         println!("output    {o}");
+                    }
+                    if earlier > 0 {
+                        println!(
+                            "transcript (this run's part; {earlier} earlier entr{} of thread {}: weft thread export {})",
+                            if earlier == 1 { "y" } else { "ies" },
+                            record.thread_id,
+                            record.thread_id
+                        );
+                    } else {
+                        println!("transcript:");
+                    }
+                    for line in transcript_text(&lines, dual) {
+                        println!("  {line}");
                     }
                     println!("tool calls:");
                     for c in &calls {

@@ -1,4 +1,6 @@
-//! `weft thread …`: ThreadProtocol commands (validate, hash, canonicalize, convert).
+//! `weft thread …`: ThreadProtocol commands (validate, hash, canonicalize, convert), and
+//! `weft thread export RUN|THREAD` (a stored run's thread, built by weft-runtime's
+//! `transcript`).
 //!
 //! Every command reads a file or `-` (standard input) and writes its result to standard output;
 //! diagnostics go to standard error. Exit codes: `0` success, `1` invalid input (not JSON, not
@@ -10,6 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Subcommand;
 use serde_json::Value;
+use weft_runtime::transcript::Transcript;
 use weft_thread::canonical::{CanonicalOptions, canonicalize};
 use weft_thread::clock::{Clock, FixedClock, SystemClock};
 use weft_thread::ui_stream::{self, AssemblerOptions, EncodeOptions, ThreadDefaults};
@@ -65,6 +68,21 @@ pub(crate) enum ThreadCommand {
         agent_id: String,
         /// The ModelMessages JSON file, or `-` for standard input.
         file: String,
+    },
+    /// Export a run's thread (as it stood when the run ended: earlier runs of the thread
+    /// included) or a thread (as of its latest checkpoint) as a ThreadProtocol thread:
+    /// every side's messages, tool calls and results, handoffs. Exit codes: 0 written, 2 no
+    /// such run or thread.
+    Export {
+        /// A run id (or a unique prefix of one), or a thread id.
+        origin: String,
+        /// Write the thread to this file instead of standard output.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<std::path::PathBuf>,
+        /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else the
+        /// project's `.weft/weft.db`).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
     },
     /// Print the Pydantic AI `ModelMessages` JSON of a valid thread as one agent sees it.
     ToPydanticAi {
@@ -139,6 +157,11 @@ pub(crate) fn run(command: ThreadCommand) -> anyhow::Result<ExitCode> {
             );
             print_thread(&thread)
         }
+        ThreadCommand::Export {
+            origin,
+            output,
+            store,
+        } => export(&origin, output.as_deref(), store),
         ThreadCommand::ToPydanticAi { agent_id, file } => {
             let Some(thread) = read_typed_thread(&file)? else {
                 return Ok(invalid());
@@ -159,6 +182,43 @@ pub(crate) fn run(command: ThreadCommand) -> anyhow::Result<ExitCode> {
             write_stdout(&format!("{text}\n"))
         }
     }
+}
+
+/// `weft thread export`: the thread of a run (or a thread id) as ThreadProtocol JSON.
+fn export(
+    origin: &str,
+    output: Option<&std::path::Path>,
+    store: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let args = super::runs::StoreArgs { store, json: false };
+    super::runs::runtime()?.block_on(async move {
+        let store = super::runs::open_store(&args).await?;
+        let (thread, run) = match super::runs::find_run(&store, origin).await? {
+            Some(run) => (run.thread_id.clone(), Some(run)),
+            None => (origin.to_owned(), None),
+        };
+        let transcript = match Transcript::load(&store, &thread, run.as_ref()).await {
+            Ok(transcript) => transcript,
+            Err(weft_runtime::RunError::UnknownThread(_)) => {
+                eprintln!(
+                    "weft: no run or thread {origin:?} with a conversation in {}",
+                    store.location()
+                );
+                return Ok(ExitCode::from(2));
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let text =
+            serde_json::to_string_pretty(&transcript.to_thread()).context("serializing thread")?;
+        match output {
+            Some(path) => {
+                std::fs::write(path, format!("{text}\n"))
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                Ok(ExitCode::SUCCESS)
+            }
+            None => write_stdout(&format!("{text}\n")),
+        }
+    })
 }
 
 fn invalid() -> ExitCode {
