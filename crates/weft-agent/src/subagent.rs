@@ -44,6 +44,9 @@ pub struct ToolExecutionContext {
     pub events: EventSink,
     /// The context of the tool call that runs the calling agent, for nested runs.
     pub parent: Option<Arc<ToolExecutionContext>>,
+    /// Tool-pipeline stages a sub-agent's calls must pass too: the policy of the run the
+    /// calling agent belongs to (its hooks, its approvals), at every depth.
+    pub tool_layers: Vec<Arc<dyn weft_provider::pipeline::ToolLayer>>,
 }
 
 impl ToolExecutionContext {

@@ -577,6 +577,35 @@ impl LlmInstance {
         }
     }
 
+    /// A copy of this instance whose tool calls also pass `inherited` stages: a sub-agent's
+    /// instance, bound by its parent's policy (see [`crate::pipeline::ToolLayer::for_child`]).
+    pub fn with_inherited_layers(&self, inherited: &[Arc<dyn ToolLayer>]) -> LlmInstance {
+        if inherited.is_empty() {
+            return self.clone();
+        }
+        let inner = &self.inner;
+        LlmInstance {
+            inner: Arc::new(Inner {
+                model: inner.model.clone(),
+                config: inner.config.clone(),
+                system: inner.system.clone(),
+                params: inner.params.clone(),
+                tools: inner.tools.clone(),
+                strategy: inner.strategy.clone(),
+                structure: inner.structure.clone(),
+                mode: inner.mode,
+                extensions: inner.extensions.clone(),
+                pipeline: inner.pipeline.with_inherited(&inner.strategy, inherited),
+            }),
+        }
+    }
+
+    /// The stages a sub-agent run by one of this instance's tools must pass (the policy
+    /// stages of its pipeline).
+    pub fn child_layers(&self) -> Vec<Arc<dyn ToolLayer>> {
+        self.inner.pipeline.child_layers()
+    }
+
     /// Streams one turn (§9): events as they arrive, then the [`Turn`] from
     /// [`StreamResult::turn`]. Must be called inside a tokio runtime.
     ///

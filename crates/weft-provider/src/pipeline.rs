@@ -211,6 +211,13 @@ pub trait ToolLayer: Send + Sync {
         inv: &'a mut Invocation<'t>,
         next: Next<'a>,
     ) -> BoxFuture<'a, ToolOutcome>;
+
+    /// The stage a sub-agent's tool calls pass in its place (`None`: this stage is the
+    /// parent's own, e.g. its durable record). Policy stages return themselves, so a
+    /// runtime's policy binds at every sub-agent depth.
+    fn for_child(&self) -> Option<Arc<dyn ToolLayer>> {
+        None
+    }
 }
 
 impl fmt::Debug for dyn ToolLayer {
@@ -286,6 +293,9 @@ pub(crate) fn emit(inv: &Invocation<'_>, event_type: StreamEventType, end: Optio
 #[derive(Clone, Default)]
 pub(crate) struct Pipeline {
     layers: Arc<[Arc<dyn ToolLayer>]>,
+    /// What it was built from, to rebuild it with inherited stages.
+    validate: bool,
+    extra: Arc<[Arc<dyn ToolLayer>]>,
 }
 
 impl fmt::Debug for Pipeline {
@@ -322,7 +332,25 @@ impl Pipeline {
         layers.sort_by_key(|l| l.stage());
         Pipeline {
             layers: layers.into(),
+            validate,
+            extra: extra.into(),
         }
+    }
+
+    /// This pipeline with `inherited` stages added (a sub-agent's, from its parent).
+    pub(crate) fn with_inherited(
+        &self,
+        strategy: &ToolUseStrategy,
+        inherited: &[Arc<dyn ToolLayer>],
+    ) -> Self {
+        let mut extra: Vec<Arc<dyn ToolLayer>> = self.extra.to_vec();
+        extra.extend(inherited.iter().cloned());
+        Pipeline::new(self.validate, strategy, &extra)
+    }
+
+    /// The stages a sub-agent's calls must pass (see [`ToolLayer::for_child`]).
+    pub(crate) fn child_layers(&self) -> Vec<Arc<dyn ToolLayer>> {
+        self.extra.iter().filter_map(|l| l.for_child()).collect()
     }
 
     /// Runs `inv` through every stage.

@@ -171,21 +171,29 @@ fn deny_reason(stdout: &[u8]) -> Option<String> {
     })
 }
 
-/// The hooks stage of the pipeline.
+/// The hooks stage of the pipeline (a sub-agent's calls pass the same hooks).
+#[derive(Clone)]
 pub(crate) struct HooksLayer {
     run: Arc<RunContext>,
-    hooks: Vec<PreToolHook>,
+    hooks: Arc<[PreToolHook]>,
 }
 
 impl HooksLayer {
     pub(crate) fn new(run: Arc<RunContext>, hooks: Vec<PreToolHook>) -> Self {
-        HooksLayer { run, hooks }
+        HooksLayer {
+            run,
+            hooks: hooks.into(),
+        }
     }
 }
 
 impl ToolLayer for HooksLayer {
     fn stage(&self) -> Stage {
         Stage::Hooks
+    }
+
+    fn for_child(&self) -> Option<Arc<dyn ToolLayer>> {
+        Some(Arc::new(self.clone()))
     }
 
     fn call<'a, 't>(

@@ -162,6 +162,13 @@ impl ToolLayer for ApprovalLayer {
         Stage::Approval
     }
 
+    fn for_child(&self) -> Option<Arc<dyn ToolLayer>> {
+        Some(Arc::new(ChildApprovalLayer {
+            run: self.run.clone(),
+            policy: self.policy.clone(),
+        }))
+    }
+
     fn call<'a, 't>(
         &'a self,
         inv: &'a mut Invocation<'t>,
@@ -270,6 +277,84 @@ impl ToolLayer for ApprovalLayer {
                 Verdict::Approve => next.run(inv).await,
                 Verdict::Deny(reason) => Self::denied(&tool, &reason),
             }
+        })
+    }
+}
+
+/// The approval stage for a sub-agent's calls: the same policy, asked of the same person.
+/// A sub-agent's step cannot be given up and taken again like the run's own (its model
+/// responses are not recorded), so when nobody can answer now the call is refused — the
+/// model hears why — rather than run without the approval the policy asks for.
+struct ChildApprovalLayer {
+    run: Arc<RunContext>,
+    policy: ToolPolicy,
+}
+
+impl ToolLayer for ChildApprovalLayer {
+    fn stage(&self) -> Stage {
+        Stage::Approval
+    }
+
+    fn for_child(&self) -> Option<Arc<dyn ToolLayer>> {
+        Some(Arc::new(ChildApprovalLayer {
+            run: self.run.clone(),
+            policy: self.policy.clone(),
+        }))
+    }
+
+    fn call<'a, 't>(
+        &'a self,
+        inv: &'a mut Invocation<'t>,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, ToolOutcome> {
+        if !self.policy.requires_approval(&inv.tool.name) {
+            return next.run(inv);
+        }
+        Box::pin(async move {
+            let run = &*self.run;
+            let id = inv.call.tool_call_id.clone();
+            let tool = inv.tool.name.clone();
+            let verdict = match run.approver() {
+                Some(approver) => {
+                    approver
+                        .decide(&ApprovalRequest {
+                            run_id: run.run_id().to_owned(),
+                            decision_id: format!("sub-agent call {id}"),
+                            tool_call_id: id.clone(),
+                            tool: tool.clone(),
+                            arguments: inv.arguments.clone(),
+                        })
+                        .await
+                }
+                None => None,
+            };
+            let outcome = match verdict {
+                Some(Verdict::Approve) => {
+                    inv.approved = Some(true);
+                    return next.run(inv).await;
+                }
+                Some(Verdict::Deny(reason)) => {
+                    inv.approved = Some(false);
+                    ApprovalLayer::denied(&tool, &reason)
+                }
+                None => ToolOutcome::Refused {
+                    stage: Stage::Approval,
+                    reason: format!(
+                        "{tool} needs a person's approval, and a sub-agent's call cannot wait for a decision: \
+                         it was not run (approve it inline on a terminal, or do it outside the sub-agent)"
+                    ),
+                },
+            };
+            if let ToolOutcome::Refused { stage, reason } = &outcome {
+                run.event(
+                    event_type::TOOL_CALL_REFUSED,
+                    Some(&id),
+                    json!({"tool": tool, "stage": stage.as_str(), "reason": reason,
+                           "arguments": inv.arguments, "subAgent": true}),
+                )
+                .await;
+            }
+            outcome
         })
     }
 }

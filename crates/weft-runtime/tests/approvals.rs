@@ -479,3 +479,136 @@ async fn a_transient_failure_is_retried_visibly_when_the_policy_allows() {
     assert_eq!(retries[0]["error"], "connection reset");
     assert_eq!(retries[0]["attempt"], 1);
 }
+
+/// A registry with `delegate`: a sub-agent (its own scripted model) that calls
+/// `append_line` once, writing into `dir`.
+fn delegating_registry(dir: &Path) -> ToolRegistry {
+    let mut registry = ToolRegistry::with_builtins();
+    let config = json!({"out": dir.join("out.txt"), "log": dir.join("log.txt")});
+    registry.register("delegate", move |_config: &Value| {
+        let writer = weft_store::testing::append_line_tool(&config)?;
+        let model = weft_provider::adapters::scripted::model(
+            weft_provider::adapters::scripted::Script {
+                fresh_ids: false,
+                responses: vec![
+                    weft_provider::adapters::scripted::ScriptedResponse::tool_call(
+                        "child-1",
+                        "append_line",
+                        json!({"line": "from the sub-agent"}),
+                    ),
+                    weft_provider::adapters::scripted::ScriptedResponse::text("child done"),
+                ],
+            },
+        );
+        let child = weft_agent::agent(weft_agent::AgentOptions::new(model).tool(writer))
+            .map_err(|e| e.to_string())?;
+        Ok(weft_agent::SubagentTool::new(
+            "delegate",
+            "Hands a task to a helper agent.",
+            json!({"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}),
+            child,
+        )
+        .build())
+    });
+    registry
+}
+
+fn delegating_spec(dir: &Path, policy: ToolPolicy) -> RunSpec {
+    let path = dir.join("parent.json");
+    std::fs::write(
+        &path,
+        json!({"responses": [
+            {"toolCalls": [{"id": "p1", "name": "delegate", "arguments": {"prompt": "write a line"}}]},
+            {"text": "parent done"}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut program = AgentProgram::new(format!("scripted-turns:{}", path.display()));
+    program.tools = vec![ToolSpec {
+        name: "delegate".into(),
+        config: json!({}),
+    }];
+    program.policy = policy;
+    RunSpec::new("go", Program::Agent(program))
+}
+
+/// The run's policy binds a sub-agent's calls too: hooks deny them, and a call that needs
+/// approval is asked of the same person — or refused when nobody can answer — never run
+/// unapproved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agents_calls_pass_the_runs_hooks_and_approvals() {
+    // Approval without anyone to ask: refused, not run.
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let outcome = Runtime::new(store.clone())
+        .with_tools(delegating_registry(dir.path()))
+        .start(
+            delegating_spec(dir.path(), ToolPolicy::requiring(["append_line"])),
+            false,
+        )
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert!(
+        !dir.path().join("out.txt").exists(),
+        "the sub-agent's call did not run"
+    );
+    let refused: Vec<Value> = event_types(&store, &outcome.run_id)
+        .await
+        .into_iter()
+        .filter(|(k, _)| k == "tool_call_refused")
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["subAgent"], true);
+
+    // The same with a person who approves: it runs.
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let approver = Arc::new(Counting::default());
+    let outcome = Runtime::new(store.clone())
+        .with_tools(delegating_registry(dir.path()))
+        .with_approver(approver.clone())
+        .start(
+            delegating_spec(dir.path(), ToolPolicy::requiring(["append_line"])),
+            false,
+        )
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert_eq!(approver.asked.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        lines(&dir.path().join("out.txt")),
+        ["child-1 from the sub-agent"]
+    );
+
+    // A hook of the run denies the sub-agent's call.
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let policy = ToolPolicy {
+        pre_tool_use: vec![
+            PreToolHook::new("echo 'no writes here' >&2; exit 2").matching("append_line"),
+        ],
+        ..ToolPolicy::default()
+    };
+    let outcome = Runtime::new(store.clone())
+        .with_tools(delegating_registry(dir.path()))
+        .start(delegating_spec(dir.path(), policy), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert!(
+        !dir.path().join("out.txt").exists(),
+        "the hook stopped the sub-agent's call"
+    );
+}

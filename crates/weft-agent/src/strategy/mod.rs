@@ -137,6 +137,11 @@ impl ExecutionContext {
         session_id: Option<String>,
         parent: Option<Arc<ToolExecutionContext>>,
     ) -> Self {
+        // A sub-agent's tool calls pass its parent run's policy stages too.
+        let base_llm = match &parent {
+            Some(parent) => base_llm.with_inherited_layers(&parent.tool_layers),
+            None => base_llm,
+        };
         let mut ctx = ExecutionContext {
             agent,
             llm: base_llm.clone(),
@@ -168,6 +173,7 @@ impl ExecutionContext {
             session_id: self.session_id.clone(),
             events: self.events.clone(),
             parent: self.parent.clone(),
+            tool_layers: self.base_llm.child_layers(),
         }
     }
 
