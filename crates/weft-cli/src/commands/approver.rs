@@ -4,11 +4,16 @@
 
 use std::io::{BufRead as _, Write as _};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
 use tokio::sync::Mutex;
 use weft_runtime::approval::{ApprovalRequest, Approver};
 use weft_store::Verdict;
+
+/// Set while a question is on the terminal: the live view's status line stays quiet, so it
+/// never draws over the question.
+pub(crate) static ASKING: AtomicBool = AtomicBool::new(false);
 
 /// Asks on stderr, reads the answer from stdin.
 #[derive(Debug, Default)]
@@ -26,7 +31,7 @@ fn ask(request: &ApprovalRequest) -> Option<Verdict> {
     let mut err = std::io::stderr();
     let _ = writeln!(
         err,
-        "\n? {} wants to run {} {}",
+        "\r\x1b[K? {} wants to run {} {}",
         request.run_id,
         request.tool,
         super::run::clip(&request.arguments.to_string(), 300)
@@ -60,9 +65,12 @@ impl Approver for TerminalApprover {
     async fn decide(&self, request: &ApprovalRequest) -> Option<Verdict> {
         let _turn = self.one_at_a_time.lock().await;
         let request = request.clone();
-        tokio::task::spawn_blocking(move || ask(&request))
+        ASKING.store(true, Ordering::SeqCst);
+        let verdict = tokio::task::spawn_blocking(move || ask(&request))
             .await
             .ok()
-            .flatten()
+            .flatten();
+        ASKING.store(false, Ordering::SeqCst);
+        verdict
     }
 }

@@ -651,7 +651,9 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
         let event = tokio::select! {
             event = rx.recv() => event,
             _ = tick.tick(), if spin && waiting.is_some() => {
-                if let Some(waiting) = &waiting {
+                // Quiet while a question waits for an answer on the terminal.
+                let asking = super::approver::ASKING.load(std::sync::atomic::Ordering::SeqCst);
+                if let Some(waiting) = waiting.as_ref().filter(|_| !asking) {
                     eprint!("\r\x1b[K{}", status_line(waiting, frame, started, spent));
                 }
                 frame += 1;
