@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use weft_provider::adapters::scripted::{Script, ScriptedModel};
+use weft_provider::adapters::scripted::{Script, ScriptedModel, answer_tag};
 use weft_provider::provider::{LlmModel, Provider};
 use weft_provider::{ErrorCode, Message, Tool, ToolContext, ToolError, UppError};
 
@@ -105,10 +105,18 @@ pub fn scripted_turns_provider() -> Arc<Provider> {
                 let fresh_ids = script.fresh_ids;
                 let model: Arc<dyn LlmModel> = Arc::new(
                     ScriptedModel::from_fn(model_id, move |request| {
+                        // This script's answers so far: after a handoff the conversation
+                        // holds another script's answers too, which do not count. (Answers
+                        // recorded before answers were tagged count as this script's.)
                         let k = request
                             .messages
                             .iter()
-                            .filter(|m| matches!(m, Message::Assistant(_)))
+                            .filter(|m| match m {
+                                Message::Assistant(a) => {
+                                    answer_tag(a).is_none_or(|tag| tag == id.as_str())
+                                }
+                                _ => false,
+                            })
                             .count();
                         script.responses.get(k).cloned().ok_or_else(|| {
                             UppError::llm(
@@ -122,7 +130,8 @@ pub fn scripted_turns_provider() -> Arc<Provider> {
                             )
                         })
                     })
-                    .with_fresh_ids(fresh_ids),
+                    .with_fresh_ids(fresh_ids)
+                    .with_answer_tag(model_id),
                 );
                 Ok(model)
             },

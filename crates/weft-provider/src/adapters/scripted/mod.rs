@@ -212,6 +212,23 @@ pub struct ScriptedModel {
     source: Source,
     capabilities: LlmCapabilities,
     fresh_ids: bool,
+    /// Written into every answer's metadata (`{"scripted": {"script": TAG}}`), so a
+    /// conversation shows which script gave which answer.
+    answer_tag: Option<String>,
+}
+
+/// The metadata key under which a tagged scripted answer names its script.
+pub const ANSWER_TAG_KEY: &str = "scripted";
+
+/// The script that gave `message`, when it is a tagged scripted answer (see
+/// [`ScriptedModel::with_answer_tag`]).
+pub fn answer_tag(message: &AssistantMessage) -> Option<&str> {
+    message
+        .metadata
+        .as_ref()?
+        .get(ANSWER_TAG_KEY)?
+        .get("script")?
+        .as_str()
 }
 
 impl fmt::Debug for ScriptedModel {
@@ -243,6 +260,7 @@ impl ScriptedModel {
                 cursor: AtomicUsize::new(0),
             },
             capabilities: CAPABILITIES,
+            answer_tag: None,
         }
     }
 
@@ -256,7 +274,15 @@ impl ScriptedModel {
             source: Source::Function(Box::new(respond)),
             capabilities: CAPABILITIES,
             fresh_ids: false,
+            answer_tag: None,
         }
+    }
+
+    /// Tags every answer with `tag` in its metadata (see [`answer_tag`]).
+    #[must_use]
+    pub fn with_answer_tag(mut self, tag: impl Into<String>) -> Self {
+        self.answer_tag = Some(tag.into());
+        self
     }
 
     /// Gives every answer's tool calls new ids, as real providers do (see
@@ -323,7 +349,11 @@ impl ScriptedModel {
     }
 }
 
-fn to_llm_response(scripted: &ScriptedResponse, fresh_ids: bool) -> Result<LlmResponse, UppError> {
+fn to_llm_response(
+    scripted: &ScriptedResponse,
+    fresh_ids: bool,
+    tag: Option<&str>,
+) -> Result<LlmResponse, UppError> {
     // Real providers give new call ids on every answer; `freshIds` scripts do the same.
     let suffix = if fresh_ids {
         format!("-{:08x}", fastrand::u32(..))
@@ -361,7 +391,18 @@ fn to_llm_response(scripted: &ScriptedResponse, fresh_ids: bool) -> Result<LlmRe
         "tool_use"
     };
     let usage = scripted.usage.unwrap_or_default();
-    let message = AssistantMessage::new(content, calls, MessageOptions::default())
+    let options = MessageOptions {
+        metadata: tag.map(|tag| {
+            let mut metadata = crate::message::Metadata::new();
+            metadata.insert(
+                ANSWER_TAG_KEY.to_owned(),
+                serde_json::json!({ "script": tag }),
+            );
+            metadata
+        }),
+        ..MessageOptions::default()
+    };
+    let message = AssistantMessage::new(content, calls, options)
         .map_err(|e| UppError::llm(ErrorCode::InvalidResponse, NAME, e.to_string()))?;
     Ok(LlmResponse {
         message,
@@ -392,14 +433,17 @@ impl LlmModel for ScriptedModel {
     fn complete(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmResponse, UppError>> {
         Box::pin(async move {
             let scripted = self.respond(&request).await?;
-            to_llm_response(&scripted, self.fresh_ids())
+            to_llm_response(&scripted, self.fresh_ids(), self.answer_tag.as_deref())
         })
     }
 
     fn stream(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmStream, UppError>> {
         Box::pin(async move {
             let scripted = self.respond(&request).await?;
-            Ok(to_llm_response(&scripted, self.fresh_ids())?.into_stream())
+            Ok(
+                to_llm_response(&scripted, self.fresh_ids(), self.answer_tag.as_deref())?
+                    .into_stream(),
+            )
         })
     }
 }
