@@ -15,8 +15,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorCode, UppError};
-use crate::pipeline::{self, Invocation, Pipeline, ToolOutcome, now_ms};
-use crate::stream::{EventDelta, StreamEvent, StreamEventType};
+use crate::pipeline::{self, Invocation, Pipeline, ToolOutcome};
+use crate::stream::{StreamEvent, StreamEventType};
 use crate::tool::{Extensions, Tool, ToolCall, ToolContext, ToolExecution, ToolResult};
 
 /// How many calls of one round may run at once.
@@ -175,26 +175,14 @@ fn error_outcome(call: &ToolCall, message: String) -> CallOutcome {
 /// A call refused before its tool ran: an error result the model can correct, shown as a
 /// tool execution that started and failed at once (so every outcome is visible).
 fn rejected(call: &ToolCall, message: String, cx: &RoundContext<'_>) -> CallOutcome {
-    if let Some(emit) = cx.events {
-        for event_type in [
-            StreamEventType::ToolExecutionStart,
-            StreamEventType::ToolExecutionEnd,
-        ] {
-            let end = event_type == StreamEventType::ToolExecutionEnd;
-            emit(StreamEvent {
-                event_type,
-                index: 0,
-                delta: EventDelta {
-                    tool_call_id: Some(call.tool_call_id.clone()),
-                    tool_name: Some(call.tool_name.clone()),
-                    result: end.then(|| Value::String(message.clone())),
-                    is_error: end.then_some(true),
-                    timestamp: Some(now_ms()),
-                    ..EventDelta::default()
-                },
-            });
-        }
-    }
+    let result = Value::String(message.clone());
+    pipeline::emit_for(cx.events, call, StreamEventType::ToolExecutionStart, None);
+    pipeline::emit_for(
+        cx.events,
+        call,
+        StreamEventType::ToolExecutionEnd,
+        Some((&result, true)),
+    );
     error_outcome(call, message)
 }
 

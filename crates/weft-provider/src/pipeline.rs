@@ -273,13 +273,23 @@ pub(crate) fn now_ms() -> i64 {
 
 /// Emits a tool-execution event for `inv`, when the round streams.
 pub(crate) fn emit(inv: &Invocation<'_>, event_type: StreamEventType, end: Option<(&Value, bool)>) {
-    if let Some(events) = inv.events {
+    emit_for(inv.events, inv.call, event_type, end);
+}
+
+/// Emits a tool-execution event for `call` to `events`, when there is a sink.
+pub(crate) fn emit_for(
+    events: EventEmitter<'_>,
+    call: &ToolCall,
+    event_type: StreamEventType,
+    end: Option<(&Value, bool)>,
+) {
+    if let Some(events) = events {
         events(StreamEvent {
             event_type,
             index: 0,
             delta: EventDelta {
-                tool_call_id: Some(inv.call.tool_call_id.clone()),
-                tool_name: Some(inv.call.tool_name.clone()),
+                tool_call_id: Some(call.tool_call_id.clone()),
+                tool_name: Some(call.tool_name.clone()),
                 result: end.map(|(value, _)| value.clone()),
                 is_error: end.map(|(_, is_error)| is_error),
                 timestamp: Some(now_ms()),
