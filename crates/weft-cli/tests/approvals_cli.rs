@@ -375,3 +375,49 @@ fn a_dual_ai_side_b_call_waiting_for_approval_resumes_in_side_b() {
     assert_eq!(session_end["reason"], "sessionStop");
     assert_eq!(session_end["message"], "approved");
 }
+
+/// `[gates] runs = true` (issue 23 item 7): Weft's own run passes the Universal Agent
+/// Protocol's gates as a stage of its tool pipeline — here the dangerous-command guard and
+/// the worktree gate — and the model reads the denial; allowed calls run.
+#[test]
+fn with_gates_on_for_runs_a_force_push_and_an_edit_outside_a_worktree_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    let script = json!({"responses": [
+        {"toolCalls": [{"id": "g1", "name": "run_command", "arguments": {"command": "git push --force origin main"}}]},
+        {"toolCalls": [{"id": "g2", "name": "write_file", "arguments": {"path": "src.txt", "content": "x"}}]},
+        {"toolCalls": [{"id": "g3", "name": "run_command", "arguments": {"command": "echo fine >> ok.txt"}}]},
+        {"text": "done"}
+    ]});
+    common::scripted_project(
+        &p,
+        "[gates]\nruns = true\n",
+        &["run_command", "write_file"],
+        &script,
+    );
+    let out = weft(&p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let results: Vec<(String, bool, String)> = json_lines(&out)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_result")
+        .map(|e| {
+            (
+                e["id"].as_str().unwrap().to_owned(),
+                e["isError"].as_bool().unwrap(),
+                e["result"].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert!(
+        results[0].1 && results[0].2.contains("denied by the project's gates"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].1 && results[1].2.contains("worktree"),
+        "{results:?}"
+    );
+    assert!(!results[2].1, "{results:?}");
+    assert!(!p.join("src.txt").exists());
+    assert_eq!(std::fs::read_to_string(p.join("ok.txt")).unwrap(), "fine\n");
+}

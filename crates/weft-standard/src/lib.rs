@@ -35,6 +35,7 @@
 
 pub mod definition;
 mod error;
+mod gates;
 pub mod project;
 mod runner;
 mod session;

@@ -408,6 +408,17 @@ impl Project {
         policy
     }
 
+    /// Whether `[gates] runs = true`: the project's runs pass the Universal Agent Protocol's
+    /// gates (worktree, dangerous commands, policies) like a harness's tool calls do.
+    pub fn gates_in_runs(&self) -> bool {
+        self.config
+            .gates
+            .as_ref()
+            .and_then(|g| g.get("runs"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
     /// What the tool name `name` of a prompt refers to.
     pub fn tool_kind(&self, name: &str) -> Option<ToolKind<'_>> {
         if let Some(tool) = self.tool(name) {

@@ -293,6 +293,13 @@ impl Driver<'_> {
                 agent_options = agent_options.tool_layer(layer);
             }
         }
+        if self.project.gates_in_runs() {
+            // `[gates] runs = true`: the UAP gates as a stage, for this agent and its sub-agents.
+            let gates =
+                crate::gates::GateLayer::for_project(self.project.dir(), self.workspace.root())
+                    .map_err(|e| fail(format!("the project's gates: {e}")))?;
+            agent_options = agent_options.tool_layer(Arc::new(gates));
+        }
         for (key, value) in &prompt.params {
             agent_options = agent_options.param(key.clone(), value.clone());
         }
