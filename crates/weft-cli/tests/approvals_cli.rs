@@ -421,3 +421,35 @@ fn with_gates_on_for_runs_a_force_push_and_an_edit_outside_a_worktree_are_refuse
     assert!(!p.join("src.txt").exists());
     assert_eq!(std::fs::read_to_string(p.join("ok.txt")).unwrap(), "fine\n");
 }
+
+/// `[gates] completeRuns = true` (issue 23 item 7): a run ends completed only when the
+/// project's completion checklist passes; otherwise it fails, naming the failing checks.
+#[test]
+fn with_completion_gates_a_run_is_done_only_when_its_checks_pass() {
+    let config = "[gates]\ncompleteRuns = true\n[completion]\ntests = \"test -f done.txt\"\n";
+    // The agent claims done without doing the work: the run fails with the check named.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    let lazy = json!({"responses": [{"text": "all done!"}]});
+    common::scripted_project(&p, config, &["write_file"], &lazy);
+    let out = weft(&p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let end = run_end(&out);
+    let error = end["error"].as_str().unwrap();
+    assert!(
+        error.contains("completion gates failed") && error.contains("tests"),
+        "{end}"
+    );
+
+    // The agent does the work: the run completes.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    let diligent = json!({"responses": [
+        {"toolCalls": [{"id": "w1", "name": "write_file", "arguments": {"path": "done.txt", "content": "ok\n"}}]},
+        {"text": "all done!"}
+    ]});
+    common::scripted_project(&p, config, &["write_file"], &diligent);
+    let out = weft(&p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(run_end(&out)["output"], "all done!");
+}

@@ -419,6 +419,17 @@ impl Project {
             .unwrap_or(false)
     }
 
+    /// Whether `[gates] completeRuns = true`: a run of the project ends completed only when
+    /// the completion checklist (`[completion]`, as `weft hook stop` runs it) passes.
+    pub fn completion_gates_for_runs(&self) -> bool {
+        self.config
+            .gates
+            .as_ref()
+            .and_then(|g| g.get("completeRuns"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
     /// What the tool name `name` of a prompt refers to.
     pub fn tool_kind(&self, name: &str) -> Option<ToolKind<'_>> {
         if let Some(tool) = self.tool(name) {

@@ -114,16 +114,60 @@ impl Sessions for StandardSessions {
         let mut usage = base_usage;
         usage.merge(&outcome.usage);
         usage.cycles = None;
+        let mut status = match outcome.status {
+            SessionStatus::Completed => EndStatus::Completed,
+            SessionStatus::Failed => EndStatus::Failed,
+            SessionStatus::Interrupted => EndStatus::Interrupted,
+        };
+        let mut message = outcome.message;
+        if status == EndStatus::Completed && project.completion_gates_for_runs() {
+            // `[gates] completeRuns = true`: "done" only when the completion checklist passes.
+            if let Some(refusal) =
+                completion_refusal(project.dir(), &program.workspace, &run.ledger).await
+            {
+                status = EndStatus::Failed;
+                message = refusal;
+            }
+        }
         Ok(ProgramEnd {
-            status: match outcome.status {
-                SessionStatus::Completed => EndStatus::Completed,
-                SessionStatus::Failed => EndStatus::Failed,
-                SessionStatus::Interrupted => EndStatus::Interrupted,
-            },
-            message: outcome.message,
+            status,
+            message,
             steps: outcome.state_a.step() + outcome.state_b.as_ref().map_or(0, |s| s.step()),
             steps_before,
             usage,
         })
+    }
+}
+
+/// Runs the project's completion checklist in `workspace` (off the async threads: its checks
+/// are commands) and logs it; the reason a run may not end completed, when a required check
+/// fails or the checklist cannot be read.
+async fn completion_refusal(
+    root: &std::path::Path,
+    workspace: &std::path::Path,
+    run: &weft_runtime::ledger::RunContext,
+) -> Option<String> {
+    let (root, workspace) = (root.to_owned(), workspace.to_owned());
+    let checked = tokio::task::spawn_blocking(move || {
+        weft_gate::GateConfig::load(&root)
+            .map(|config| weft_gate::run_checklist(&config, &workspace, None, None))
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|checked| checked);
+    match checked {
+        Ok(checklist) => {
+            run.event(
+                "completion_gates",
+                None,
+                serde_json::json!({"passed": checklist.passed(), "summary": checklist.summary()}),
+            )
+            .await;
+            (!checklist.passed()).then(|| checklist.reason())
+        }
+        Err(error) => Some(format!(
+            "the completion checklist could not run, so the run does not end completed: {error}"
+        )),
     }
 }
