@@ -198,3 +198,52 @@ pub(crate) fn context_block(
     out.push_str("</uap-context>\n");
     out
 }
+
+/// The `<uap-context>` block `weft hook session-start` injects, for a run of Weft's own that
+/// starts in `root` working in `cwd`: the protocol's rules, the project's state and its
+/// memory (the last day's top memories, open loops). It never fails: what could not be read
+/// is said in the block.
+pub fn start_context(root: &Path, cwd: &Path) -> String {
+    let mut housekeeping = Vec::new();
+    let config = GateConfig::load(root).unwrap_or_else(|e| {
+        housekeeping.push(format!(
+            "the project's gate settings could not be read ({e})"
+        ));
+        GateConfig::default()
+    });
+    let db = match GateDb::open_healing(&GateDb::path_for(root)) {
+        Ok((db, notes)) => {
+            housekeeping.extend(notes);
+            Some(db)
+        }
+        Err(e) => {
+            housekeeping.push(format!("the gate database is unavailable ({e})"));
+            None
+        }
+    };
+    let memory = match weft_memory::MemoryDb::open_healing(&weft_memory::MemoryDb::path_for(root)) {
+        Ok((memory, notes)) => {
+            housekeeping.extend(notes);
+            match weft_memory::Memory::new(memory).session_context(crate::hook::MEMORY_LINES) {
+                Ok(context) => Some(context),
+                Err(e) => {
+                    housekeeping.push(format!("memory not injected: {e}"));
+                    None
+                }
+            }
+        }
+        Err(e) => {
+            housekeeping.push(format!("memory not injected: {e}"));
+            None
+        }
+    };
+    context_block(
+        root,
+        cwd,
+        &config,
+        db.as_ref(),
+        memory.as_ref(),
+        None,
+        &housekeeping,
+    )
+}

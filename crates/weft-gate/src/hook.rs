@@ -30,7 +30,7 @@ use crate::project::project_root;
 use crate::verdict::{Finding, Level, Verdict};
 
 /// At most this many memories (and as many open loops) are injected at session start.
-const MEMORY_LINES: usize = 10;
+pub(crate) const MEMORY_LINES: usize = 10;
 
 /// Agents not heard from for this long are deregistered at session start.
 pub const STALE_AFTER: Duration = Duration::from_secs(15 * 60);

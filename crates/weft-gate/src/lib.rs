@@ -56,6 +56,7 @@ pub mod worktree;
 
 pub use completion::{CheckResult, Checklist, run_checklist};
 pub use config::{CHECK_NAMES, Check, CheckSpec, CompletionConfig, GateConfig};
+pub use context::start_context;
 pub use db::{AgentRow, AuditEntry, GateDb, TaskTrace, now_ms};
 pub use error::GateError;
 pub use gates::{Gates, NO_WORKTREE_ENV, is_worktree_name};

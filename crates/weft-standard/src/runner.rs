@@ -108,6 +108,15 @@ impl Sessions for StandardSessions {
             },
             base_usage: base_usage.clone(),
         });
+        if project.gates_in_runs() {
+            // The protocol's session start for Weft's own run: memory and rules in the
+            // system prompt (read off the async threads; never fails the run).
+            let (root, cwd) = (project.dir().to_owned(), program.workspace.clone());
+            options.start_context =
+                tokio::task::spawn_blocking(move || weft_gate::start_context(&root, &cwd))
+                    .await
+                    .ok();
+        }
         let outcome = run_session(&project, &agent.name, "", &options)
             .await
             .map_err(|e| RunError::Agent(e.to_string()))?;

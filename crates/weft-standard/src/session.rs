@@ -83,6 +83,10 @@ pub struct SessionOptions {
     /// The endpoint of each provider (`provider name → base URL`), e.g. a proxy or a local
     /// server; a provider not listed uses its own default.
     pub base_urls: std::collections::BTreeMap<String, String>,
+    /// Text added to every agent's system prompt for this session (the Universal Agent
+    /// Protocol's `<uap-context>`: memory and rules, when the project turns the gates on for
+    /// runs).
+    pub start_context: Option<String>,
 }
 
 impl SessionOptions {
@@ -100,6 +104,7 @@ impl SessionOptions {
             thread_id: None,
             confinement: weft_tools::Confinement::default(),
             base_urls: std::collections::BTreeMap::new(),
+            start_context: None,
         }
     }
 }
@@ -283,7 +288,13 @@ impl Driver<'_> {
             },
         };
         let mut agent_options = AgentOptions::new(model)
-            .system(self.project.system_text(agent_def, prompt))
+            .system(match &self.options.start_context {
+                Some(context) => format!(
+                    "{}\n\n{context}",
+                    self.project.system_text(agent_def, prompt)
+                ),
+                None => self.project.system_text(agent_def, prompt),
+            })
             .tools(tools)
             .execution_mode(ExecutionMode::Sequential)
             .execution(strategy);
