@@ -142,14 +142,8 @@ impl GateDb {
     /// The database of the project at `root`: `WEFT_DATABASE_URL` when it names a SQLite
     /// file (`sqlite:PATH`), else `root/.weft/weft.db`.
     pub fn path_for(root: &Path) -> PathBuf {
-        if let Ok(url) = std::env::var("WEFT_DATABASE_URL")
-            && let Some(path) = url.trim().strip_prefix("sqlite:")
-            && !path.is_empty()
-        {
-            let path = path.strip_prefix("//").unwrap_or(path);
-            return root.join(path);
-        }
-        root.join(".weft").join("weft.db")
+        // One project file for the store, the gate and the memory.
+        weft_memory::MemoryDb::path_for(root)
     }
 
     /// Opens (creating the file and its folder) and migrates.

@@ -139,6 +139,20 @@ impl ToolLayer for ReplayLayer {
     }
 }
 
+/// Asks the run's approver, if it has one, about `inv` (`None`: nobody can answer now).
+async fn ask(run: &RunContext, decision_id: &str, inv: &Invocation<'_>) -> Option<Verdict> {
+    let approver = run.approver()?;
+    approver
+        .decide(&ApprovalRequest {
+            run_id: run.run_id().to_owned(),
+            decision_id: decision_id.to_owned(),
+            tool_call_id: inv.call.tool_call_id.clone(),
+            tool: inv.tool.name.clone(),
+            arguments: inv.arguments.clone(),
+        })
+        .await
+}
+
 struct ApprovalLayer {
     run: Arc<RunContext>,
     policy: ToolPolicy,
@@ -219,20 +233,7 @@ impl ToolLayer for ApprovalLayer {
                             "the approval request could not be recorded, so the call was not run: {error}"
                         )));
                     }
-                    let asked = match run.approver() {
-                        Some(approver) => {
-                            approver
-                                .decide(&ApprovalRequest {
-                                    run_id: run.run_id().to_owned(),
-                                    decision_id: decision.id.clone(),
-                                    tool_call_id: id.clone(),
-                                    tool: tool.clone(),
-                                    arguments: inv.arguments.clone(),
-                                })
-                                .await
-                        }
-                        None => None,
-                    };
+                    let asked = ask(run, &decision.id, inv).await;
                     let Some(verdict) = asked else {
                         run.event(
                             DECISION_PENDING,
@@ -314,20 +315,7 @@ impl ToolLayer for ChildApprovalLayer {
             let run = &*self.run;
             let id = inv.call.tool_call_id.clone();
             let tool = inv.tool.name.clone();
-            let verdict = match run.approver() {
-                Some(approver) => {
-                    approver
-                        .decide(&ApprovalRequest {
-                            run_id: run.run_id().to_owned(),
-                            decision_id: format!("sub-agent call {id}"),
-                            tool_call_id: id.clone(),
-                            tool: tool.clone(),
-                            arguments: inv.arguments.clone(),
-                        })
-                        .await
-                }
-                None => None,
-            };
+            let verdict = ask(run, &format!("sub-agent call {id}"), inv).await;
             let outcome = match verdict {
                 Some(Verdict::Approve) => {
                     inv.approved = Some(true);
