@@ -15,6 +15,20 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
+/// A `--json` event with its payload's fields beside the envelope's (`type`, `runId`, …).
+fn flat(event: Value) -> Value {
+    match (event.get("seq"), event.get("payload")) {
+        (Some(_), Some(Value::Object(payload))) => {
+            let mut flat = event.clone();
+            for (key, value) in payload {
+                flat[key] = value.clone();
+            }
+            flat
+        }
+        _ => event,
+    }
+}
+
 /// A project whose agent writes `note.txt` twice (calls w1, w2) and then answers; both
 /// `write_file` calls need approval.
 fn project(dir: &Path, extra: &str) {
@@ -52,7 +66,7 @@ fn text(out: &Output) -> String {
 fn json_lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter_map(|l| serde_json::from_str(l).ok()).map(flat)
         .collect()
 }
 
@@ -165,7 +179,7 @@ fn a_denied_call_reaches_the_model_with_the_reason_and_shows_in_runs_show() {
     assert!(!p.join("note.txt").exists(), "a denied call never runs");
     let results: Vec<Value> = json_lines(&done)
         .into_iter()
-        .filter(|e| e["type"] == "tool_result")
+        .filter(|e| e["type"] == "tool_call_end")
         .collect();
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0]["isError"], true);
@@ -204,7 +218,7 @@ fn a_project_hook_denies_a_call_with_exit_2_and_the_model_reads_its_stderr() {
     assert!(!p.join("ran.txt").exists());
     let result = json_lines(&out)
         .into_iter()
-        .find(|e| e["type"] == "tool_result")
+        .find(|e| e["type"] == "tool_call_end")
         .unwrap();
     assert_eq!(result["result"], "commands are frozen today");
     assert_eq!(result["isError"], true);
@@ -360,8 +374,8 @@ fn a_dual_ai_side_b_call_waiting_for_approval_resumes_in_side_b() {
     assert_eq!(done.status.code(), Some(0), "{}", text(&done));
     let turns: Vec<(Value, Value)> = json_lines(&done)
         .into_iter()
-        .filter(|e| e["type"] == "turn_start")
-        .map(|e| (e["side"].clone(), e["turn"].clone()))
+        .filter(|e| e["type"] == "side_turn_start")
+        .map(|e| (e["side"].clone(), e["sessionTurn"].clone()))
         .collect();
     assert_eq!(
         turns,
@@ -399,7 +413,7 @@ fn with_gates_on_for_runs_a_force_push_and_an_edit_outside_a_worktree_are_refuse
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let results: Vec<(String, bool, String)> = json_lines(&out)
         .into_iter()
-        .filter(|e| e["type"] == "tool_result")
+        .filter(|e| e["type"] == "tool_call_end")
         .map(|e| {
             (
                 e["id"].as_str().unwrap().to_owned(),

@@ -85,51 +85,42 @@ fn json_events_follow_the_schema() {
     assert_eq!(events[0]["type"], "run_start");
     let run_id = events[0]["runId"].as_str().expect("runId").to_owned();
     assert_eq!(events[1]["type"], "session_start");
-    let known = [
-        "run_start",
-        "session_start",
-        "turn_start",
-        "step_start",
-        "step_end",
-        "text_delta",
-        "reasoning_delta",
-        "tool_call",
-        "tool_result",
-        "status",
-        "handoff",
-        "turn_end",
-        "session_end",
-        "run_end",
-    ];
-    for e in &events {
-        assert!(
-            known.contains(&e["type"].as_str().unwrap_or_default()),
-            "unknown event {e}"
-        );
+    // One envelope for every event: numbered 1, 2, 3, … with the runtime spec's fields.
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e["seq"].as_u64(), Some(i as u64 + 1), "{e}");
+        assert_eq!(e["runId"], run_id.as_str(), "{e}");
+        assert_eq!(e["id"], format!("{run_id}:{}", i + 1), "{e}");
+        for key in ["agentId", "agentPath", "timestamp", "type"] {
+            assert!(e[key].as_str().is_some_and(|v| !v.is_empty()), "{key} in {e}");
+        }
+        assert!(e["turn"].is_u64() && e["payload"].is_object(), "{e}");
     }
     let call = events
         .iter()
-        .find(|e| e["type"] == "tool_call")
+        .find(|e| e["type"] == "tool_call_start")
         .expect("a tool call");
-    assert_eq!(call["name"], "list_dir");
-    assert_eq!(call["arguments"]["path"], ".");
+    assert_eq!(call["payload"]["tool"], "list_dir");
+    assert_eq!(call["payload"]["arguments"]["path"], ".");
+    assert!(call["toolCallId"].is_string(), "{call}");
     let last = events.last().expect("events");
     assert_eq!(
         (
             last["type"].as_str(),
             last["runId"].as_str(),
-            last["exitCode"].as_u64()
+            last["payload"]["exitCode"].as_u64()
         ),
         (Some("run_end"), Some(run_id.as_str()), Some(0))
     );
-    let end = &events[events.len() - 2];
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "session_end")
+        .expect("session_end");
     assert_eq!(
         (
-            end["type"].as_str(),
-            end["status"].as_str(),
-            end["reason"].as_str()
+            end["payload"]["status"].as_str(),
+            end["payload"]["reason"].as_str()
         ),
-        (Some("session_end"), Some("completed"), Some("response"))
+        (Some("completed"), Some("response"))
     );
 }
 
@@ -205,12 +196,12 @@ fn sandbox_escapes_are_refused_through_weft_run() {
     let results: Vec<Value> = text(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["type"] == "tool_result")
+        .filter(|e| e["type"] == "tool_call_end")
         .collect();
     assert_eq!(results.len(), 2);
     for r in &results {
-        assert_eq!(r["isError"], true, "{r}");
-        assert!(!r["result"].to_string().contains("root:"), "{r}");
+        assert_eq!(r["payload"]["isError"], true, "{r}");
+        assert!(!r["payload"]["result"].to_string().contains("root:"), "{r}");
     }
 }
 
@@ -409,9 +400,9 @@ fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
             .find(|e| e["type"] == "session_end")
             .map(|e| {
                 (
-                    e["status"].clone(),
-                    e["reason"].clone(),
-                    e["message"].clone(),
+                    e["payload"]["status"].clone(),
+                    e["payload"]["reason"].clone(),
+                    e["payload"]["message"].clone(),
                 )
             })
             .expect("session_end")
@@ -440,7 +431,8 @@ fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
     let mut first = Vec::new();
     for line in lines.by_ref() {
         let event: Value = serde_json::from_str(&line.expect("line")).expect("JSON line");
-        let reviewer_started = event["type"] == "turn_start" && event["side"] == "sideB";
+        let reviewer_started =
+            event["type"] == "turn_start" && event["payload"]["side"] == "sideB";
         first.push(event);
         if reviewer_started {
             break;
@@ -463,12 +455,25 @@ fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
         text(&out.stderr)
     );
     let resumed = json_lines(&text(&out.stdout));
-    assert_eq!(resumed[0]["type"], "run_start");
-    assert_eq!(resumed[0]["resumed"], true);
+    // The resumed process's events, numbered on from the first one's.
+    assert_eq!(resumed[0]["type"], "recovery");
+    assert_eq!(
+        resumed[0]["seq"].as_u64(),
+        first
+            .iter()
+            .filter_map(|e| e["seq"].as_u64())
+            .max()
+            .map(|s| s + 1)
+    );
     let turns: Vec<(Value, Value)> = resumed
         .iter()
-        .filter(|e| e["type"] == "turn_start")
-        .map(|e| (e["side"].clone(), e["turn"].clone()))
+        .filter(|e| e["type"] == "side_turn_start")
+        .map(|e| {
+            (
+                e["payload"]["side"].clone(),
+                e["payload"]["sessionTurn"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         turns,
@@ -500,6 +505,7 @@ fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
         .iter()
         .find(|e| e["type"] == "run_end")
         .expect("run_end");
+    let (run_end, reference_end) = (&run_end["payload"], &reference_end["payload"]);
     assert_eq!(
         (&run_end["inputTokens"], &run_end["outputTokens"]),
         (&Value::from(72), &Value::from(15)),
@@ -529,9 +535,22 @@ fn a_project_run_logs_the_runtime_events() {
     let out = weft(&dir.path().join("demo"), &["events", &run_id, "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let events = json_lines(&text(&out.stdout));
+    // The runtime spec's events, in order (the session's own — side turns, streamed text —
+    // are between them).
+    let runtime_types = [
+        "run_start",
+        "routing",
+        "turn_start",
+        "tool_call_start",
+        "tool_call_end",
+        "turn_end",
+        "checkpoint",
+        "completion",
+    ];
     let types: Vec<&str> = events
         .iter()
         .map(|e| e["type"].as_str().expect("type"))
+        .filter(|t| runtime_types.contains(t))
         .collect();
     let step = [
         "turn_start",
@@ -548,7 +567,7 @@ fn a_project_run_logs_the_runtime_events() {
     assert_eq!(types, expected);
     let mut last_turn = 0;
     for e in &events {
-        for key in ["run_id", "agent_id", "timestamp"] {
+        for key in ["runId", "agentId", "timestamp"] {
             assert!(
                 e[key].as_str().is_some_and(|v| !v.is_empty()),
                 "{key} in {e}"
@@ -561,7 +580,7 @@ fn a_project_run_logs_the_runtime_events() {
             .as_str()
             .is_some_and(|t| t.starts_with("tool_call"))
         {
-            assert!(e["tool_call_id"].as_str().is_some(), "{e}");
+            assert!(e["toolCallId"].as_str().is_some(), "{e}");
         }
     }
     assert_eq!(last_turn, 4);
@@ -579,10 +598,15 @@ fn a_project_run_logs_the_runtime_events() {
         first.contains("Look before you change anything."),
         "{first}"
     );
-    let routing = &events[1]["payload"];
+    let routing = events
+        .iter()
+        .find(|e| e["type"] == "routing")
+        .expect("a routing event");
+    let agent = routing["agentId"].as_str();
+    let routing = &routing["payload"];
     assert_eq!(
         (
-            routing["agent"].as_str(),
+            agent,
             routing["side"].as_str(),
             routing["reason"].as_str()
         ),

@@ -16,6 +16,20 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
+/// A `--json` event with its payload's fields beside the envelope's (`type`, `runId`, …).
+fn flat(event: Value) -> Value {
+    match (event.get("seq"), event.get("payload")) {
+        (Some(_), Some(Value::Object(payload))) => {
+            let mut flat = event.clone();
+            for (key, value) in payload {
+                flat[key] = value.clone();
+            }
+            flat
+        }
+        _ => event,
+    }
+}
+
 fn weft(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(args)
@@ -47,14 +61,21 @@ fn project(dir: &Path, calls: &[(&str, Value)], extra: &str) {
 }
 
 /// The `tool_result` events of a `--json` run, by call id.
-fn results(stdout: &str) -> Vec<(String, Value, bool)> {
+fn json_events(stdout: &str) -> Vec<Value> {
     stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["type"] == "tool_result")
+        .collect()
+}
+
+fn results(stdout: &str) -> Vec<(String, Value, bool)> {
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok()).map(flat)
+        .filter(|e| e["type"] == "tool_call_end")
         .map(|e| {
             (
-                e["id"].as_str().unwrap_or_default().to_owned(),
+                e["toolCallId"].as_str().unwrap_or_default().to_owned(),
                 e["result"].clone(),
                 e["isError"] == true,
             )
@@ -229,10 +250,16 @@ fn escape_attempts_through_weft_run_are_contained() {
         0,
         "the background process outlived the call"
     );
-    // A huge output is capped at the source: the event log holds what the model saw.
-    let stdout = results[2].1["stdout"].as_str().unwrap().to_owned();
-    assert!(stdout.len() < 70_000, "{}", stdout.len());
-    assert!(stdout.contains("[… truncated by Weft: 65536 of 3000000 bytes shown …]"));
+    // A huge output is capped at the source; the event refers to the ledger's copy of
+    // what the model saw (below) rather than repeating it.
+    let events = json_events(&text(&out.stdout));
+    let capped = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_end")
+        .nth(2)
+        .expect("the third call's end");
+    let bytes = capped["payload"]["resultBytes"].as_u64().unwrap();
+    assert!(bytes > 16 * 1024 && bytes < 70_000, "{capped}");
     let run_id = text(&out.stdout)
         .lines()
         .find_map(|l| {

@@ -9,6 +9,22 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use serde_json::Value;
+
+/// A `--json` event with its payload's fields beside the envelope's (`type`, `runId`, …).
+fn flat(event: Value) -> Value {
+    match (event.get("seq"), event.get("payload")) {
+        (Some(_), Some(Value::Object(payload))) => {
+            let mut flat = event.clone();
+            for (key, value) in payload {
+                flat[key] = value.clone();
+            }
+            flat
+        }
+        _ => event,
+    }
+}
+
 fn project(dir: &Path) {
     let script = serde_json::json!({"responses": [
         {"toolCalls": [{"id": "c1", "name": "nope", "arguments": {}}]},
@@ -43,14 +59,14 @@ fn refused_calls_are_errors_the_model_sees_and_the_run_goes_on() {
     );
     let events: Vec<serde_json::Value> = stdout
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| flat(serde_json::from_str(l).unwrap()))
         .collect();
     let results: Vec<(&str, bool, &str)> = events
         .iter()
-        .filter(|e| e["type"] == "tool_result")
+        .filter(|e| e["type"] == "tool_call_end")
         .map(|e| {
             (
-                e["id"].as_str().unwrap(),
+                e["toolCallId"].as_str().unwrap(),
                 e["isError"].as_bool().unwrap(),
                 e["result"].as_str().unwrap_or_default(),
             )
@@ -83,7 +99,7 @@ fn refused_calls_are_errors_the_model_sees_and_the_run_goes_on() {
     let log = weft(&dir.path().join("p"), &["events", run, "--json"]);
     let refused: Vec<String> = String::from_utf8_lossy(&log.stdout)
         .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).map(flat)
         .flat_map(|v| match v {
             serde_json::Value::Array(items) => items,
             other => vec![other],

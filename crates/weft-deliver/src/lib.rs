@@ -339,16 +339,13 @@ pub async fn deliver(
         let input = prompt(&options.instruction, &last, number, options.max_iterations);
         let mut spec = RunSpec::new(input, Program::Session(program));
         spec.budget = budget;
-        let mut handle = runtime.start(spec, true).await?;
+        // Nobody renders the agent's own events here (they are in the run's log).
+        let handle = runtime.start(spec, false).await?;
         let run_id = handle.id().to_owned();
         observe(&DeliverEvent::RunStarted {
             iteration: number,
             run_id: run_id.clone(),
         });
-        // Nobody renders the agent's own events here: drain them.
-        let drain = handle
-            .take_events()
-            .map(|mut rx| tokio::spawn(async move { while rx.recv().await.is_some() {} }));
         let abort = handle.abort_handle();
         let cancel = options.cancel.clone();
         let watcher = tokio::spawn(async move {
@@ -357,9 +354,6 @@ pub async fn deliver(
         });
         let outcome = handle.outcome().await;
         watcher.abort();
-        if let Some(drain) = drain {
-            let _ = drain.await;
-        }
         let outcome = outcome?;
         let (status, error) = match &outcome.end {
             RunEnd::Completed { .. } => ("completed", None),

@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
+use serde_json::Value;
 use weft_agent::checkpoint::CheckpointMode;
 use weft_agent::execution::{ExecutionStrategy, StepOutcome, Steps};
 use weft_agent::{
@@ -15,9 +15,10 @@ use weft_agent::{
     RunOptions, agent,
 };
 use weft_provider::{Message, TokenUsage, Tool, Turn};
-use weft_store::{Durability, event_type};
+use weft_store::Durability;
 
 use crate::error::RunError;
+use crate::event::EventKind;
 use crate::ledger::RunContext;
 use crate::observer::RunObserver;
 use crate::run::{ActiveRun, EndStatus, ProgramEnd};
@@ -129,11 +130,11 @@ pub(crate) async fn run(
             usage.merge(&turn.usage);
             active
                 .ledger
-                .event(
-                    event_type::COMPLETION,
-                    None,
-                    json!({"summary": turn.text(), "steps": state.step()}),
-                )
+                .emit(EventKind::Completion {
+                    summary: turn.text(),
+                    steps: state.step(),
+                    reason: None,
+                })
                 .await;
             ProgramEnd {
                 status: EndStatus::Completed,
@@ -162,7 +163,10 @@ pub(crate) async fn run(
             let message = error.to_string();
             active
                 .ledger
-                .event(event_type::ERROR, None, json!({"message": message}))
+                .emit(EventKind::Error {
+                    message: message.clone(),
+                    reason: None,
+                })
                 .await;
             ProgramEnd {
                 status: EndStatus::Failed,

@@ -28,11 +28,12 @@ use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
 use weft_provider::{AssistantMessage, TokenUsage, ToolCall, ToolExecution};
 use weft_store::{
-    DecisionRecord, DecisionStatus, EventLog as _, NewEvent, RecordedResponse, Store,
+    DecisionRecord, DecisionStatus, RecordedResponse, Store,
     ToolCallRecord, ToolCallStatus,
 };
 
 use crate::approval::Approver;
+use crate::event::{AgentPath, Emitter, EventKind, RunEvent};
 use weft_provider::pricing::Prices;
 
 use crate::budget::Budget;
@@ -82,6 +83,8 @@ pub struct RunContext {
     /// Decisions raised in this process that nobody could answer: the run suspends.
     raised: Mutex<Vec<DecisionRecord>>,
     approver: Option<Arc<dyn Approver>>,
+    events: Emitter,
+    agent: AgentPath,
 }
 
 impl fmt::Debug for RunContext {
@@ -106,11 +109,14 @@ impl RunContext {
         responses: impl IntoIterator<Item = RecordedResponse>,
         approved_reruns: HashSet<String>,
     ) -> Self {
+        let (run_id, thread_id, agent_id) = (run_id.into(), thread_id.into(), agent_id.into());
         RunContext {
+            events: Emitter::new(store.clone(), &run_id, &thread_id, Emitter::channel()),
+            agent: AgentPath::root(&agent_id),
             store,
-            run_id: run_id.into(),
-            thread_id: thread_id.into(),
-            agent_id: agent_id.into(),
+            run_id,
+            thread_id,
+            agent_id,
             recorded: Mutex::new(
                 recorded
                     .into_iter()
@@ -135,6 +141,32 @@ impl RunContext {
             raised: Mutex::new(Vec::new()),
             approver: None,
         }
+    }
+
+    /// This context with its events published on `live` (the channel the run's handle
+    /// subscribed to).
+    #[must_use]
+    pub fn with_live_events(mut self, live: tokio::sync::broadcast::Sender<Arc<RunEvent>>) -> Self {
+        self.events = Emitter::new(self.store.clone(), &self.run_id, &self.thread_id, live);
+        self
+    }
+
+    /// This context with its events attributed to the agent `name` (the run's root agent:
+    /// a Standard Agents agent's name, an agent program's role).
+    #[must_use]
+    pub fn with_agent_name(mut self, name: &str) -> Self {
+        self.agent = AgentPath::root(name);
+        self
+    }
+
+    /// The run's event emitter.
+    pub fn emitter(&self) -> &Emitter {
+        &self.events
+    }
+
+    /// The run's root agent.
+    pub fn agent(&self) -> &AgentPath {
+        &self.agent
     }
 
     /// This context with the decisions people took on earlier processes' calls (only
@@ -396,20 +428,17 @@ impl RunContext {
             .and_then(|r| r.get(position).cloned())
     }
 
-    /// Appends an event of this run; failures are logged (events never fail a run).
-    pub async fn event(&self, kind: &str, tool_call_id: Option<&str>, payload: Value) {
-        let event = NewEvent {
-            event_type: kind.to_owned(),
-            run_id: self.run_id.clone(),
-            thread_id: self.thread_id.clone(),
-            agent_id: self.agent_id.clone(),
-            turn: self.turn(),
-            tool_call_id: tool_call_id.map(str::to_owned),
-            payload,
-        };
-        if let Err(error) = self.store.append_event(event).await {
-            tracing::warn!(%error, kind, "event append failed");
-        }
+    /// Emits an event of the run's root agent at the current turn (failures are logged:
+    /// events never fail a run).
+    pub async fn emit(&self, kind: EventKind) {
+        self.events.emit(&self.agent, self.turn(), None, kind).await;
+    }
+
+    /// Emits an event about the tool call `tool_call_id`.
+    pub async fn emit_call(&self, tool_call_id: &str, kind: EventKind) {
+        self.events
+            .emit(&self.agent, self.turn(), Some(tool_call_id), kind)
+            .await;
     }
 
     pub(crate) fn snapshot(

@@ -50,7 +50,7 @@ pub mod transcript;
 
 pub use agent_program::ToolRegistry;
 pub use error::RunError;
-pub use event::RunEvent;
+pub use event::{EventKind, RunEvent, RunEvents};
 pub use run::{
     ActiveRun, EndStatus, ProgramEnd, ResumeOptions, RunEnd, RunHandle, RunOutcome, Runtime,
     Sessions, default_providers, record_root_agent,

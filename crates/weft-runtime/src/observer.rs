@@ -7,33 +7,24 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::{Value, json};
 use weft_agent::AgentState;
 use weft_agent::execution::StepObserver;
 use weft_provider::{TokenUsage, Turn};
-use weft_store::event_type;
 
+use crate::event::{EventKind, Side};
 use crate::ledger::RunContext;
 
 /// Logs a run's steps (see the module docs).
 #[derive(Debug, Clone)]
 pub struct RunObserver {
     run: Arc<RunContext>,
-    side: Option<&'static str>,
+    side: Option<Side>,
 }
 
 impl RunObserver {
-    /// The observer of `run`'s steps; `side` (a `dual_ai` side's key) goes into every
-    /// payload.
-    pub fn new(run: Arc<RunContext>, side: Option<&'static str>) -> Arc<Self> {
+    /// The observer of `run`'s steps; `side` (a `dual_ai` side) goes into every payload.
+    pub fn new(run: Arc<RunContext>, side: Option<Side>) -> Arc<Self> {
         Arc::new(RunObserver { run, side })
-    }
-
-    fn payload(&self, mut payload: Value) -> Value {
-        if let (Some(side), Some(object)) = (self.side, payload.as_object_mut()) {
-            object.insert("side".into(), Value::from(side));
-        }
-        payload
     }
 }
 
@@ -42,48 +33,67 @@ impl StepObserver for RunObserver {
     async fn step_started(&self, step: u64, state: &AgentState) {
         self.run.begin_turn(step);
         self.run
-            .event(
-                event_type::TURN_START,
-                None,
-                self.payload(json!({"messages": state.message_count()})),
-            )
+            .emit(EventKind::TurnStart {
+                messages: state.message_count() as u64,
+                side: self.side,
+            })
             .await;
     }
 
-    async fn step_ended(&self, step: u64, turn: &Turn, state: &AgentState, usage: &TokenUsage) {
+    async fn step_ended(&self, step: u64, turn: &Turn, state: &AgentState, _usage: &TokenUsage) {
         // Calls answered before the pipeline (an unknown tool, argument text that is not
         // JSON) reached no stage that logs: they are logged here, so every refusal is in the
         // run's event log. (Refusals of the pipeline's stages were logged by its replay stage.)
         for execution in turn.tool_executions.iter().filter(|e| e.is_error) {
             if self.run.refused(&execution.tool_call_id) {
-                self.run
-                    .event(
-                        event_type::TOOL_CALL_REFUSED,
-                        Some(&execution.tool_call_id),
-                        self.payload(json!({"tool": execution.tool_name, "stage": "call",
-                            "reason": execution.result, "arguments": execution.arguments})),
-                    )
-                    .await;
+                let id = &execution.tool_call_id;
+                let tool = &execution.tool_name;
+                let call = [
+                    EventKind::ToolCallStart {
+                        tool: tool.clone(),
+                        arguments: execution.arguments.clone(),
+                        side: self.side,
+                    },
+                    EventKind::ToolCallRefused {
+                        tool: tool.clone(),
+                        stage: "call".into(),
+                        reason: execution.result.clone(),
+                        arguments: execution.arguments.clone(),
+                        sub_agent: false,
+                    },
+                    EventKind::ToolCallEnd {
+                        tool: tool.clone(),
+                        is_error: true,
+                        result: Some(execution.result.clone()),
+                        result_bytes: None,
+                        result_ref: None,
+                        side: self.side,
+                    },
+                ];
+                for kind in call {
+                    self.run.emit_call(id, kind).await;
+                }
             }
         }
-        // The run's cost so far, each call at its recorded price (null: unknown).
-        let cost = self.run.spent_cost();
+        let run = self.run.spent_usage();
         self.run
-            .event(
-                event_type::TURN_END,
-                None,
-                self.payload(json!({"toolCalls": turn.tool_executions.len(),
-                    "inputTokens": turn.usage.input_tokens, "outputTokens": turn.usage.output_tokens,
-                    "runInputTokens": usage.input_tokens, "runOutputTokens": usage.output_tokens,
-                    "cost": cost})),
-            )
+            .emit(EventKind::TurnEnd {
+                tool_calls: turn.tool_executions.len() as u64,
+                input_tokens: turn.usage.input_tokens,
+                output_tokens: turn.usage.output_tokens,
+                run_input_tokens: run.input_tokens,
+                run_output_tokens: run.output_tokens,
+                // The run's cost so far, each call at its recorded price (null: unknown).
+                cost: self.run.spent_cost(),
+                side: self.side,
+            })
             .await;
         self.run
-            .event(
-                event_type::CHECKPOINT,
-                None,
-                self.payload(json!({"agentStep": step, "messages": state.message_count()})),
-            )
+            .emit(EventKind::Checkpoint {
+                agent_step: step,
+                messages: state.message_count() as u64,
+                side: self.side,
+            })
             .await;
     }
 

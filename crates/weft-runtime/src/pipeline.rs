@@ -25,19 +25,13 @@ use weft_provider::tool::BoxFuture;
 use weft_provider::{ToolCall, ToolError, ToolExecution};
 use weft_store::{
     DecisionKind, DecisionRecord, DecisionStatus, Decisions as _, ToolCallRecord, ToolCallStatus,
-    ToolLedger as _, Verdict, event_type, now_string,
+    ToolLedger as _, Verdict, now_string,
 };
 
 use crate::approval::{ApprovalRequest, ToolPolicy};
+use crate::event::EventKind;
 use crate::hooks::HooksLayer;
 use crate::ledger::{INLINE_RESULT_BYTES, RunContext, args_hash};
-
-/// Event type of a decision recorded as pending (the run suspends).
-pub const DECISION_PENDING: &str = "decision_pending";
-/// Event type of a call run again after a transient failure.
-pub const TOOL_CALL_RETRY: &str = "tool_call_retry";
-/// Event type of a decision taken (inline, or by `weft approve` / `weft deny`) and used.
-pub const DECISION: &str = "decision";
 
 /// The runtime's layers for the tools of one agent of `run`, under `policy`.
 pub fn layers(run: &Arc<RunContext>, policy: &ToolPolicy) -> Vec<Arc<dyn ToolLayer>> {
@@ -95,6 +89,15 @@ impl ToolLayer for ReplayLayer {
             let run = &*self.0;
             let position = position(run, inv);
             let id = inv.call.tool_call_id.clone();
+            run.emit_call(
+                &id,
+                EventKind::ToolCallStart {
+                    tool: inv.tool.name.clone(),
+                    arguments: inv.arguments.clone(),
+                    side: None,
+                },
+            )
+            .await;
             if let Some(record) = run.recorded(&position) {
                 let hash = args_hash(&inv.arguments);
                 if record.tool_name != inv.tool.name
@@ -108,14 +111,17 @@ impl ToolLayer for ReplayLayer {
                     run.fail(message.clone());
                     return ToolOutcome::Failed(ToolError::new(message));
                 }
-                run.event(
-                    event_type::TOOL_CALL_REPLAYED,
-                    Some(&id),
-                    json!({"tool": inv.tool.name, "isError": record.is_error, "position": position}),
+                run.emit_call(
+                    &id,
+                    EventKind::ToolCallReplayed {
+                        tool: inv.tool.name.clone(),
+                        is_error: record.is_error,
+                        position: position.clone(),
+                    },
                 )
                 .await;
                 let result = record.result.clone().unwrap_or(Value::Null);
-                return if record.is_error {
+                let outcome = if record.is_error {
                     ToolOutcome::Failed(ToolError::new(match result {
                         Value::String(s) => s,
                         other => other.to_string(),
@@ -123,20 +129,52 @@ impl ToolLayer for ReplayLayer {
                 } else {
                     ToolOutcome::Done(result)
                 };
+                call_ended(run, inv, &position, &outcome).await;
+                return outcome;
             }
             let outcome = next.run(inv).await;
-            if let ToolOutcome::Refused { stage, reason } = &outcome {
-                run.event(
-                    event_type::TOOL_CALL_REFUSED,
-                    Some(&id),
-                    json!({"tool": inv.tool.name, "stage": stage.as_str(), "reason": reason,
-                           "arguments": inv.arguments}),
-                )
-                .await;
+            match &outcome {
+                ToolOutcome::Refused { stage, reason } => {
+                    run.emit_call(
+                        &id,
+                        EventKind::ToolCallRefused {
+                            tool: inv.tool.name.clone(),
+                            stage: stage.as_str().to_owned(),
+                            reason: Value::String(reason.clone()),
+                            arguments: inv.arguments.clone(),
+                            sub_agent: false,
+                        },
+                    )
+                    .await;
+                }
+                // Waits for a decision (logged by the approval stage): it ends after the
+                // resume, in the process that runs it.
+                ToolOutcome::Deferred { .. } => return outcome,
+                // Interrupted: whether the effect happened is unknown; the call has no end.
+                ToolOutcome::Failed(_) if inv.context.signal.is_cancelled() => return outcome,
+                _ => {}
             }
+            call_ended(run, inv, &position, &outcome).await;
             outcome
         })
     }
+}
+
+/// Logs `tool_call_end` with what the model is sent for the call: a result larger than
+/// [`INLINE_RESULT_BYTES`] is referred to (it is in the run's ledger), not copied.
+async fn call_ended(run: &RunContext, inv: &Invocation<'_>, position: &str, outcome: &ToolOutcome) {
+    let (result, is_error) = outcome.to_result();
+    let size = serde_json::to_string(&result).map_or(0, |text| text.len());
+    let large = size > INLINE_RESULT_BYTES;
+    let end = EventKind::ToolCallEnd {
+        tool: inv.tool.name.clone(),
+        is_error,
+        result_bytes: large.then_some(size as u64),
+        result_ref: large.then(|| json!({"toolCall": position})),
+        result: (!large).then_some(result),
+        side: None,
+    };
+    run.emit_call(&inv.call.tool_call_id, end).await;
 }
 
 /// Asks the run's approver, if it has one, about `inv` (`None`: nobody can answer now).
@@ -235,11 +273,15 @@ impl ToolLayer for ApprovalLayer {
                     }
                     let asked = ask(run, &decision.id, inv).await;
                     let Some(verdict) = asked else {
-                        run.event(
-                            DECISION_PENDING,
-                            Some(&id),
-                            json!({"decision": decision.id, "kind": "approval", "tool": tool,
-                                   "arguments": inv.arguments, "position": position}),
+                        run.emit_call(
+                            &id,
+                            EventKind::DecisionPending {
+                                decision: decision.id.clone(),
+                                kind: "approval".into(),
+                                tool: tool.clone(),
+                                arguments: inv.arguments.clone(),
+                                position,
+                            },
                         )
                         .await;
                         let reason = format!("waiting for approval (decision {})", decision.id);
@@ -267,10 +309,14 @@ impl ToolLayer for ApprovalLayer {
                 Verdict::Approve => (true, None),
                 Verdict::Deny(reason) => (false, Some(reason.clone())),
             };
-            run.event(
-                DECISION,
-                Some(&id),
-                json!({"decision": decision_id, "tool": tool, "approved": approved, "reason": reason}),
+            run.emit_call(
+                &id,
+                EventKind::Decision {
+                    decision: decision_id,
+                    tool: tool.clone(),
+                    approved,
+                    reason,
+                },
             )
             .await;
             inv.approved = Some(approved);
@@ -334,11 +380,15 @@ impl ToolLayer for ChildApprovalLayer {
                 },
             };
             if let ToolOutcome::Refused { stage, reason } = &outcome {
-                run.event(
-                    event_type::TOOL_CALL_REFUSED,
-                    Some(&id),
-                    json!({"tool": tool, "stage": stage.as_str(), "reason": reason,
-                           "arguments": inv.arguments, "subAgent": true}),
+                run.emit_call(
+                    &id,
+                    EventKind::ToolCallRefused {
+                        tool: tool.clone(),
+                        stage: stage.as_str().to_owned(),
+                        reason: Value::String(reason.clone()),
+                        arguments: inv.arguments.clone(),
+                        sub_agent: true,
+                    },
                 )
                 .await;
             }
@@ -397,12 +447,6 @@ impl ToolLayer for RecordLayer {
                 .store()
                 .save_tool_checkpoint(run.thread_id(), &pending, &completed)
                 .await;
-            run.event(
-                event_type::TOOL_CALL_START,
-                Some(&id),
-                json!({"tool": tool.name, "arguments": inv.arguments}),
-            )
-            .await;
             let started = Instant::now();
             let signal = inv.context.signal.clone();
             let outcome = next.run(inv).await;
@@ -424,7 +468,7 @@ impl ToolLayer for RecordLayer {
                 tool_name: tool.name.clone(),
                 tool_call_id: id.clone(),
                 arguments: inv.arguments.clone(),
-                result: result.clone(),
+                result,
                 is_error,
                 duration: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 approved: inv.approved,
@@ -440,16 +484,6 @@ impl ToolLayer for RecordLayer {
             {
                 tracing::warn!(%error, "tool-result checkpoint failed");
             }
-            // A large result is stored once, in the ledger; the event refers to it.
-            let size = serde_json::to_string(&result).map_or(0, |text| text.len());
-            let payload = if size > INLINE_RESULT_BYTES {
-                json!({"tool": tool.name, "isError": is_error, "resultBytes": size,
-                       "resultRef": {"toolCall": position}})
-            } else {
-                json!({"tool": tool.name, "isError": is_error, "result": result})
-            };
-            run.event(event_type::TOOL_CALL_END, Some(&id), payload)
-                .await;
             outcome
         })
     }
@@ -498,11 +532,14 @@ impl ToolLayer for RetryLayer {
                 attempt += 1;
                 let wait = backoff(attempt);
                 self.run
-                    .event(
-                        TOOL_CALL_RETRY,
-                        Some(&inv.call.tool_call_id),
-                        json!({"tool": inv.tool.name, "attempt": attempt, "error": error.message,
-                               "delayMs": u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)}),
+                    .emit_call(
+                        &inv.call.tool_call_id,
+                        EventKind::ToolCallRetry {
+                            tool: inv.tool.name.clone(),
+                            attempt,
+                            error: error.message.clone(),
+                            delay_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                        },
                     )
                     .await;
                 last = Some(error.message.clone());

@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use weft_agent::AgentState;
@@ -32,13 +31,13 @@ use weft_store::{
     AgentNode, AgentStatus, DecisionKind, DecisionRecord, DecisionStatus, Decisions as _,
     Durability, EventLog as _, Lineage as _, NewEvent, Pricing, Responses as _, RunRecord,
     RunStatus, Runs as _, Store, StoreError, ThreadRecord, Threads as _, ToolCallRecord,
-    ToolCallStatus, ToolLedger as _, Usage, Verdict, event_type, new_id, now_string,
+    ToolCallStatus, ToolLedger as _, Usage, Verdict, new_id, now_string,
 };
 
 use crate::agent_program::{self, ToolRegistry};
 use crate::approval::Approver;
 use crate::error::RunError;
-use crate::event::RunEvent;
+use crate::event::{Emitter, EventKind, RunEvent, RunEvents};
 use crate::ledger::RunContext;
 use crate::ownership::Ownership;
 use crate::recorded::recorded_model;
@@ -76,8 +75,6 @@ pub struct ActiveRun {
     pub ledger: Arc<RunContext>,
     /// Stops the run (an abort, a lost lease, a divergence).
     pub signal: CancellationToken,
-    /// Where the run's events go (`None`: nobody listens).
-    pub events: Option<mpsc::UnboundedSender<RunEvent>>,
     /// Whether an earlier process drove the run before.
     pub resumed: bool,
     /// The state to go on from (the latest checkpoint of the run's thread).
@@ -174,6 +171,30 @@ pub struct RunOutcome {
 }
 
 impl RunOutcome {
+    /// The `run_end` event of this outcome.
+    pub fn end_event(&self) -> EventKind {
+        let (status, output, error, decisions) = match &self.end {
+            RunEnd::Completed { output } => ("completed", Some(output.clone()), None, Vec::new()),
+            RunEnd::Failed { error } => ("failed", None, Some(error.clone()), Vec::new()),
+            RunEnd::Interrupted => ("interrupted", None, None, Vec::new()),
+            RunEnd::NeedsApproval { decisions, .. } => ("stopped", None, None, decisions.clone()),
+            RunEnd::AwaitingDecision { decisions } => ("suspended", None, None, decisions.clone()),
+        };
+        EventKind::RunEnd {
+            status: status.to_owned(),
+            exit_code: self.exit_code(),
+            steps: self.steps,
+            input_tokens: self.usage.input_tokens,
+            output_tokens: self.usage.output_tokens,
+            cost: self.usage.cost,
+            output,
+            error,
+            decisions,
+            resume: None,
+            resume_note: None,
+        }
+    }
+
     /// The exit code: 0 completed, 1 failed, 3 stopped on an uncertain call, 4 awaiting a
     /// decision, 130 interrupted.
     pub fn exit_code(&self) -> u8 {
@@ -198,7 +219,7 @@ pub struct ResumeOptions {
 #[derive(Debug)]
 pub struct RunHandle {
     id: String,
-    events: Option<mpsc::UnboundedReceiver<RunEvent>>,
+    events: Option<RunEvents>,
     abort: CancellationToken,
     task: JoinHandle<Result<RunOutcome, RunError>>,
 }
@@ -209,8 +230,10 @@ impl RunHandle {
         &self.id
     }
 
-    /// The run's events (once; `None` afterwards).
-    pub fn take_events(&mut self) -> Option<mpsc::UnboundedReceiver<RunEvent>> {
+    /// The run's events (once; `None` afterwards, or when they were not asked for):
+    /// numbered, in order, ending with `run_end`. Dropping the stream stops the run
+    /// (resumable) unless it is [detached](RunEvents::detach).
+    pub fn take_events(&mut self) -> Option<RunEvents> {
         self.events.take()
     }
 
@@ -457,6 +480,8 @@ impl Runtime {
             .run(&run_id)
             .await?
             .ok_or_else(|| RunError::UnknownRun(run_id.clone()))?;
+        // The stream starts at the run's first event (`run_start`).
+        let events = events.then_some(0);
         Ok(self.spawn(
             record,
             spec,
@@ -491,12 +516,10 @@ impl Runtime {
             message: e.to_string(),
         })?;
         if record.status == RunStatus::Completed {
-            return Ok(finished(
-                &record,
-                RunEnd::Completed {
-                    output: record.output.clone().unwrap_or_default(),
-                },
-            ));
+            let end = RunEnd::Completed {
+                output: record.output.clone().unwrap_or_default(),
+            };
+            return finished(&self.store, &record, spec.role(), end, events).await;
         }
         let tools = self.agent_tools(&spec)?;
         let ownership = Ownership::claim(&self.store, run_id).await?;
@@ -561,30 +584,33 @@ impl Runtime {
             }
         }
         if !blocked.is_empty() {
-            let event = NewEvent {
-                event_type: event_type::RECOVERY.to_owned(),
-                run_id: run_id.to_owned(),
-                thread_id: record.thread_id.clone(),
-                agent_id: record.agent_id.clone(),
-                turn: 0,
-                tool_call_id: None,
-                payload: json!({"stopped": true,
-                    "uncertainCalls": blocked.iter().zip(&raised).map(|(c, d)| json!({"toolCallId": c.tool_call_id, "tool": c.tool_name, "position": c.position, "decision": d.id})).collect::<Vec<_>>()}),
-            };
+            let (kind, payload) = EventKind::Recovery {
+                from_checkpoint: None,
+                agent_step: 0,
+                recorded_results: 0,
+                rerun_uncertain: Vec::new(),
+                uncertain_calls: blocked.iter().zip(&raised).map(|(c, d)| json!({"toolCallId": c.tool_call_id,
+                    "tool": c.tool_name, "position": c.position, "decision": d.id})).collect(),
+            }
+            .into_parts();
+            let event = NewEvent::new(kind, run_id, &record.thread_id, spec.role(), payload);
             store.append_event(event).await?;
             let mut record = record;
             record.status = RunStatus::Interrupted;
             record.updated_at = now_string();
             store.put_run(&record).await?;
             ownership.release().await;
-            return Ok(finished(
-                &record,
-                RunEnd::NeedsApproval {
-                    calls: blocked,
-                    decisions: raised,
-                },
-            ));
+            let end = RunEnd::NeedsApproval {
+                calls: blocked,
+                decisions: raised,
+            };
+            return finished(&store, &record, spec.role(), end, events).await;
         }
+        // The stream starts after what earlier processes logged.
+        let events = match events {
+            true => Some(self.store.last_event_seq(run_id).await?),
+            false => None,
+        };
         Ok(self.spawn(
             record, spec, tools, ownership, calls, approved, true, events,
         ))
@@ -741,15 +767,13 @@ impl Runtime {
         };
         store.save_checkpoint(&thread_id, &checkpoint).await?;
         store
-            .append_event(NewEvent {
-                event_type: event_type::RUN_START.to_owned(),
-                run_id: run_id.clone(),
-                thread_id,
-                agent_id,
-                turn: 0,
-                tool_call_id: None,
-                payload: json!({"spec": spec}),
-            })
+            .append_event(NewEvent::new(
+                "run_start",
+                &run_id,
+                &thread_id,
+                spec.role(),
+                json!({"agent": spec.role(), "threadId": thread_id, "spec": spec}),
+            ))
             .await?;
         Ok(run_id)
     }
@@ -764,15 +788,19 @@ impl Runtime {
         calls: Vec<ToolCallRecord>,
         approved: HashSet<String>,
         resumed: bool,
-        events: bool,
+        events_after: Option<u64>,
     ) -> RunHandle {
-        let (tx, rx) = if events {
-            let (tx, rx) = mpsc::unbounded_channel();
-            (Some(tx), Some(rx))
-        } else {
-            (None, None)
-        };
+        let live = Emitter::channel();
         let abort = CancellationToken::new();
+        let events = events_after.map(|after| {
+            RunEvents::new(
+                live.subscribe(),
+                Some(self.store.clone()),
+                &record.run_id,
+                after,
+            )
+            .stopping(abort.clone())
+        });
         let id = record.run_id.clone();
         let drive = Drive {
             runtime: self.clone(),
@@ -782,20 +810,28 @@ impl Runtime {
             calls,
             approved,
             resumed,
-            events: tx,
+            live,
             abort: abort.clone(),
         };
         let task = tokio::spawn(drive.run(ownership));
         RunHandle {
             id,
-            events: rx,
+            events,
             abort,
             task,
         }
     }
 }
 
-fn finished(record: &RunRecord, end: RunEnd) -> RunHandle {
+/// The handle of a run that ends without being driven (already completed; a resume that
+/// stops on uncertain calls): its `run_end` is logged, and its stream holds just that.
+async fn finished(
+    store: &Store,
+    record: &RunRecord,
+    agent: &str,
+    end: RunEnd,
+    events: bool,
+) -> Result<RunHandle, RunError> {
     let outcome = RunOutcome {
         run_id: record.run_id.clone(),
         end,
@@ -803,12 +839,34 @@ fn finished(record: &RunRecord, end: RunEnd) -> RunHandle {
         steps_now: 0,
         usage: record.usage,
     };
-    RunHandle {
+    let after = store.last_event_seq(&record.run_id).await?;
+    let (kind, payload) = outcome.end_event().into_parts();
+    store
+        .append_event(NewEvent::new(
+            kind,
+            &record.run_id,
+            &record.thread_id,
+            agent,
+            payload,
+        ))
+        .await?;
+    store.flush().await?;
+    let events = events.then(|| {
+        // Nothing is live: the stream reads the log.
+        let live = Emitter::channel();
+        RunEvents::new(
+            live.subscribe(),
+            Some(store.clone()),
+            &record.run_id,
+            after,
+        )
+    });
+    Ok(RunHandle {
         id: record.run_id.clone(),
-        events: None,
+        events,
         abort: CancellationToken::new(),
         task: tokio::spawn(async move { Ok(outcome) }),
-    }
+    })
 }
 
 fn initial_state(spec: &RunSpec, thread_id: &str) -> AgentState {
@@ -828,7 +886,7 @@ struct Drive {
     calls: Vec<ToolCallRecord>,
     approved: HashSet<String>,
     resumed: bool,
-    events: Option<mpsc::UnboundedSender<RunEvent>>,
+    live: tokio::sync::broadcast::Sender<Arc<RunEvent>>,
     abort: CancellationToken,
 }
 
@@ -853,7 +911,7 @@ impl Drive {
             calls,
             approved,
             resumed,
-            events,
+            live,
             abort,
         } = self;
         let run_id = record.run_id.clone();
@@ -889,6 +947,8 @@ impl Drive {
                 responses,
                 approved.clone(),
             )
+            .with_live_events(live)
+            .with_agent_name(spec.role())
             .with_budget(spec.budget, runtime.prices_of(&spec))
             .with_decisions(
                 store
@@ -902,16 +962,16 @@ impl Drive {
         if resumed {
             ledger.begin_turn(state.step());
             ledger
-                .event(
-                    event_type::RECOVERY,
-                    None,
-                    json!({
-                        "fromCheckpoint": latest.as_ref().map(|c| c.summary.id.clone()),
-                        "agentStep": state.step(),
-                        "recordedResults": calls.iter().filter(|c| c.status == ToolCallStatus::Completed).count(),
-                        "rerunUncertain": approved.iter().collect::<Vec<_>>(),
-                    }),
-                )
+                .emit(EventKind::Recovery {
+                    from_checkpoint: latest.as_ref().map(|c| c.summary.id.clone()),
+                    agent_step: state.step(),
+                    recorded_results: calls
+                        .iter()
+                        .filter(|c| c.status == ToolCallStatus::Completed)
+                        .count() as u64,
+                    rerun_uncertain: approved.iter().cloned().collect(),
+                    uncertain_calls: Vec::new(),
+                })
                 .await;
         }
         record.status = RunStatus::Running;
@@ -956,7 +1016,6 @@ impl Drive {
             store: store.clone(),
             ledger: ledger.clone(),
             signal,
-            events,
             resumed,
             state,
             base_usage,
@@ -1046,16 +1105,21 @@ impl Drive {
                 }
             }
         };
-        store.put_run(&record).await?;
-        record_root_agent(&store, &record, spec.role()).await?;
-        store.flush().await?;
-        Ok(RunOutcome {
+        let outcome = RunOutcome {
             run_id,
             end: run_end,
             steps: end.steps,
             steps_now: end.steps.saturating_sub(end.steps_before),
             usage: record.usage,
-        })
+        };
+        // The last event of this process, before the record says the run stopped (a
+        // follower that sees the status has the whole log).
+        ledger.emitter().flush_pending().await;
+        ledger.emit(outcome.end_event()).await;
+        store.put_run(&record).await?;
+        record_root_agent(&store, &record, spec.role()).await?;
+        store.flush().await?;
+        Ok(outcome)
     }
 }
 

@@ -33,7 +33,7 @@ use crate::error::RunError;
 use crate::event::Side;
 use crate::spec::RunSpec;
 
-/// The store event of a handoff (written by the session driver).
+/// The ThreadProtocol system message of a handoff.
 pub const HANDOFF_EVENT: &str = "agent.handoff";
 
 /// One thing that happened in a thread: a message, or a handoff between agents.
@@ -279,7 +279,8 @@ impl Transcript {
             let handoffs = store
                 .events(&EventQuery {
                     run_id: Some(record.run_id.clone()),
-                    types: vec![HANDOFF_EVENT.to_owned()],
+                    // `handoff` events (logs before schema 6 spelled them `agent.handoff`).
+                    types: vec!["handoff".to_owned(), HANDOFF_EVENT.to_owned()],
                     ..EventQuery::default()
                 })
                 .await?

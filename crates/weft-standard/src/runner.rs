@@ -95,7 +95,6 @@ impl Sessions for StandardSessions {
         options.base_urls = program.base_urls.clone();
         options.providers = run.providers.clone();
         options.signal = run.signal.clone();
-        options.events = run.events.clone();
         options.thread_id = Some(thread);
         options.initial_state = run.state.clone();
         options.initial_state_b = state_b;
@@ -167,11 +166,10 @@ async fn completion_refusal(
     .and_then(|checked| checked);
     match checked {
         Ok(checklist) => {
-            run.event(
-                "completion_gates",
-                None,
-                serde_json::json!({"passed": checklist.passed(), "summary": checklist.summary()}),
-            )
+            run.emit(weft_runtime::EventKind::CompletionGates {
+                passed: checklist.passed(),
+                summary: serde_json::json!(checklist.summary()),
+            })
             .await;
             (!checklist.passed()).then(|| checklist.reason())
         }

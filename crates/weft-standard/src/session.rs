@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use weft_agent::checkpoint::CheckpointMode;
 use weft_agent::{AgentError, AgentOptions, AgentState, AgentStreamEvent, agent};
@@ -29,12 +28,13 @@ use weft_store::Store;
 use weft_thread::SystemMessage;
 use weft_tools::Workspace;
 
-pub use weft_runtime::event::{RunEvent as SessionEvent, SessionStatus, StopReason};
+pub use weft_runtime::event::{SessionStatus, StopReason};
+use weft_runtime::event::{AgentPath, Emitter, EventKind};
 
-use crate::definition::{AgentDefinition, AgentType, LifecyclePayload, Side};
+use crate::definition::{AgentDefinition, AgentType, Side};
 use crate::error::SessionError;
 use crate::project::{Project, ToolKind, side_config};
-use crate::side::{SideTurn, StatusSink, StopPlan, TurnEnd};
+use crate::side::{SideTurn, StopPlan, TurnEnd};
 use crate::tools::prompt_tools;
 
 /// Most handoffs in one session (a guard against two agents handing back and forth).
@@ -65,8 +65,9 @@ pub struct SessionOptions {
     pub workspace: std::path::PathBuf,
     /// Stops the session (Ctrl-C).
     pub signal: CancellationToken,
-    /// Where events go (`None`: nowhere).
-    pub events: Option<mpsc::UnboundedSender<SessionEvent>>,
+    /// Where the events of a session outside a durable run go (`None`: nowhere). A durable
+    /// session's events go to its run's log and subscribers ([`Durable::run`]).
+    pub events: Option<Emitter>,
     /// Durable execution; `None` runs in memory.
     pub durable: Option<Durable>,
     /// Side A's starting state. With an empty input the session goes on from it (see
@@ -144,6 +145,8 @@ struct Driver<'a> {
     steps: u64,
     usage: TokenUsage,
     models: HashMap<String, ModelReference>,
+    /// The session's agent (events outside a durable run name it).
+    agent: AgentPath,
 }
 
 impl Driver<'_> {
@@ -168,10 +171,12 @@ impl Driver<'_> {
         Ok(model)
     }
 
-    fn emit(&self, event: SessionEvent) {
-        if let Some(tx) = &self.options.events {
-            let _ = tx.send(event);
-        }
+    fn events(&self) -> SessionEvents {
+        SessionEvents::of(self.options, &self.agent)
+    }
+
+    async fn emit(&self, kind: EventKind) {
+        self.events().emit(None, kind).await;
     }
 
     /// Runs side turn number `turn_no` of `agent`, or goes on with it when it had taken
@@ -226,25 +231,6 @@ impl Driver<'_> {
         let tools =
             prompt_tools(self.project, prompt, &self.workspace).map_err(|e| fail(e.to_string()))?;
         let end = Arc::new(Mutex::new(None));
-        let status: StatusSink = {
-            let tx = self.options.events.clone();
-            let agent_name = agent_def.name.clone();
-            let run = durable_run.clone();
-            Arc::new(move |payload: LifecyclePayload| {
-                if let Some(run) = &run {
-                    let run = run.clone();
-                    let data = json!({"side": side.key(), "message": payload.message});
-                    tokio::spawn(async move { run.event("session.status", None, data).await });
-                }
-                if let Some(tx) = &tx {
-                    let _ = tx.send(SessionEvent::Status {
-                        agent: agent_name.clone(),
-                        side,
-                        message: payload.message,
-                    });
-                }
-            })
-        };
         let plan = stop_plan(self.project, agent_def, side)
             .ok_or_else(|| fail(format!("{} has no {}", agent_def.name, side.key())))?;
         if let Some(run) = &durable_run {
@@ -258,23 +244,23 @@ impl Driver<'_> {
             };
             // RT-041's fields: a configured model is used as is (policy `quality`); policy
             // routing between models belongs to the runtime's router.
-            run.event(
-                weft_store::event_type::ROUTING,
-                None,
-                json!({"agent": agent_def.name, "side": side.key(), "turn": turn_no,
-                       "requested": reference, "resolved": model.to_reference_string(),
-                       "reason": source, "policy": "quality"}),
-            )
+            run.emit(EventKind::Routing {
+                requested: reference.clone(),
+                resolved: model.to_reference_string(),
+                reason: source.to_owned(),
+                policy: "quality".to_owned(),
+                side: Some(side),
+            })
             .await;
         }
         let strategy = SideTurn {
             plan,
             input,
-            status,
+            events: self.events(),
             end: end.clone(),
             prior_steps,
             run: durable_run.clone(),
-            side_key: side.key(),
+            side,
             base_usage: {
                 let mut usage = self
                     .options
@@ -342,13 +328,12 @@ impl Driver<'_> {
             .label
             .clone()
             .unwrap_or_else(|| agent_def.name.clone());
-        self.emit(SessionEvent::TurnStart {
-            agent: agent_def.name.clone(),
+        self.emit(EventKind::SideTurnStart {
             side,
             label,
-            turn: turn_no,
-            depth: 0,
-        });
+            session_turn: turn_no,
+        })
+        .await;
         let mut stream = runner.stream_with(
             Message::user(""),
             state,
@@ -359,7 +344,7 @@ impl Driver<'_> {
         );
         let mut arguments: Vec<(String, String, String)> = Vec::new();
         while let Some(event) = stream.next().await {
-            self.forward(agent_def, side, &event, &mut arguments);
+            self.forward(side, &event, &mut arguments).await;
         }
         let result = stream.result().await;
         runner.flush_checkpoints().await;
@@ -381,77 +366,57 @@ impl Driver<'_> {
         }
     }
 
-    fn forward(
+    /// Passes on what the agent's stream says: text and reasoning always; steps and tool
+    /// calls only outside a durable run (inside one, the run's step observer and tool
+    /// pipeline log them, with what they decided).
+    async fn forward(
         &self,
-        agent_def: &AgentDefinition,
         side: Side,
         event: &AgentStreamEvent,
         arguments: &mut Vec<(String, String, String)>,
     ) {
-        let agent = agent_def.name.clone();
+        let durable = self.options.durable.is_some();
+        let side = Some(side);
         match event {
-            AgentStreamEvent::Uap(e) if e.event_type == weft_agent::UapEventType::StepStart => {
-                self.emit(SessionEvent::StepStart {
-                    agent,
-                    side,
-                    step: e.step,
-                    depth: 0,
-                });
+            AgentStreamEvent::Uap(e)
+                if !durable && e.event_type == weft_agent::UapEventType::StepStart =>
+            {
+                self.emit(EventKind::TurnStart { messages: 0, side }).await;
             }
-            AgentStreamEvent::Uap(e) if e.event_type == weft_agent::UapEventType::StepEnd => {
-                // The whole run's spending so far (both sides, every agent): each model call
-                // is priced when it is recorded, so the run's ledger has it.
-                let (input_tokens, output_tokens, cost) = match &self.options.durable {
-                    Some(durable) => {
-                        let spent = durable.run.spent_usage();
-                        (
-                            spent.input_tokens,
-                            spent.output_tokens,
-                            durable.run.spent_cost(),
-                        )
-                    }
-                    None => {
-                        let usage = &e.data["usage"];
-                        (
-                            usage["inputTokens"].as_u64().unwrap_or(0),
-                            usage["outputTokens"].as_u64().unwrap_or(0),
-                            None,
-                        )
-                    }
-                };
-                self.emit(SessionEvent::StepEnd {
-                    agent,
+            AgentStreamEvent::Uap(e)
+                if !durable && e.event_type == weft_agent::UapEventType::StepEnd =>
+            {
+                let usage = &e.data["usage"];
+                let (input, output) = (
+                    usage["inputTokens"].as_u64().unwrap_or(0),
+                    usage["outputTokens"].as_u64().unwrap_or(0),
+                );
+                self.emit(EventKind::TurnEnd {
+                    tool_calls: 0,
+                    input_tokens: input,
+                    output_tokens: output,
+                    run_input_tokens: self.usage.input_tokens + input,
+                    run_output_tokens: self.usage.output_tokens + output,
+                    cost: None,
                     side,
-                    step: e.step,
-                    input_tokens,
-                    output_tokens,
-                    cost,
-                    depth: 0,
-                });
+                })
+                .await;
             }
             AgentStreamEvent::Uap(_) => {}
             AgentStreamEvent::Upp(e) => match e.event_type {
                 StreamEventType::TextDelta => {
                     if let Some(text) = &e.delta.text {
-                        self.emit(SessionEvent::TextDelta {
-                            agent,
-                            side,
-                            text: text.clone(),
-                            depth: 0,
-                        });
+                        let text = text.clone();
+                        self.emit(EventKind::TextDelta { text, side }).await;
                     }
                 }
                 StreamEventType::ReasoningDelta => {
                     if let Some(text) = &e.delta.text {
-                        self.emit(SessionEvent::ReasoningDelta {
-                            agent,
-                            side,
-                            text: text.clone(),
-                            depth: 0,
-                        });
+                        let text = text.clone();
+                        self.emit(EventKind::ReasoningDelta { text, side }).await;
                     }
                 }
-                StreamEventType::ToolCallDelta => {
+                StreamEventType::ToolCallDelta if !durable => {
                     let index = e.index.to_string();
                     let id = e.delta.tool_call_id.clone();
                     let slot = arguments.iter_mut().rev().find(|(i, call_id, _)| {
@@ -468,39 +433,61 @@ impl Driver<'_> {
                         )),
                     }
                 }
-                StreamEventType::ToolExecutionStart => {
+                StreamEventType::ToolExecutionStart if !durable => {
                     let id = e.delta.tool_call_id.clone().unwrap_or_default();
                     let args = arguments
                         .iter()
                         .find(|(_, call_id, _)| *call_id == id)
                         .and_then(|(_, _, json)| serde_json::from_str(json).ok())
                         .unwrap_or(Value::Null);
-                    self.emit(SessionEvent::ToolCall {
-                        agent,
-                        side,
-                        id,
-                        name: e.delta.tool_name.clone().unwrap_or_default(),
+                    let kind = EventKind::ToolCallStart {
+                        tool: e.delta.tool_name.clone().unwrap_or_default(),
                         arguments: args,
-                        depth: 0,
-                    });
-                }
-                StreamEventType::ToolExecutionEnd => {
-                    let id = e.delta.tool_call_id.clone().unwrap_or_default();
-                    let name = e.delta.tool_name.clone().unwrap_or_default();
-                    let result = e.delta.result.clone().unwrap_or(Value::Null);
-                    let is_error = e.delta.is_error.unwrap_or(false);
-                    self.emit(SessionEvent::ToolResult {
-                        agent,
                         side,
-                        id,
-                        name,
-                        result,
-                        is_error,
-                        depth: 0,
-                    });
+                    };
+                    self.events().emit(Some(&id), kind).await;
+                }
+                StreamEventType::ToolExecutionEnd if !durable => {
+                    let id = e.delta.tool_call_id.clone().unwrap_or_default();
+                    let kind = EventKind::ToolCallEnd {
+                        tool: e.delta.tool_name.clone().unwrap_or_default(),
+                        is_error: e.delta.is_error.unwrap_or(false),
+                        result: Some(e.delta.result.clone().unwrap_or(Value::Null)),
+                        result_bytes: None,
+                        result_ref: None,
+                        side,
+                    };
+                    self.events().emit(Some(&id), kind).await;
                 }
                 _ => {}
             },
+        }
+    }
+}
+
+/// Where a session's events go: a durable run's log and subscribers (through its
+/// context, numbered at the run's turn), or the emitter of a session outside a run.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionEvents {
+    run: Option<Arc<RunContext>>,
+    live: Option<(Emitter, AgentPath)>,
+}
+
+impl SessionEvents {
+    fn of(options: &SessionOptions, agent: &AgentPath) -> Self {
+        SessionEvents {
+            run: options.durable.as_ref().map(|d| d.run.clone()),
+            live: options.events.clone().map(|e| (e, agent.clone())),
+        }
+    }
+
+    /// Emits `kind` (about the call `tool_call_id`, if any).
+    pub(crate) async fn emit(&self, tool_call_id: Option<&str>, kind: EventKind) {
+        match (&self.run, &self.live, tool_call_id) {
+            (Some(run), _, Some(id)) => run.emit_call(id, kind).await,
+            (Some(run), _, None) => run.emit(kind).await,
+            (None, Some((emitter, agent)), id) => emitter.emit(agent, 0, id, kind).await,
+            (None, None, _) => {}
         }
     }
 }
@@ -708,45 +695,50 @@ pub async fn run_session(
         steps: 0,
         usage: TokenUsage::default(),
         models: HashMap::new(),
+        agent: AgentPath::root(&position.agent.name),
     };
-    driver.emit(SessionEvent::SessionStart {
-        agent: position.agent.name.clone(),
-        agent_type: position.agent.agent_type,
-    });
+    driver
+        .emit(EventKind::SessionStart {
+            agent_type: position.agent.agent_type,
+        })
+        .await;
     let mut outcome = match position.agent.agent_type {
         AgentType::AiHuman => ai_human(&mut driver, position).await,
         AgentType::DualAi => dual_ai(&mut driver, position).await,
     };
     outcome.steps = driver.steps;
     outcome.usage = driver.usage.clone();
-    if let Some(durable) = &options.durable {
-        let payload = json!({"agent": outcome.agent, "reason": outcome.reason, "message": outcome.message,
-                             "steps": outcome.state_a.step()});
-        match outcome.status {
-            SessionStatus::Completed => {
-                durable
-                    .run
-                    .event(weft_store::event_type::COMPLETION, None, payload)
-                    .await;
-            }
-            SessionStatus::Failed => {
-                durable
-                    .run
-                    .event(weft_store::event_type::ERROR, None, payload)
-                    .await;
-            }
-            SessionStatus::Interrupted => {}
+    match outcome.status {
+        SessionStatus::Completed => {
+            driver
+                .emit(EventKind::Completion {
+                    summary: outcome.message.clone(),
+                    steps: outcome.state_a.step(),
+                    reason: Some(outcome.reason),
+                })
+                .await;
         }
+        SessionStatus::Failed => {
+            driver
+                .emit(EventKind::Error {
+                    message: outcome.message.clone(),
+                    reason: Some(outcome.reason),
+                })
+                .await;
+        }
+        SessionStatus::Interrupted => {}
     }
-    driver.emit(SessionEvent::SessionEnd {
-        status: outcome.status,
-        reason: outcome.reason,
-        message: outcome.message.clone(),
-        attachments: outcome.attachments.clone(),
-        steps: outcome.steps,
-        input_tokens: outcome.usage.input_tokens,
-        output_tokens: outcome.usage.output_tokens,
-    });
+    driver
+        .emit(EventKind::SessionEnd {
+            status: outcome.status,
+            reason: outcome.reason,
+            message: outcome.message.clone(),
+            attachments: outcome.attachments.clone(),
+            steps: outcome.steps,
+            input_tokens: outcome.usage.input_tokens,
+            output_tokens: outcome.usage.output_tokens,
+        })
+        .await;
     Ok(outcome)
 }
 
@@ -833,7 +825,7 @@ async fn handoff_logged(durable: &Durable, turn: u64) -> bool {
     use weft_store::EventLog as _;
     let query = weft_store::EventQuery {
         run_id: Some(durable.run.run_id().to_owned()),
-        types: vec!["agent.handoff".into()],
+        types: vec!["handoff".into(), "agent.handoff".into()],
         ..weft_store::EventQuery::default()
     };
     durable
@@ -890,31 +882,34 @@ async fn ai_human(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutc
             }
         };
         let (reason, output) = turn_reason(&end);
-        driver.emit(SessionEvent::TurnEnd {
-            agent: pos.agent.name.clone(),
-            side: Side::A,
-            turn: pos.turns,
-            reason,
-            output: output.clone(),
-        });
+        driver
+            .emit(EventKind::SideTurnEnd {
+                side: Side::A,
+                session_turn: pos.turns,
+                reason,
+                output: output.clone(),
+            })
+            .await;
         if let TurnEnd::Handoff { to, message } = &end
             && let Some(target) = driver.project.agent(to)
             && u32::try_from(thread_events.len()).unwrap_or(u32::MAX) < MAX_HANDOFFS
         {
             let current = &pos.agent.name;
-            driver.emit(SessionEvent::Handoff {
-                from: current.clone(),
-                to: to.clone(),
-                message: message.clone(),
-            });
             let event_data =
                 json!({"from": current, "to": to, "message": message, "turn": pos.turns});
-            if let Some(durable) = &driver.options.durable
-                && !(replayed == Replayed(true) && handoff_logged(durable, pos.turns).await)
-            {
-                durable
-                    .run
-                    .event("agent.handoff", None, event_data.clone())
+            // A resume that replays the handoff logs it only if the crash came before.
+            let logged = match &driver.options.durable {
+                Some(durable) => replayed == Replayed(true) && handoff_logged(durable, pos.turns).await,
+                None => false,
+            };
+            if !logged {
+                driver
+                    .emit(EventKind::Handoff {
+                        from: current.clone(),
+                        to: to.clone(),
+                        message: message.clone(),
+                        turn: pos.turns,
+                    })
                     .await;
             }
             thread_events.push(SystemMessage {
@@ -973,13 +968,14 @@ async fn dual_ai(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutco
             Err(o) => return finish(o, pos.state_b, pos.turns),
         };
         let (reason, output) = turn_reason(&end);
-        driver.emit(SessionEvent::TurnEnd {
-            agent: pos.agent.name.clone(),
-            side: pos.side,
-            turn: pos.turns,
-            reason,
-            output: output.clone(),
-        });
+        driver
+            .emit(EventKind::SideTurnEnd {
+                side: pos.side,
+                session_turn: pos.turns,
+                reason,
+                output: output.clone(),
+            })
+            .await;
         if let Some(o) = terminal(&end, &pos.agent.name, &pos.state_a) {
             return finish(o, pos.state_b, pos.turns);
         }

@@ -19,9 +19,11 @@ use weft_agent::execution::{StepOutcome, Steps};
 use weft_agent::{AgentError, AgentState, ExecutionContext, ExecutionResult, ExecutionStrategy};
 use weft_provider::{Message, ToolResult, Turn};
 use weft_runtime::ledger::RunContext;
+use weft_runtime::event::{EventKind, Side};
 use weft_runtime::observer::RunObserver;
 
 use crate::definition::{LifecyclePayload, SessionToolBinding, SideConfig};
+use crate::session::SessionEvents;
 
 /// The step cap of a side whose `stopOnResponse` is false and that sets no `maxSteps`.
 pub const DEFAULT_MAX_STEPS: u64 = 50;
@@ -44,12 +46,15 @@ pub(crate) struct StopPlan {
     pub(crate) handoffs: Vec<String>,
 }
 
-/// A status published by a `sessionStatus` call.
-pub(crate) type StatusSink = Arc<dyn Fn(LifecyclePayload) + Send + Sync>;
-
 impl StopPlan {
-    /// Evaluates §5 after a step. `steps` is the number of steps of this side turn so far.
-    pub(crate) fn evaluate(&self, turn: &Turn, steps: u64, status: &StatusSink) -> Option<TurnEnd> {
+    /// Evaluates §5 after a step. `steps` is the number of steps of this side turn so far;
+    /// the payloads of the step's `sessionStatus` calls go to `statuses`, in call order.
+    pub(crate) fn evaluate(
+        &self,
+        turn: &Turn,
+        steps: u64,
+        statuses: &mut Vec<LifecyclePayload>,
+    ) -> Option<TurnEnd> {
         let calls = &turn.response.tool_calls;
         let results = last_results(turn);
         let binding_is = |binding: &Option<SessionToolBinding>, name: &str| {
@@ -59,7 +64,7 @@ impl StopPlan {
             if let Some(binding) = &self.side.session_status
                 && binding.name() == call.tool_name
             {
-                status(binding.payload(&call.arguments));
+                statuses.push(binding.payload(&call.arguments));
             }
         }
         // 1. session-level terminal bindings.
@@ -154,8 +159,7 @@ impl StopPlan {
             cycles: 0,
             data: None,
         };
-        let quiet: StatusSink = Arc::new(|_| {});
-        self.evaluate(&turn, steps, &quiet)
+        self.evaluate(&turn, steps, &mut Vec::new())
     }
 }
 
@@ -180,7 +184,8 @@ pub(crate) struct SideTurn {
     /// The input of the turn; `None` when the state already ends with it (a durable run's
     /// initial checkpoint).
     pub(crate) input: Option<Message>,
-    pub(crate) status: StatusSink,
+    /// Where `sessionStatus` updates go.
+    pub(crate) events: SessionEvents,
     pub(crate) end: Arc<Mutex<Option<TurnEnd>>>,
     /// Steps this turn took before (a turn resumed from a checkpoint), counted against
     /// `maxSteps`.
@@ -189,7 +194,7 @@ pub(crate) struct SideTurn {
     /// events for every step (`None`: in memory).
     pub(crate) run: Option<Arc<RunContext>>,
     /// The side, for event payloads.
-    pub(crate) side_key: &'static str,
+    pub(crate) side: Side,
     /// The run's usage before this turn: checkpoints record it plus the turn's so far.
     pub(crate) base_usage: weft_provider::TokenUsage,
 }
@@ -215,7 +220,7 @@ impl ExecutionStrategy for SideTurn {
             .input(self.input.clone())
             .base_usage(self.base_usage.clone());
         if let Some(run) = &self.run {
-            steps = steps.observer(RunObserver::new(run.clone(), Some(self.side_key)));
+            steps = steps.observer(RunObserver::new(run.clone(), Some(self.side)));
         }
         let mut taken = self.prior_steps;
         loop {
@@ -229,7 +234,16 @@ impl ExecutionStrategy for SideTurn {
                 }
             };
             taken += 1;
-            if let Some(end) = self.plan.evaluate(&turn, taken, &self.status) {
+            let mut statuses = Vec::new();
+            let end = self.plan.evaluate(&turn, taken, &mut statuses);
+            for status in statuses {
+                let kind = EventKind::Status {
+                    message: status.message,
+                    side: Some(self.side),
+                };
+                self.events.emit(None, kind).await;
+            }
+            if let Some(end) = end {
                 if let Ok(mut slot) = self.end.lock() {
                     *slot = Some(end);
                 }

@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 use weft_provider::adapters::scripted::{Script, ScriptedModel};
 use weft_provider::provider::{LlmModel, Provider};
 use weft_provider::{Message, ProviderRegistry};
+use weft_runtime::event::{Emitter, EventKind, RunEvent};
 use weft_standard::{
-    Project, SessionEvent, SessionOptions, SessionStatus, StandardSessions, StopReason, run_session,
+    Project, SessionOptions, SessionStatus, StandardSessions, StopReason, run_session,
 };
 
 const TOOLS: &[(&str, &str)] = &[
@@ -57,16 +58,21 @@ fn call(id: &str, name: &str, args: Value) -> Value {
 const PROMPT: &str =
     "name = \"p\"\ntools = [\"done\", \"fail\", \"finish\", \"status\", \"note\"]\n";
 
-async fn run(project: &Project, agent: &str) -> (weft_standard::SessionOutcome, Vec<SessionEvent>) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+async fn run(project: &Project, agent: &str) -> (weft_standard::SessionOutcome, Vec<RunEvent>) {
+    let emitter = Emitter::live("session-test");
+    let mut rx = emitter.subscribe(0);
     let mut options = SessionOptions::new(project.dir());
-    options.events = Some(tx);
+    options.events = Some(emitter);
     let outcome = run_session(project, agent, "hello", &options)
         .await
         .expect("session");
     drop(options);
     let mut events = Vec::new();
-    while let Some(e) = rx.recv().await {
+    let mut seq = 0;
+    while let Some(e) = rx.next().await {
+        // Numbered 1, 2, 3, … without gaps.
+        seq += 1;
+        assert_eq!(e.seq, seq);
         events.push(e);
     }
     (outcome, events)
@@ -139,7 +145,7 @@ async fn stop_order_3_response_stop_and_status_events() {
     assert!(
         events
             .iter()
-            .any(|e| matches!(e, SessionEvent::Status { message, .. } if message == "working"))
+            .any(|e| matches!(&e.kind, EventKind::Status { message, .. } if message == "working"))
     );
 }
 
@@ -330,7 +336,7 @@ async fn handoff_keeps_the_history_and_records_a_thread_event() {
     assert!(
         events
             .iter()
-            .any(|e| matches!(e, SessionEvent::Handoff { to, .. } if to == "billing"))
+            .any(|e| matches!(&e.kind, EventKind::Handoff { to, .. } if to == "billing"))
     );
 }
 
@@ -343,10 +349,13 @@ async fn tool_calls_run_sequentially_in_model_order() {
     let (_, events) = run(&p, "a").await;
     let order: Vec<String> = events
         .iter()
-        .filter_map(|e| match e {
-            SessionEvent::ToolCall { id, .. } => Some(format!("start{id}")),
-            SessionEvent::ToolResult { id, .. } => Some(format!("end{id}")),
-            _ => None,
+        .filter_map(|e| {
+            let id = e.tool_call_id.as_deref().unwrap_or_default();
+            match e.kind {
+                EventKind::ToolCallStart { .. } => Some(format!("start{id}")),
+                EventKind::ToolCallEnd { .. } => Some(format!("end{id}")),
+                _ => None,
+            }
         })
         .collect();
     assert_eq!(
@@ -584,7 +593,7 @@ async fn handoffs_logged(store: &weft_store::Store, run: &str) -> usize {
     use weft_store::EventLog as _;
     let query = weft_store::EventQuery {
         run_id: Some(run.into()),
-        types: vec!["agent.handoff".into()],
+        types: vec!["handoff".into()],
         ..weft_store::EventQuery::default()
     };
     store.events(&query).await.expect("events").len()

@@ -216,14 +216,45 @@ pub struct NewEvent {
     pub tool_call_id: Option<String>,
     /// Details (redacted before they are written).
     pub payload: Value,
+    /// The event's number in its run (`None`: the next one, assigned by the store). A run's
+    /// owner numbers its events itself to publish them before they are written; numbers
+    /// are unique per run.
+    #[serde(default)]
+    pub seq: Option<u64>,
+    /// When it happened, ISO 8601 (`None`: now).
+    #[serde(default)]
+    pub timestamp: Option<String>,
+}
+
+impl NewEvent {
+    /// An event of `run_id` on `thread_id` by `agent_id`, numbered and stamped by the store.
+    pub fn new(
+        event_type: impl Into<String>,
+        run_id: impl Into<String>,
+        thread_id: impl Into<String>,
+        agent_id: impl Into<String>,
+        payload: Value,
+    ) -> Self {
+        NewEvent {
+            event_type: event_type.into(),
+            run_id: run_id.into(),
+            thread_id: thread_id.into(),
+            agent_id: agent_id.into(),
+            turn: 0,
+            tool_call_id: None,
+            payload,
+            seq: None,
+            timestamp: None,
+        }
+    }
 }
 
 /// A stored event (the runtime spec's `RuntimeEvent`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
-    /// Position in the log (ascending = log order).
-    pub seq: i64,
-    /// The event id (UUIDv4).
+    /// The event's number in its run: 1, 2, 3, … without gaps (log order within the run).
+    pub seq: u64,
+    /// The event id (`{run_id}:{seq}`; a UUID for events written before schema 6).
     pub id: String,
     /// See [`event_type`].
     #[serde(rename = "type")]
@@ -258,8 +289,8 @@ pub struct EventQuery {
     pub since: Option<String>,
     /// Before this time.
     pub until: Option<String>,
-    /// Only events after this `seq` (for following a log).
-    pub after_seq: Option<i64>,
+    /// Only events after this `seq` (for following a run's log; meaningful with `run_id`).
+    pub after_seq: Option<u64>,
     /// At most this many.
     pub limit: Option<u64>,
 }

@@ -25,7 +25,7 @@ pub(crate) struct Migration {
 }
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -52,6 +52,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 5,
         name: "pending decisions (approvals and uncertain calls)",
         sql: V5,
+    },
+    Migration {
+        version: 6,
+        name: "events numbered per run (gap-free seq), indexed by run and seq",
+        sql: V6,
     },
 ];
 
@@ -258,6 +263,18 @@ CREATE TABLE decisions (
   PRIMARY KEY (run_id, id)
 );
 CREATE INDEX idx_decisions_status ON decisions(run_id, status);
+";
+
+// Each run's events are numbered 1, 2, 3, … (`run_seq`), so a viewer can rejoin a run after
+// the last event it saw; rows written before are numbered in their log order. The per-run
+// index replaces the one on (run_id, id).
+const V6: &str = r"
+ALTER TABLE events ADD COLUMN run_seq INTEGER NOT NULL DEFAULT 0;
+UPDATE events SET run_seq = numbered.n FROM
+  (SELECT id, ROW_NUMBER() OVER (PARTITION BY run_id ORDER BY id) AS n FROM events) AS numbered
+  WHERE events.id = numbered.id;
+DROP INDEX idx_events_run;
+CREATE UNIQUE INDEX idx_events_run_seq ON events(run_id, run_seq);
 ";
 
 /// The DDL of a migration for PostgreSQL.

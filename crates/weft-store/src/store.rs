@@ -238,13 +238,10 @@ impl fmt::Debug for Shared {
 ///
 /// let dir = tempfile::tempdir()?;
 /// let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display())).await?;
-/// store.append_event(NewEvent {
-///     event_type: "turn_start".into(), run_id: "r1".into(), thread_id: "t1".into(),
-///     agent_id: "a1".into(), turn: 1, tool_call_id: None, payload: serde_json::json!({}),
-/// }).await?;
+/// store.append_event(NewEvent::new("turn_start", "r1", "t1", "a1", serde_json::json!({}))).await?;
 /// store.flush().await?;
 /// let events = store.events(&EventQuery { run_id: Some("r1".into()), ..Default::default() }).await?;
-/// assert_eq!(events[0].event_type, "turn_start");
+/// assert_eq!((events[0].event_type.as_str(), events[0].seq), ("turn_start", 1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # })
 /// # }
@@ -1412,11 +1409,17 @@ pub trait EventLog: Send + Sync {
     /// As [`EventLog::append_event`].
     async fn append_events(&self, events: Vec<NewEvent>) -> Result<(), StoreError>;
 
-    /// Events matching `query`, in log order.
+    /// Events matching `query`, in log order (by `seq` within a run).
     ///
     /// # Errors
     /// Database failures.
     async fn events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError>;
+
+    /// The number of the last event of `run_id` (0: none yet).
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn last_event_seq(&self, run_id: &str) -> Result<u64, StoreError>;
 }
 
 impl Store {
@@ -1427,19 +1430,37 @@ impl Store {
             self.redact(&mut v);
             *id = v.as_str().unwrap_or_default().to_owned();
         }
-        stmt!(
-            "INSERT INTO events (thread_id, event_type, timestamp, payload, event_id, run_id, agent_id, turn, tool_call_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            event.thread_id,
-            event.event_type,
-            now_string(),
-            event.payload.to_string(),
-            new_id(),
-            event.run_id,
-            event.agent_id,
-            event.turn,
-            event.tool_call_id
-        )
+        let timestamp = event.timestamp.unwrap_or_else(now_string);
+        match event.seq {
+            Some(seq) => stmt!(
+                "INSERT INTO events (thread_id, event_type, timestamp, payload, event_id, run_id, agent_id, turn, tool_call_id, run_seq) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                event.thread_id,
+                event.event_type,
+                timestamp,
+                event.payload.to_string(),
+                format!("{}:{seq}", event.run_id),
+                event.run_id,
+                event.agent_id,
+                event.turn,
+                event.tool_call_id,
+                seq
+            ),
+            // The next number of the run, in the same statement (one writer per run: its owner).
+            None => stmt!(
+                "INSERT INTO events (thread_id, event_type, timestamp, payload, event_id, run_id, agent_id, turn, tool_call_id, run_seq) \
+                 SELECT $1, $2, $3, $4, $5 || ':' || CAST(n AS TEXT), $5, $6, $7, $8, n \
+                 FROM (SELECT COALESCE(MAX(run_seq), 0) + 1 AS n FROM events WHERE run_id = $5) AS next",
+                event.thread_id,
+                event.event_type,
+                timestamp,
+                event.payload.to_string(),
+                event.run_id,
+                event.agent_id,
+                event.turn,
+                event.tool_call_id
+            ),
+        }
     }
 }
 
@@ -1458,7 +1479,7 @@ impl EventLog for Store {
     async fn events(&self, query: &EventQuery) -> Result<Vec<EventRecord>, StoreError> {
         self.flush().await?;
         let mut sql = String::from(
-            "SELECT id, event_id, event_type, run_id, thread_id, agent_id, turn, timestamp, tool_call_id, payload FROM events WHERE 1 = 1",
+            "SELECT run_seq, event_id, event_type, run_id, thread_id, agent_id, turn, timestamp, tool_call_id, payload FROM events WHERE 1 = 1",
         );
         let mut params: Vec<SqlValue> = Vec::new();
         let mut add = |sql: &mut String, clause: &str, value: SqlValue| {
@@ -1488,9 +1509,13 @@ impl EventLog for Store {
             add(&mut sql, " AND timestamp < ?", until.into());
         }
         if let Some(after) = query.after_seq {
-            add(&mut sql, " AND id > ?", after.into());
+            add(&mut sql, " AND run_seq > ?", after.into());
         }
-        sql.push_str(" ORDER BY id");
+        sql.push_str(if query.run_id.is_some() {
+            " ORDER BY run_seq"
+        } else {
+            " ORDER BY id"
+        });
         if let Some(limit) = query.limit {
             add(&mut sql, " LIMIT ?", limit.into());
         }
@@ -1498,7 +1523,7 @@ impl EventLog for Store {
         rows.iter()
             .map(|r| {
                 Ok(EventRecord {
-                    seq: r.int(0)?,
+                    seq: r.uint(0)?,
                     id: r.text(1)?,
                     event_type: r.text(2)?,
                     run_id: r.text(3)?,
@@ -1511,6 +1536,17 @@ impl EventLog for Store {
                 })
             })
             .collect()
+    }
+
+    async fn last_event_seq(&self, run_id: &str) -> Result<u64, StoreError> {
+        self.flush().await?;
+        let rows = self
+            .query(stmt!(
+                "SELECT COALESCE(MAX(run_seq), 0) FROM events WHERE run_id = $1",
+                run_id
+            ))
+            .await?;
+        rows.first().map_or(Ok(0), |r| r.uint(0))
     }
 }
 

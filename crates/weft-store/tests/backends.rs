@@ -54,6 +54,8 @@ fn event(run: &str, kind: &str, turn: u64, call: Option<&str>, payload: Value) -
         turn,
         tool_call_id: call.map(str::to_owned),
         payload,
+        seq: None,
+        timestamp: None,
     }
 }
 
@@ -769,6 +771,8 @@ async fn leases_fence_stale_owners(store: &Store) {
             turn: 1,
             tool_call_id: None,
             payload: json!({"stale": true}),
+            seq: None,
+            timestamp: None,
         })
         .await
         .unwrap();

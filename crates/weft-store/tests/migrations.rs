@@ -61,6 +61,8 @@ async fn generate_v1_fixture() {
             turn: 1,
             tool_call_id: None,
             payload: json!({}),
+            seq: None,
+            timestamp: None,
         })
         .await
         .unwrap();

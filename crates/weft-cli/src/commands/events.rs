@@ -1,11 +1,13 @@
-//! `weft events RUN [--follow] [--json]`: a run's event log, in log order.
+//! `weft events RUN [--follow] [--after SEQ] [--json]`: a run's event log, in `seq` order —
+//! the same objects `weft run --json` prints live.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use weft_runtime::event::{EventKind, RunEvent};
 use weft_runtime::ownership::effective_status;
-use weft_store::{EventLog, EventQuery, EventRecord, RunStatus, Runs};
+use weft_store::{EventLog, EventQuery, RunStatus, Runs};
 
 use super::runs::{StoreArgs, open_store, runtime};
 
@@ -14,9 +16,13 @@ use super::runs::{StoreArgs, open_store, runtime};
 pub(crate) struct EventsArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// Keep printing new events until the run ends.
+    /// Keep printing new events until the run ends (rejoin a live run; with --after, from
+    /// where a viewer left off).
     #[arg(long)]
     follow: bool,
+    /// Only events after this seq (the `seq` of the last event already seen).
+    #[arg(long, value_name = "SEQ")]
+    after: Option<u64>,
     /// Only these event types (repeatable; an unknown type is an error).
     #[arg(long = "type", value_name = "TYPE")]
     types: Vec<String>,
@@ -28,34 +34,17 @@ pub(crate) struct EventsArgs {
     run: String,
 }
 
-/// The event types a run's log holds (`weft_store::event_type` and the session's own).
-const KNOWN_TYPES: [&str; 14] = [
-    weft_store::event_type::RUN_START,
-    weft_store::event_type::TURN_START,
-    weft_store::event_type::TURN_END,
-    weft_store::event_type::TOOL_CALL_START,
-    weft_store::event_type::TOOL_CALL_END,
-    weft_store::event_type::TOOL_CALL_REPLAYED,
-    weft_store::event_type::TOOL_CALL_REFUSED,
-    weft_store::event_type::RECOVERY,
-    weft_store::event_type::COMPLETION,
-    weft_store::event_type::ERROR,
-    weft_store::event_type::ROUTING,
-    weft_store::event_type::CHECKPOINT,
-    "agent.handoff",
-    "session.status",
-];
-
 /// Most characters of a payload in the text view (without `--full`).
 const PAYLOAD_CHARS: usize = 140;
 
 /// Prints one event; `Ok(false)` when stdout is closed (`weft events RUN | head`).
-fn print(event: &EventRecord, json: bool, full: bool) -> anyhow::Result<bool> {
+fn print(event: &RunEvent, json: bool, full: bool) -> anyhow::Result<bool> {
     use std::io::Write as _;
     let line = if json {
         serde_json::to_string(event)?
     } else {
-        let payload = event.payload.to_string();
+        let (kind, payload) = event.kind.clone().into_parts();
+        let payload = payload.to_string();
         let payload = if full || payload.chars().count() <= PAYLOAD_CHARS {
             payload
         } else {
@@ -65,10 +54,11 @@ fn print(event: &EventRecord, json: bool, full: bool) -> anyhow::Result<bool> {
             )
         };
         format!(
-            "{}  turn {:>3}  {:<18} {}{payload}",
+            "{:>4}  {}  turn {:>3}  {:<18} {}{payload}",
+            event.seq,
             event.timestamp,
             event.turn,
-            event.event_type,
+            kind,
             event
                 .tool_call_id
                 .as_deref()
@@ -96,14 +86,14 @@ pub(crate) fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
             ..args
         };
         for kind in &args.types {
-            if !KNOWN_TYPES.contains(&kind.as_str()) {
+            if !EventKind::TYPES.contains(&kind.as_str()) {
                 anyhow::bail!(
                     "unknown event type {kind:?} for --type; the types are: {}",
-                    KNOWN_TYPES.join(", ")
+                    EventKind::TYPES.join(", ")
                 );
             }
         }
-        let mut after = None;
+        let mut after = args.after;
         loop {
             let events = store
                 .events(&EventQuery {
@@ -113,11 +103,11 @@ pub(crate) fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
                     ..EventQuery::default()
                 })
                 .await?;
-            for event in &events {
-                if !print(event, args.store.json, args.full)? {
+            for record in &events {
+                after = Some(record.seq);
+                if !print(&RunEvent::from_record(record.clone()), args.store.json, args.full)? {
                     return Ok(ExitCode::SUCCESS);
                 }
-                after = Some(event.seq);
             }
             if !args.follow {
                 break;

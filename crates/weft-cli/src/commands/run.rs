@@ -16,12 +16,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use serde_json::Value;
 use weft_runtime::budget::{Budget, DEFAULT_SESSION_MAX_STEPS};
 use weft_runtime::spec::{Program, RunSpec, SessionProgram};
+use weft_runtime::event::{AgentPath, EventKind, RunEvent, RunEvents};
 use weft_runtime::{RunEnd, RunHandle, Runtime};
-use weft_standard::{AgentDefinition, Project, ProjectError, SessionEvent, StandardSessions};
+use weft_standard::{AgentDefinition, Project, ProjectError, StandardSessions};
 use weft_store::{Durability, Runs as _, Store, Threads as _};
 
 /// `weft run` flags.
@@ -410,19 +410,8 @@ pub(crate) async fn present(
     resumed: bool,
 ) -> anyhow::Result<ExitCode> {
     let run_id = handle.id().to_owned();
-    let record = runtime.store().run(&run_id).await?;
-    let durability = record
-        .as_ref()
-        .and_then(|r| RunSpec::from_stored(&r.spec).ok())
-        .map_or(Durability::Sync, |s| s.durability);
     let colors = !json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    if json {
-        println!(
-            "{}",
-            json!({"type": "run_start", "runId": run_id, "threadId": record.as_ref().map(|r| r.thread_id.clone()),
-            "agent": agent, "durability": if durability == Durability::Sync { "sync" } else { "async" }, "resumed": resumed})
-        );
-    } else {
+    if !json {
         let resumed = if resumed { " · resumed" } else { "" };
         println!(
             "{}",
@@ -439,19 +428,31 @@ pub(crate) async fn present(
     let watcher = tokio::spawn(super::signals::stop_on_signals(handle.abort_handle()));
     let outcome = handle.outcome().await;
     watcher.abort();
-    let mut text_shown = false;
-    if let Some(renderer) = renderer {
-        text_shown = renderer.await.unwrap_or(false);
-    }
+    let rendered = match renderer {
+        Some(renderer) => renderer.await.unwrap_or_default(),
+        None => Rendered::default(),
+    };
+    let text_shown = rendered.text_shown;
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(error) => {
             let code = error.exit_code();
             if json {
-                println!(
-                    "{}",
-                    json!({"type": "run_end", "runId": run_id, "status": "error", "exitCode": code, "error": error.to_string()})
-                );
+                // The run's store failed or another process took the run over: this end
+                // is not in the log.
+                let end = RunEvent {
+                    seq: rendered.last_seq + 1,
+                    timestamp: weft_store::now_string(),
+                    run_id: run_id.clone(),
+                    agent: AgentPath::root(agent),
+                    turn: 0,
+                    tool_call_id: None,
+                    kind: EventKind::Error {
+                        message: error.to_string(),
+                        reason: None,
+                    },
+                };
+                println!("{}", serde_json::to_string(&end)?);
             }
             eprintln!("weft: {error}");
             return Ok(ExitCode::from(code));
@@ -502,16 +503,24 @@ pub(crate) async fn present(
         }
     }
     if json {
-        println!(
-            "{}",
-            json!({"type": "run_end", "runId": run_id, "status": word, "exitCode": code, "steps": outcome.steps,
-            "inputTokens": input_tokens, "outputTokens": output_tokens, "cost": cost,
-            "output": match &outcome.end { RunEnd::Completed { output } => Some(output.clone()), _ => None },
-            "error": match &outcome.end { RunEnd::Failed { error } => Some(error.clone()), _ => None },
-            "decisions": pending,
-            "resume": resume_hint.as_ref().map(|h| h.command.clone()),
-            "resumeNote": resume_hint.as_ref().and_then(|h| h.note.clone())})
-        );
+        // The run's own `run_end` (as logged), with how to go on.
+        let mut end = rendered.end.unwrap_or_else(|| RunEvent {
+            seq: rendered.last_seq + 1,
+            timestamp: weft_store::now_string(),
+            run_id: run_id.clone(),
+            agent: AgentPath::root(agent),
+            turn: 0,
+            tool_call_id: None,
+            kind: outcome.end_event(),
+        });
+        if let EventKind::RunEnd {
+            resume, resume_note, ..
+        } = &mut end.kind
+        {
+            *resume = resume_hint.as_ref().map(|h| h.command.clone());
+            *resume_note = resume_hint.as_ref().and_then(|h| h.note.clone());
+        }
+        println!("{}", serde_json::to_string(&end)?);
     } else {
         if let RunEnd::Failed { error } = &outcome.end {
             eprintln!("weft: the agent failed: {error}");
@@ -636,9 +645,20 @@ fn status_line(
     line
 }
 
-/// Prints events: JSON lines, or the live view. Returns whether any text was shown.
-async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, colors: bool) -> bool {
-    let mut text_shown = false;
+/// What the live view saw of a run.
+#[derive(Default)]
+struct Rendered {
+    /// Whether any answer text was shown.
+    text_shown: bool,
+    /// The run's `run_end` event (printed by [`present`], with the resume hint).
+    end: Option<RunEvent>,
+    /// The `seq` of the last event printed.
+    last_seq: u64,
+}
+
+/// Prints events: JSON lines (the events as they are stored), or the live view.
+async fn render(mut events: RunEvents, json: bool, colors: bool) -> Rendered {
+    let mut rendered = Rendered::default();
     let spin = !json && std::io::stderr().is_terminal();
     let mut waiting: Option<Waiting> = None;
     let mut frame = 0usize;
@@ -649,7 +669,7 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
     let mut out = std::io::stdout();
     loop {
         let event = tokio::select! {
-            event = rx.recv() => event,
+            event = events.next() => event,
             _ = tick.tick(), if spin && waiting.is_some() => {
                 // Quiet while a question waits for an answer on the terminal.
                 let asking = super::approver::ASKING.load(std::sync::atomic::Ordering::SeqCst);
@@ -661,110 +681,137 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
             }
         };
         let Some(event) = event else { break };
+        if matches!(event.kind, EventKind::RunEnd { .. }) {
+            rendered.end = Some(event);
+            break;
+        }
+        rendered.last_seq = event.seq;
         if json {
             if let Ok(line) = serde_json::to_string(&event) {
-                let _ = writeln!(out, "{line}");
+                if writeln!(out, "{line}").is_err() {
+                    // Nobody reads the output any more (`| head`): let the run go on.
+                    events.detach();
+                    break;
+                }
             }
             continue;
         }
         if spin && waiting.is_some() {
             eprint!("\r\x1b[K");
         }
-        waiting = match &event {
-            // A new step (replies of consecutive steps start on their own line).
-            SessionEvent::StepStart { .. } => Some(Waiting::Model(std::time::Instant::now())),
-            SessionEvent::ToolCall { name, .. } => {
-                Some(Waiting::Tool(name.clone(), std::time::Instant::now()))
+        waiting = match &event.kind {
+            EventKind::TurnStart { .. } => Some(Waiting::Model(std::time::Instant::now())),
+            EventKind::ToolCallStart { tool, .. } => {
+                Some(Waiting::Tool(tool.clone(), std::time::Instant::now()))
             }
-            SessionEvent::StepEnd {
-                input_tokens,
-                output_tokens,
+            EventKind::TurnEnd {
+                run_input_tokens,
+                run_output_tokens,
                 cost,
                 ..
             } => {
-                spent = (input_tokens + output_tokens, *cost);
+                spent = (run_input_tokens + run_output_tokens, *cost);
                 None
             }
             _ => None,
         };
+        let depth = event.agent.depth();
         let newline = |out: &mut std::io::Stdout, at_line_start: &mut bool| {
             if !*at_line_start {
                 let _ = writeln!(out);
                 *at_line_start = true;
             }
         };
-        match &event {
-            SessionEvent::StepStart { .. } => newline(&mut out, &mut at_line_start),
-            SessionEvent::TurnStart {
+        match &event.kind {
+            // Replies of consecutive steps start on their own line.
+            EventKind::TurnStart { .. } => newline(&mut out, &mut at_line_start),
+            EventKind::SideTurnStart {
                 label,
                 side,
-                turn,
-                depth,
-                ..
+                session_turn,
             } => {
-                if *turn > 1 || *side != weft_standard::Side::A {
+                if *session_turn > 1 || *side != weft_standard::Side::A {
                     newline(&mut out, &mut at_line_start);
                 }
                 let _ = writeln!(
                     out,
                     "{}{}",
-                    indent(*depth),
+                    indent(depth),
                     paint(colors, "1", &format!("[{label}]"))
                 );
             }
-            SessionEvent::TextDelta { text, depth, .. } => {
-                text_shown |= !text.trim().is_empty();
-                let _ = write!(out, "{}", indent_text(text, *depth, &mut at_line_start));
+            EventKind::TextDelta { text, .. } => {
+                rendered.text_shown |= !text.trim().is_empty();
+                let _ = write!(out, "{}", indent_text(text, depth, &mut at_line_start));
             }
-            SessionEvent::ReasoningDelta { text, depth, .. } => {
-                let text = indent_text(text, *depth, &mut at_line_start);
+            EventKind::ReasoningDelta { text, .. } => {
+                let text = indent_text(text, depth, &mut at_line_start);
                 let _ = write!(out, "{}", paint(colors, "2", &text));
             }
-            SessionEvent::ToolCall {
-                name,
-                arguments,
-                depth,
-                ..
+            EventKind::ToolCallStart {
+                tool, arguments, ..
             } => {
                 newline(&mut out, &mut at_line_start);
                 let _ = writeln!(
                     out,
                     "{}{} {}",
-                    indent(*depth),
-                    paint(colors, "36", &format!("→ {name}")),
+                    indent(depth),
+                    paint(colors, "36", &format!("→ {tool}")),
                     clip(&arguments.to_string(), 120)
                 );
             }
-            SessionEvent::ToolResult {
+            EventKind::ToolCallEnd {
                 result,
                 is_error,
-                depth,
+                result_bytes,
                 ..
             } => {
-                // A call waiting for a person's decision (the run suspends after the step).
-                let waiting = result
-                    .as_str()
-                    .filter(|r| *is_error && r.starts_with("waiting for approval"));
-                let line = match waiting {
-                    Some(reason) => format!("  ⏸ {reason}"),
-                    None => format!("  ← {}", summary(result, *is_error)),
+                let line = match (result, result_bytes) {
+                    (Some(result), _) => format!("  ← {}", summary(result, *is_error)),
+                    (None, Some(bytes)) => format!("  ← ({bytes} bytes, kept in the run's ledger)"),
+                    (None, None) => "  ←".to_owned(),
                 };
+                let color = if *is_error { "31" } else { "2" };
+                let _ = writeln!(out, "{}{}", indent(depth), paint(colors, color, &line));
+            }
+            EventKind::ToolCallReplayed { tool, is_error, .. } => {
+                newline(&mut out, &mut at_line_start);
+                let what = if *is_error { "recorded error" } else { "recorded result" };
+                let line = format!("↺ {tool} ({what}, not run again)");
+                let _ = writeln!(out, "{}{}", indent(depth), paint(colors, "2", &line));
+            }
+            EventKind::ToolCallRefused {
+                tool,
+                stage,
+                reason,
+                arguments,
+                ..
+            } => {
+                newline(&mut out, &mut at_line_start);
+                let reason = reason.as_str().map_or_else(|| reason.to_string(), str::to_owned);
                 let _ = writeln!(
                     out,
-                    "{}{}",
-                    indent(*depth),
-                    paint(
-                        colors,
-                        match (waiting.is_some(), *is_error) {
-                            (true, _) => "33",
-                            (false, true) => "31",
-                            (false, false) => "2",
-                        },
-                        &line
-                    )
+                    "{}{} {}\n{}{}",
+                    indent(depth),
+                    paint(colors, "36", &format!("→ {tool}")),
+                    clip(&arguments.to_string(), 120),
+                    indent(depth),
+                    paint(colors, "31", &format!("  ✗ refused ({stage}): {}", clip(&reason, 160)))
                 );
             }
-            SessionEvent::Status { message, .. } => {
+            EventKind::DecisionPending { tool, arguments, decision, .. } => {
+                newline(&mut out, &mut at_line_start);
+                let _ = writeln!(
+                    out,
+                    "{}{} {}\n{}{}",
+                    indent(depth),
+                    paint(colors, "36", &format!("→ {tool}")),
+                    clip(&arguments.to_string(), 120),
+                    indent(depth),
+                    paint(colors, "33", &format!("  ⏸ waiting for approval (decision {decision})"))
+                );
+            }
+            EventKind::Status { message, .. } => {
                 newline(&mut out, &mut at_line_start);
                 let _ = writeln!(
                     out,
@@ -772,7 +819,7 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
                     paint(colors, "35", &format!("• status: {message}"))
                 );
             }
-            SessionEvent::Handoff { from, to, .. } => {
+            EventKind::Handoff { from, to, .. } => {
                 newline(&mut out, &mut at_line_start);
                 let _ = writeln!(
                     out,
@@ -780,7 +827,7 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
                     paint(colors, "35", &format!("⇢ handoff: {from} → {to}"))
                 );
             }
-            SessionEvent::SessionEnd { .. } => newline(&mut out, &mut at_line_start),
+            EventKind::SessionEnd { .. } => newline(&mut out, &mut at_line_start),
             _ => {}
         }
         let _ = out.flush();
@@ -788,14 +835,15 @@ async fn render(mut rx: mpsc::UnboundedReceiver<SessionEvent>, json: bool, color
     if spin && waiting.is_some() {
         eprint!("\r\x1b[K");
     }
-    text_shown || json
+    rendered.text_shown |= json;
+    rendered
 }
 
-fn indent(depth: u32) -> String {
-    "  ".repeat(usize::try_from(depth).unwrap_or(0))
+fn indent(depth: usize) -> String {
+    "  ".repeat(depth)
 }
 
-fn indent_text(text: &str, depth: u32, at_line_start: &mut bool) -> String {
+fn indent_text(text: &str, depth: usize, at_line_start: &mut bool) -> String {
     let pad = indent(depth);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {

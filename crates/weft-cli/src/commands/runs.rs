@@ -390,7 +390,7 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                         run_id: Some(run.clone()),
                         types: vec![
                             event_type::TOOL_CALL_REFUSED.to_owned(),
-                            weft_runtime::pipeline::TOOL_CALL_RETRY.to_owned(),
+                            "tool_call_retry".to_owned(),
                         ],
                         ..EventQuery::default()
                     })
