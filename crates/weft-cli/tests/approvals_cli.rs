@@ -66,7 +66,8 @@ fn text(out: &Output) -> String {
 fn json_lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| serde_json::from_str(l).ok()).map(flat)
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .map(flat)
         .collect()
 }
 

@@ -58,7 +58,8 @@ fn calls(dir: &Path) -> usize {
 fn end_of(out: &Output) -> serde_json::Value {
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).map(flat)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(flat)
         .find(|e| e["type"] == "run_end")
         .unwrap_or_default()
 }

@@ -36,7 +36,8 @@ fn weft(cwd: &Path, args: &[&str]) -> Output {
 fn run_end(out: &Output) -> Value {
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok()).map(flat)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(flat)
         .rfind(|e| e["type"] == "run_end")
         .unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&out.stderr)))
 }
@@ -174,7 +175,8 @@ fn chat_runs_one_message_after_another_on_one_thread() {
     );
     let ends: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok()).map(flat)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(flat)
         .filter(|e| e["type"] == "run_end")
         .collect();
     let outputs: Vec<&str> = ends.iter().map(|e| e["output"].as_str().unwrap()).collect();

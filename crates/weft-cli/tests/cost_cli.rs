@@ -70,7 +70,8 @@ fn text(bytes: &[u8]) -> String {
 fn run_end(out: &Output) -> Value {
     text(&out.stdout)
         .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok()).map(flat)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(flat)
         .find(|e| e["type"] == "run_end")
         .unwrap_or_default()
 }

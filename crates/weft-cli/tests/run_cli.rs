@@ -91,7 +91,10 @@ fn json_events_follow_the_schema() {
         assert_eq!(e["runId"], run_id.as_str(), "{e}");
         assert_eq!(e["id"], format!("{run_id}:{}", i + 1), "{e}");
         for key in ["agentId", "agentPath", "timestamp", "type"] {
-            assert!(e[key].as_str().is_some_and(|v| !v.is_empty()), "{key} in {e}");
+            assert!(
+                e[key].as_str().is_some_and(|v| !v.is_empty()),
+                "{key} in {e}"
+            );
         }
         assert!(e["turn"].is_u64() && e["payload"].is_object(), "{e}");
     }
@@ -431,8 +434,7 @@ fn dual_ai_run_interrupted_mid_session_resumes_with_the_next_side() {
     let mut first = Vec::new();
     for line in lines.by_ref() {
         let event: Value = serde_json::from_str(&line.expect("line")).expect("JSON line");
-        let reviewer_started =
-            event["type"] == "turn_start" && event["payload"]["side"] == "sideB";
+        let reviewer_started = event["type"] == "turn_start" && event["payload"]["side"] == "sideB";
         first.push(event);
         if reviewer_started {
             break;
@@ -605,11 +607,7 @@ fn a_project_run_logs_the_runtime_events() {
     let agent = routing["agentId"].as_str();
     let routing = &routing["payload"];
     assert_eq!(
-        (
-            agent,
-            routing["side"].as_str(),
-            routing["reason"].as_str()
-        ),
+        (agent, routing["side"].as_str(), routing["reason"].as_str()),
         (Some("coder"), Some("sideA"), Some("project"))
     );
     assert!(
@@ -648,4 +646,69 @@ fn an_unbounded_dual_ai_agent_runs_with_a_warning() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn weft_events_rebuilds_what_the_live_view_printed_and_rejoins_after_a_seq() {
+    use std::io::BufRead as _;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = dir.path().join("p");
+    // Three slow steps, so a second process can join the run while it goes on.
+    write_project(
+        &project,
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
+        r#"{"responses":[
+            {"text":"Looking. ","toolCalls":[{"id":"c1","name":"run_command","arguments":{"command":"echo one"}}],"delayMs":300},
+            {"text":"Again. ","toolCalls":[{"id":"c2","name":"run_command","arguments":{"command":"echo two"}}],"delayMs":300},
+            {"text":"All done: one and two.","delayMs":300}]}"#,
+    );
+    let mut run = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["run", "p", "--json", "go"])
+        .current_dir(dir.path())
+        .env_remove("WEFT_DATABASE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = std::io::BufReader::new(run.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("a first event").expect("line");
+    let run_id = serde_json::from_str::<Value>(&first).expect("JSON")["runId"]
+        .as_str()
+        .expect("runId")
+        .to_owned();
+    // A viewer joins while the run goes on, from the start.
+    let follower = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["events", &run_id, "--json", "--follow", "--after", "0"])
+        .current_dir(&project)
+        .env_remove("WEFT_DATABASE_URL")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the follower");
+    let mut live = vec![first];
+    live.extend(lines.map(|l| l.expect("line")));
+    assert_eq!(run.wait().expect("wait").code(), Some(0), "{live:?}");
+    let followed = follower.wait_with_output().expect("follower");
+    assert_eq!(followed.status.code(), Some(0));
+    // The follower saw exactly what the live view printed, line for line.
+    let followed: Vec<String> = text(&followed.stdout).lines().map(str::to_owned).collect();
+    assert_eq!(followed, live);
+    let types: Vec<String> = json_lines(&live.join("\n"))
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(types.contains(&"text_delta".to_owned()), "{types:?}");
+    assert_eq!(types.last().map(String::as_str), Some("run_end"));
+
+    // Rejoining after the event with seq 5 gives the rest, from seq 6.
+    let rest = weft(&project, &["events", &run_id, "--json", "--after", "5"]);
+    let rest: Vec<String> = text(&rest.stdout).lines().map(str::to_owned).collect();
+    assert_eq!(rest, live[5..]);
+    // The streamed text can be rebuilt from the log.
+    let answer: String = json_lines(&live.join("\n"))
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["payload"]["text"].as_str().map(str::to_owned))
+        .collect();
+    assert!(answer.ends_with("All done: one and two."), "{answer}");
 }

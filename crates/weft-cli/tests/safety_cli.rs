@@ -71,7 +71,8 @@ fn json_events(stdout: &str) -> Vec<Value> {
 fn results(stdout: &str) -> Vec<(String, Value, bool)> {
     stdout
         .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok()).map(flat)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(flat)
         .filter(|e| e["type"] == "tool_call_end")
         .map(|e| {
             (

@@ -73,6 +73,14 @@ fn refused_calls_are_errors_the_model_sees_and_the_run_goes_on() {
         })
         .collect();
     assert_eq!(results.len(), 4, "{results:?}");
+    // Every call, refused or run, starts before it ends (RT-033).
+    let starts: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_start")
+        .filter_map(|e| e["toolCallId"].as_str())
+        .collect();
+    let ends: Vec<&str> = results.iter().map(|r| r.0).collect();
+    assert_eq!(starts, ends);
     assert!(
         results[0].1 && results[0].2.contains("unknown tool \"nope\""),
         "{results:?}"
@@ -99,7 +107,8 @@ fn refused_calls_are_errors_the_model_sees_and_the_run_goes_on() {
     let log = weft(&dir.path().join("p"), &["events", run, "--json"]);
     let refused: Vec<String> = String::from_utf8_lossy(&log.stdout)
         .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()).map(flat)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(flat)
         .flat_map(|v| match v {
             serde_json::Value::Array(items) => items,
             other => vec![other],

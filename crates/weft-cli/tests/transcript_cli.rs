@@ -51,7 +51,8 @@ fn run(dir: &Path, args: &[&str]) -> String {
     let stdout = ok(&weft(dir, args));
     let end = stdout
         .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok()).map(flat)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(flat)
         .rfind(|e| e["type"] == "run_end")
         .expect("a run_end event");
     end["runId"].as_str().unwrap().to_owned()

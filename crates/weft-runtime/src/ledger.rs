@@ -28,8 +28,7 @@ use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
 use weft_provider::{AssistantMessage, TokenUsage, ToolCall, ToolExecution};
 use weft_store::{
-    DecisionRecord, DecisionStatus, RecordedResponse, Store,
-    ToolCallRecord, ToolCallStatus,
+    DecisionRecord, DecisionStatus, RecordedResponse, Store, ToolCallRecord, ToolCallStatus,
 };
 
 use crate::approval::Approver;

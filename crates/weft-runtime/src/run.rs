@@ -589,8 +589,14 @@ impl Runtime {
                 agent_step: 0,
                 recorded_results: 0,
                 rerun_uncertain: Vec::new(),
-                uncertain_calls: blocked.iter().zip(&raised).map(|(c, d)| json!({"toolCallId": c.tool_call_id,
-                    "tool": c.tool_name, "position": c.position, "decision": d.id})).collect(),
+                uncertain_calls: blocked
+                    .iter()
+                    .zip(&raised)
+                    .map(|(c, d)| {
+                        json!({"toolCallId": c.tool_call_id,
+                    "tool": c.tool_name, "position": c.position, "decision": d.id})
+                    })
+                    .collect(),
             }
             .into_parts();
             let event = NewEvent::new(kind, run_id, &record.thread_id, spec.role(), payload);
@@ -854,12 +860,7 @@ async fn finished(
     let events = events.then(|| {
         // Nothing is live: the stream reads the log.
         let live = Emitter::channel();
-        RunEvents::new(
-            live.subscribe(),
-            Some(store.clone()),
-            &record.run_id,
-            after,
-        )
+        RunEvents::new(live.subscribe(), Some(store.clone()), &record.run_id, after)
     });
     Ok(RunHandle {
         id: record.run_id.clone(),

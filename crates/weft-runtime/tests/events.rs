@@ -83,7 +83,10 @@ async fn a_runs_events_are_numbered_logged_and_the_same_live_and_read_back() {
     let store = sqlite(dir.path()).await;
     let runtime = runtime(&store);
     let mut handle = runtime
-        .start(spec(dir.path(), &["a", "b"], 0, ToolPolicy::default()), true)
+        .start(
+            spec(dir.path(), &["a", "b"], 0, ToolPolicy::default()),
+            true,
+        )
         .await
         .unwrap();
     let run = handle.id().to_owned();
@@ -184,7 +187,9 @@ async fn a_resume_numbers_on_and_its_stream_starts_with_the_recovery() {
     };
     assert!(types(&first).contains(&"decision_pending".to_owned()));
     let EventKind::RunEnd {
-        status, decisions: pending, ..
+        status,
+        decisions: pending,
+        ..
     } = &first.last().unwrap().kind
     else {
         panic!("run_end last")
@@ -347,4 +352,102 @@ async fn logged_text_rebuilds_the_streamed_message() {
     );
     let rebuilt: String = stored.iter().filter_map(|e| e.kind.delta_text()).collect();
     assert_eq!(rebuilt, sent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uap_agent_stream_events_are_a_mapping_of_a_runs_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let mut handle = runtime(&store)
+        .start(spec(dir.path(), &["a"], 0, ToolPolicy::default()), true)
+        .await
+        .unwrap();
+    let events = drain(handle.take_events().unwrap()).await;
+    handle.outcome().await.unwrap();
+    let uap: Vec<Value> = events
+        .iter()
+        .filter_map(RunEvent::to_agent_stream_event)
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
+    let types: Vec<&str> = uap
+        .iter()
+        .map(|e| e["uap"]["type"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "step_start",
+            "action",
+            "observation",
+            "step_end",
+            "step_start",
+            "step_end"
+        ]
+    );
+    assert_eq!(uap[1]["uap"]["step"], 1);
+    assert_eq!(
+        uap[1]["uap"]["data"]["toolCalls"][0]["toolCallId"],
+        "call-00"
+    );
+    assert_eq!(
+        uap[2]["uap"]["data"]["toolResults"][0]["result"]["line"],
+        "a"
+    );
+    // A sub-agent's event is wrapped, with its path.
+    let mut nested = events[1].clone();
+    nested.agent = AgentPath::root("main").child("researcher");
+    nested.kind = EventKind::TurnStart {
+        messages: 1,
+        side: None,
+    };
+    let wrapped = serde_json::to_value(nested.to_agent_stream_event().unwrap()).unwrap();
+    assert_eq!(wrapped["uap"]["type"], "subagent_event");
+    assert_eq!(
+        wrapped["uap"]["data"]["innerEvent"]["uap"]["type"],
+        "step_start"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_run_logs_an_error_then_its_failed_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    // One step that calls the tool, then the model has nothing more to say: it fails.
+    let script = dir.path().join("short.json");
+    std::fs::write(
+        &script,
+        json!({"responses": [{"toolCalls": [{"id": "c1", "name": "append_line", "arguments": {"line": "x"}}]}]})
+            .to_string(),
+    )
+    .unwrap();
+    let mut program = AgentProgram::new(format!("scripted-turns:{}", script.display()));
+    program.tools = vec![ToolSpec {
+        name: "append_line".into(),
+        config: json!({"out": dir.path().join("out.txt"), "log": dir.path().join("log.txt")}),
+    }];
+    let mut handle = runtime(&store)
+        .start(RunSpec::new("go", Program::Agent(program)), true)
+        .await
+        .unwrap();
+    let events = drain(handle.take_events().unwrap()).await;
+    assert_eq!(handle.outcome().await.unwrap().exit_code(), 1);
+    let kinds = types(&events);
+    let error = kinds
+        .iter()
+        .position(|k| k == "error")
+        .expect("an error event");
+    assert_eq!(kinds[error + 1], "run_end", "{kinds:?}");
+    let EventKind::Error { message, .. } = &events[error].kind else {
+        panic!("error")
+    };
+    assert!(message.contains("has 1 responses"), "{message}");
+    let EventKind::RunEnd { status, error, .. } = &events.last().unwrap().kind else {
+        panic!("run_end")
+    };
+    assert_eq!(status, "failed");
+    assert!(
+        error
+            .as_deref()
+            .is_some_and(|e| e.contains("has 1 responses"))
+    );
 }

@@ -50,7 +50,7 @@ pub use error::{Problem, ProjectError, SessionError};
 pub use project::{BUILTIN_TOOLS, ModelSite, Project, snapshot_of, valid_tool_name};
 pub use runner::{StandardSessions, changed_since_start};
 pub use session::{
-    Durable, MAX_HANDOFFS, SESSION_MARK_KEY, SessionOptions, SessionOutcome,
-    SessionStatus, StopReason, run_session,
+    Durable, MAX_HANDOFFS, SESSION_MARK_KEY, SessionOptions, SessionOutcome, SessionStatus,
+    StopReason, run_session,
 };
 pub use side::DEFAULT_MAX_STEPS;

@@ -28,8 +28,8 @@ use weft_store::Store;
 use weft_thread::SystemMessage;
 use weft_tools::Workspace;
 
-pub use weft_runtime::event::{SessionStatus, StopReason};
 use weft_runtime::event::{AgentPath, Emitter, EventKind};
+pub use weft_runtime::event::{SessionStatus, StopReason};
 
 use crate::definition::{AgentDefinition, AgentType, Side};
 use crate::error::SessionError;
@@ -894,32 +894,25 @@ async fn ai_human(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutc
             && let Some(target) = driver.project.agent(to)
             && u32::try_from(thread_events.len()).unwrap_or(u32::MAX) < MAX_HANDOFFS
         {
-            let current = &pos.agent.name;
-            let event_data =
-                json!({"from": current, "to": to, "message": message, "turn": pos.turns});
+            let handoff = EventKind::Handoff {
+                from: pos.agent.name.clone(),
+                to: to.clone(),
+                message: message.clone(),
+                turn: pos.turns,
+            };
+            // The thread record's `agent.handoff` message is a mapping of the event.
+            let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            thread_events.extend(handoff.to_system_message(&now));
             // A resume that replays the handoff logs it only if the crash came before.
             let logged = match &driver.options.durable {
-                Some(durable) => replayed == Replayed(true) && handoff_logged(durable, pos.turns).await,
+                Some(durable) => {
+                    replayed == Replayed(true) && handoff_logged(durable, pos.turns).await
+                }
                 None => false,
             };
             if !logged {
-                driver
-                    .emit(EventKind::Handoff {
-                        from: current.clone(),
-                        to: to.clone(),
-                        message: message.clone(),
-                        turn: pos.turns,
-                    })
-                    .await;
+                driver.emit(handoff).await;
             }
-            thread_events.push(SystemMessage {
-                timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                event_type: "agent.handoff".into(),
-                event_data,
-                source_agent: Some(current.clone()),
-                target_agents: Some(vec![to.clone()]),
-                extra: Default::default(),
-            });
             pos.agent = target;
             continue;
         }

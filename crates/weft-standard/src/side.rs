@@ -18,8 +18,8 @@ use serde_json::Value;
 use weft_agent::execution::{StepOutcome, Steps};
 use weft_agent::{AgentError, AgentState, ExecutionContext, ExecutionResult, ExecutionStrategy};
 use weft_provider::{Message, ToolResult, Turn};
-use weft_runtime::ledger::RunContext;
 use weft_runtime::event::{EventKind, Side};
+use weft_runtime::ledger::RunContext;
 use weft_runtime::observer::RunObserver;
 
 use crate::definition::{LifecyclePayload, SessionToolBinding, SideConfig};

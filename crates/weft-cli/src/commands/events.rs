@@ -105,7 +105,11 @@ pub(crate) fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
                 .await?;
             for record in &events {
                 after = Some(record.seq);
-                if !print(&RunEvent::from_record(record.clone()), args.store.json, args.full)? {
+                if !print(
+                    &RunEvent::from_record(record.clone()),
+                    args.store.json,
+                    args.full,
+                )? {
                     return Ok(ExitCode::SUCCESS);
                 }
             }

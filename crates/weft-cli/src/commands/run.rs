@@ -18,8 +18,8 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::Value;
 use weft_runtime::budget::{Budget, DEFAULT_SESSION_MAX_STEPS};
-use weft_runtime::spec::{Program, RunSpec, SessionProgram};
 use weft_runtime::event::{AgentPath, EventKind, RunEvent, RunEvents};
+use weft_runtime::spec::{Program, RunSpec, SessionProgram};
 use weft_runtime::{RunEnd, RunHandle, Runtime};
 use weft_standard::{AgentDefinition, Project, ProjectError, StandardSessions};
 use weft_store::{Durability, Runs as _, Store, Threads as _};
@@ -514,7 +514,9 @@ pub(crate) async fn present(
             kind: outcome.end_event(),
         });
         if let EventKind::RunEnd {
-            resume, resume_note, ..
+            resume,
+            resume_note,
+            ..
         } = &mut end.kind
         {
             *resume = resume_hint.as_ref().map(|h| h.command.clone());
@@ -687,12 +689,12 @@ async fn render(mut events: RunEvents, json: bool, colors: bool) -> Rendered {
         }
         rendered.last_seq = event.seq;
         if json {
-            if let Ok(line) = serde_json::to_string(&event) {
-                if writeln!(out, "{line}").is_err() {
-                    // Nobody reads the output any more (`| head`): let the run go on.
-                    events.detach();
-                    break;
-                }
+            if let Ok(line) = serde_json::to_string(&event)
+                && writeln!(out, "{line}").is_err()
+            {
+                // Nobody reads the output any more (`| head`): let the run go on.
+                events.detach();
+                break;
             }
             continue;
         }
@@ -776,7 +778,11 @@ async fn render(mut events: RunEvents, json: bool, colors: bool) -> Rendered {
             }
             EventKind::ToolCallReplayed { tool, is_error, .. } => {
                 newline(&mut out, &mut at_line_start);
-                let what = if *is_error { "recorded error" } else { "recorded result" };
+                let what = if *is_error {
+                    "recorded error"
+                } else {
+                    "recorded result"
+                };
                 let line = format!("↺ {tool} ({what}, not run again)");
                 let _ = writeln!(out, "{}{}", indent(depth), paint(colors, "2", &line));
             }
@@ -788,7 +794,9 @@ async fn render(mut events: RunEvents, json: bool, colors: bool) -> Rendered {
                 ..
             } => {
                 newline(&mut out, &mut at_line_start);
-                let reason = reason.as_str().map_or_else(|| reason.to_string(), str::to_owned);
+                let reason = reason
+                    .as_str()
+                    .map_or_else(|| reason.to_string(), str::to_owned);
                 let _ = writeln!(
                     out,
                     "{}{} {}\n{}{}",
@@ -796,10 +804,19 @@ async fn render(mut events: RunEvents, json: bool, colors: bool) -> Rendered {
                     paint(colors, "36", &format!("→ {tool}")),
                     clip(&arguments.to_string(), 120),
                     indent(depth),
-                    paint(colors, "31", &format!("  ✗ refused ({stage}): {}", clip(&reason, 160)))
+                    paint(
+                        colors,
+                        "31",
+                        &format!("  ✗ refused ({stage}): {}", clip(&reason, 160))
+                    )
                 );
             }
-            EventKind::DecisionPending { tool, arguments, decision, .. } => {
+            EventKind::DecisionPending {
+                tool,
+                arguments,
+                decision,
+                ..
+            } => {
                 newline(&mut out, &mut at_line_start);
                 let _ = writeln!(
                     out,
@@ -808,7 +825,11 @@ async fn render(mut events: RunEvents, json: bool, colors: bool) -> Rendered {
                     paint(colors, "36", &format!("→ {tool}")),
                     clip(&arguments.to_string(), 120),
                     indent(depth),
-                    paint(colors, "33", &format!("  ⏸ waiting for approval (decision {decision})"))
+                    paint(
+                        colors,
+                        "33",
+                        &format!("  ⏸ waiting for approval (decision {decision})")
+                    )
                 );
             }
             EventKind::Status { message, .. } => {

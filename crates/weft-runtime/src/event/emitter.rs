@@ -183,7 +183,9 @@ impl Emitter {
                 });
             }
         }
-        let due = state.last_delta.is_none_or(|at| at.elapsed() >= COALESCE_TIME)
+        let due = state
+            .last_delta
+            .is_none_or(|at| at.elapsed() >= COALESCE_TIME)
             || state
                 .pending
                 .as_ref()

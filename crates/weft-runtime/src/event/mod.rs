@@ -21,6 +21,7 @@
 
 mod emitter;
 mod kind;
+mod mapping;
 mod stream;
 
 use std::fmt;
