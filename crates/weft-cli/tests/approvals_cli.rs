@@ -15,20 +15,6 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-/// A `--json` event with its payload's fields beside the envelope's (`type`, `runId`, …).
-fn flat(event: Value) -> Value {
-    match (event.get("seq"), event.get("payload")) {
-        (Some(_), Some(Value::Object(payload))) => {
-            let mut flat = event.clone();
-            for (key, value) in payload {
-                flat[key] = value.clone();
-            }
-            flat
-        }
-        _ => event,
-    }
-}
-
 /// A project whose agent writes `note.txt` twice (calls w1, w2) and then answers; both
 /// `write_file` calls need approval.
 fn project(dir: &Path, extra: &str) {
@@ -67,7 +53,7 @@ fn json_lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
-        .map(flat)
+        .map(common::flat)
         .collect()
 }
 

@@ -9,22 +9,6 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use serde_json::Value;
-
-/// A `--json` event with its payload's fields beside the envelope's (`type`, `runId`, …).
-fn flat(event: Value) -> Value {
-    match (event.get("seq"), event.get("payload")) {
-        (Some(_), Some(Value::Object(payload))) => {
-            let mut flat = event.clone();
-            for (key, value) in payload {
-                flat[key] = value.clone();
-            }
-            flat
-        }
-        _ => event,
-    }
-}
-
 /// A project whose model asks for a command on every answer and never stops on its own;
 /// each answer costs 10 + 1 tokens.
 fn runaway(dir: &Path, budget: &str) {
@@ -59,7 +43,7 @@ fn end_of(out: &Output) -> serde_json::Value {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .map(flat)
+        .map(common::flat)
         .find(|e| e["type"] == "run_end")
         .unwrap_or_default()
 }

@@ -9,20 +9,6 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-/// A `--json` event with its payload's fields beside the envelope's (`type`, `runId`, …).
-fn flat(event: Value) -> Value {
-    match (event.get("seq"), event.get("payload")) {
-        (Some(_), Some(Value::Object(payload))) => {
-            let mut flat = event.clone();
-            for (key, value) in payload {
-                flat[key] = value.clone();
-            }
-            flat
-        }
-        _ => event,
-    }
-}
-
 fn weft(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(args)
@@ -37,7 +23,7 @@ fn run_end(out: &Output) -> Value {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(flat)
+        .map(common::flat)
         .rfind(|e| e["type"] == "run_end")
         .unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(&out.stderr)))
 }
@@ -176,7 +162,7 @@ fn chat_runs_one_message_after_another_on_one_thread() {
     let ends: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(flat)
+        .map(common::flat)
         .filter(|e| e["type"] == "run_end")
         .collect();
     let outputs: Vec<&str> = ends.iter().map(|e| e["output"].as_str().unwrap()).collect();

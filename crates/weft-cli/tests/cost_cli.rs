@@ -13,20 +13,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-/// A `--json` event with its payload's fields beside the envelope's (`type`, `runId`, …).
-fn flat(event: Value) -> Value {
-    match (event.get("seq"), event.get("payload")) {
-        (Some(_), Some(Value::Object(payload))) => {
-            let mut flat = event.clone();
-            for (key, value) in payload {
-                flat[key] = value.clone();
-            }
-            flat
-        }
-        _ => event,
-    }
-}
-
 /// `scripted-turns` models priced at `input` / `output` dollars per million tokens: each
 /// scripted call (10 input + 1 output tokens) costs `(10 * input + output) / 1e6`.
 fn price_file(input: u32, output: u32) -> String {
@@ -71,7 +57,7 @@ fn run_end(out: &Output) -> Value {
     text(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(flat)
+        .map(common::flat)
         .find(|e| e["type"] == "run_end")
         .unwrap_or_default()
 }

@@ -16,20 +16,6 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-/// A `--json` event with its payload's fields beside the envelope's (`type`, `runId`, …).
-fn flat(event: Value) -> Value {
-    match (event.get("seq"), event.get("payload")) {
-        (Some(_), Some(Value::Object(payload))) => {
-            let mut flat = event.clone();
-            for (key, value) in payload {
-                flat[key] = value.clone();
-            }
-            flat
-        }
-        _ => event,
-    }
-}
-
 fn weft(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(args)
@@ -72,7 +58,7 @@ fn results(stdout: &str) -> Vec<(String, Value, bool)> {
     stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(flat)
+        .map(common::flat)
         .filter(|e| e["type"] == "tool_call_end")
         .map(|e| {
             (

@@ -9,22 +9,6 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use serde_json::Value;
-
-/// A `--json` event with its payload's fields beside the envelope's (`type`, `runId`, …).
-fn flat(event: Value) -> Value {
-    match (event.get("seq"), event.get("payload")) {
-        (Some(_), Some(Value::Object(payload))) => {
-            let mut flat = event.clone();
-            for (key, value) in payload {
-                flat[key] = value.clone();
-            }
-            flat
-        }
-        _ => event,
-    }
-}
-
 fn project(dir: &Path) {
     let script = serde_json::json!({"responses": [
         {"toolCalls": [{"id": "c1", "name": "nope", "arguments": {}}]},
@@ -59,7 +43,7 @@ fn refused_calls_are_errors_the_model_sees_and_the_run_goes_on() {
     );
     let events: Vec<serde_json::Value> = stdout
         .lines()
-        .map(|l| flat(serde_json::from_str(l).unwrap()))
+        .map(|l| common::flat(serde_json::from_str(l).unwrap()))
         .collect();
     let results: Vec<(&str, bool, &str)> = events
         .iter()
@@ -108,7 +92,7 @@ fn refused_calls_are_errors_the_model_sees_and_the_run_goes_on() {
     let refused: Vec<String> = String::from_utf8_lossy(&log.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .map(flat)
+        .map(common::flat)
         .flat_map(|v| match v {
             serde_json::Value::Array(items) => items,
             other => vec![other],

@@ -11,20 +11,6 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 
-/// A `--json` event with its payload's fields beside the envelope's (`type`, `runId`, …).
-fn flat(event: Value) -> Value {
-    match (event.get("seq"), event.get("payload")) {
-        (Some(_), Some(Value::Object(payload))) => {
-            let mut flat = event.clone();
-            for (key, value) in payload {
-                flat[key] = value.clone();
-            }
-            flat
-        }
-        _ => event,
-    }
-}
-
 fn weft(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_weft"))
         .args(args)
@@ -52,7 +38,7 @@ fn run(dir: &Path, args: &[&str]) -> String {
     let end = stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(flat)
+        .map(common::flat)
         .rfind(|e| e["type"] == "run_end")
         .expect("a run_end event");
     end["runId"].as_str().unwrap().to_owned()

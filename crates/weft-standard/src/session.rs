@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::StreamExt as _;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use weft_agent::checkpoint::CheckpointMode;
 use weft_agent::{AgentError, AgentOptions, AgentState, AgentStreamEvent, agent};

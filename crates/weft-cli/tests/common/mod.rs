@@ -30,3 +30,19 @@ pub(crate) fn scripted_project(dir: &Path, extra: &str, tools: &[&str], script: 
     .expect("prompt");
     std::fs::write(dir.join("script.json"), script.to_string()).expect("script");
 }
+
+/// A `--json` event with its payload's fields beside the envelope's (`type`, `runId`, …), for
+/// tests that read a few fields of many event types.
+#[allow(dead_code)]
+pub(crate) fn flat(event: Value) -> Value {
+    match (event.get("seq"), event.get("payload")) {
+        (Some(_), Some(Value::Object(payload))) => {
+            let mut flat = event.clone();
+            for (key, value) in payload {
+                flat[key] = value.clone();
+            }
+            flat
+        }
+        _ => event,
+    }
+}
