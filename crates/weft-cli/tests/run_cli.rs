@@ -699,6 +699,13 @@ fn weft_events_rebuilds_what_the_live_view_printed_and_rejoins_after_a_seq() {
         .collect();
     assert!(types.contains(&"text_delta".to_owned()), "{types:?}");
     assert_eq!(types.last().map(String::as_str), Some("run_end"));
+    // A step's text comes before the calls it makes, within its own turn.
+    let events = json_lines(&live.join("\n"));
+    let first_text = types.iter().position(|t| t == "text_delta").expect("text");
+    let first_call = types.iter().position(|t| t == "tool_call_start").expect("call");
+    assert!(first_text < first_call, "{types:?}");
+    assert_eq!(events[first_text]["turn"], events[first_call]["turn"]);
+    assert_eq!(events[first_text]["payload"]["text"], "Looking. ");
 
     // Rejoining after the event with seq 5 gives the rest, from seq 6.
     let rest = weft(&project, &["events", &run_id, "--json", "--after", "5"]);

@@ -366,26 +366,24 @@ impl Driver<'_> {
         }
     }
 
-    /// Passes on what the agent's stream says: text and reasoning always; steps and tool
-    /// calls only outside a durable run (inside one, the run's step observer and tool
-    /// pipeline log them, with what they decided).
+    /// Passes on what the agent's stream says, outside a durable run (inside one, the run's
+    /// step observer and tool pipeline log the steps, text and calls on the agent's own task,
+    /// in order, with what they decided).
     async fn forward(
         &self,
         side: Side,
         event: &AgentStreamEvent,
         arguments: &mut Vec<(String, String, String)>,
     ) {
-        let durable = self.options.durable.is_some();
+        if self.options.durable.is_some() {
+            return;
+        }
         let side = Some(side);
         match event {
-            AgentStreamEvent::Uap(e)
-                if !durable && e.event_type == weft_agent::UapEventType::StepStart =>
-            {
+            AgentStreamEvent::Uap(e) if e.event_type == weft_agent::UapEventType::StepStart => {
                 self.emit(EventKind::TurnStart { messages: 0, side }).await;
             }
-            AgentStreamEvent::Uap(e)
-                if !durable && e.event_type == weft_agent::UapEventType::StepEnd =>
-            {
+            AgentStreamEvent::Uap(e) if e.event_type == weft_agent::UapEventType::StepEnd => {
                 let usage = &e.data["usage"];
                 let (input, output) = (
                     usage["inputTokens"].as_u64().unwrap_or(0),
@@ -416,7 +414,7 @@ impl Driver<'_> {
                         self.emit(EventKind::ReasoningDelta { text, side }).await;
                     }
                 }
-                StreamEventType::ToolCallDelta if !durable => {
+                StreamEventType::ToolCallDelta => {
                     let index = e.index.to_string();
                     let id = e.delta.tool_call_id.clone();
                     let slot = arguments.iter_mut().rev().find(|(i, call_id, _)| {
@@ -433,7 +431,7 @@ impl Driver<'_> {
                         )),
                     }
                 }
-                StreamEventType::ToolExecutionStart if !durable => {
+                StreamEventType::ToolExecutionStart => {
                     let id = e.delta.tool_call_id.clone().unwrap_or_default();
                     let args = arguments
                         .iter()
@@ -447,7 +445,7 @@ impl Driver<'_> {
                     };
                     self.events().emit(Some(&id), kind).await;
                 }
-                StreamEventType::ToolExecutionEnd if !durable => {
+                StreamEventType::ToolExecutionEnd => {
                     let id = e.delta.tool_call_id.clone().unwrap_or_default();
                     let kind = EventKind::ToolCallEnd {
                         tool: e.delta.tool_name.clone().unwrap_or_default(),
