@@ -82,6 +82,8 @@ pub struct RunContext {
     /// Decisions raised in this process that nobody could answer: the run suspends.
     raised: Mutex<Vec<DecisionRecord>>,
     approver: Option<Arc<dyn Approver>>,
+    /// The run's `invoke_agent` span: parent of its `chat` and `execute_tool` spans.
+    trace: weft_otel::SpanParent,
 }
 
 impl fmt::Debug for RunContext {
@@ -134,6 +136,7 @@ impl RunContext {
             decisions: Mutex::new(HashMap::new()),
             raised: Mutex::new(Vec::new()),
             approver: None,
+            trace: weft_otel::SpanParent::none(),
         }
     }
 
@@ -184,6 +187,19 @@ impl RunContext {
     /// Whether the run must suspend (see [`RunContext::suspended`]).
     pub fn is_suspended(&self) -> bool {
         self.raised.lock().is_ok_and(|r| !r.is_empty())
+    }
+
+    /// Makes `trace` the parent of the run's `chat` and `execute_tool` spans
+    /// ([`crate::trace`]).
+    #[must_use]
+    pub fn with_trace(mut self, trace: weft_otel::SpanParent) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// The parent of the run's spans ([`weft_otel::SpanParent::none`] when not traced).
+    pub fn trace(&self) -> &weft_otel::SpanParent {
+        &self.trace
     }
 
     /// This context with `budget`, new model calls priced with `prices`. What the run spent
