@@ -44,6 +44,8 @@ pub fn init(config: &Config) -> Result<(), TelemetryError> {
     if PROVIDER.get().is_some() {
         return Ok(());
     }
+    // reqwest has no crypto provider of its own (an `https` endpoint needs one); idempotent.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary);
