@@ -370,6 +370,13 @@ fn a_resumed_run_continues_the_trace_under_the_first_process_span() {
     assert!(root.parent_span_id.is_empty());
     assert_eq!(attr(root, "weft.run.end"), Some(json!("suspended")));
     assert_eq!(attr(root, "weft.run.resumed"), Some(json!(false)));
+    // Its context is stored with the run.
+    let show = weft(&p, &["runs", "show", &run, "--json"], &[]);
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(
+        shown["spec"]["trace"],
+        json!(format!("00-{}-{}-01", hex(&root.trace_id), hex(&root.span_id)))
+    );
     // The model asked for the call; the call did not run (it waits for a person).
     assert_eq!(names.iter().filter(|n| n.starts_with("chat ")).count(), 1, "{names:?}");
     assert!(named(&first, "execute_tool write_file").is_empty(), "{names:?}");
@@ -431,4 +438,97 @@ fn without_an_endpoint_nothing_is_exported_and_a_bad_telemetry_table_is_refused(
     let out = weft(dir.path(), &["run", "q", "go"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("telemetry"), "{}", text(&out));
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn a_run_resumed_after_a_crash_continues_the_trace_stored_with_it() {
+    let receiver = Receiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    // The first attempt of the call marks that it started and hangs; a rerun returns at once.
+    let command = "if [ -f started ]; then echo again; else touch started; sleep 30; fi";
+    let script = json!({"responses": [
+        {"toolCalls": [{"id": "c1", "name": "run_command", "arguments": {"command": command}}]},
+        {"text": "done"}
+    ]});
+    common::scripted_project(&p, "", &["run_command"], &script);
+    let endpoint = receiver.endpoint();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_weft"));
+    command
+        .args(["run", "p", "go"])
+        .current_dir(dir.path())
+        .env_remove("WEFT_DATABASE_URL")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !p.join("started").exists() {
+        assert!(std::time::Instant::now() < deadline, "the call never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: nothing is flushed
+    let out = child.wait_with_output().unwrap();
+    let run = run_id(&out);
+
+    // The run's spec holds the traceparent of the first process's invoke_agent span.
+    let show = weft(&p, &["runs", "show", &run, "--json"], &[]);
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let stored = shown["spec"]["trace"].as_str().unwrap().to_owned();
+    let parts: Vec<&str> = stored.split('-').collect();
+    assert_eq!((parts.len(), parts[0]), (4, "00"), "{stored}");
+
+    receiver.take();
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())];
+    let resumed = weft(&p, &["resume", &run, "--rerun-uncertain"], &env);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    let spans = receiver.take();
+    let names: Vec<&str> = spans.iter().map(|(_, s)| s.name.as_str()).collect();
+    let [agent] = named(&spans, "invoke_agent a")[..] else {
+        panic!("{names:?}")
+    };
+    assert_eq!(hex(&agent.trace_id), parts[1], "the resume continues the stored trace");
+    assert_eq!(hex(&agent.parent_span_id), parts[2], "under the stored span");
+    let [tool] = named(&spans, "execute_tool run_command")[..] else {
+        panic!("{names:?}")
+    };
+    assert_eq!(tool.parent_span_id, agent.span_id);
+    assert_eq!(attr(tool, "gen_ai.tool.call.id"), Some(json!("c1")));
+    // A second resume of the completed run changes nothing in the stored context.
+    let show = weft(&p, &["runs", "show", &run, "--json"], &[]);
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(shown["spec"]["trace"], json!(stored));
+}
+
+#[test]
+fn a_failed_tool_call_has_an_error_type_and_status() {
+    let receiver = Receiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    let script = json!({"responses": [
+        {"toolCalls": [{"id": "r1", "name": "read_file", "arguments": {"path": "missing.txt"}}]},
+        {"text": "no such file"}
+    ]});
+    common::scripted_project(&p, "", &["read_file"], &script);
+    let endpoint = receiver.endpoint();
+    let out = weft(
+        dir.path(),
+        &["run", "p", "go"],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let spans = receiver.take();
+    let [tool] = named(&spans, "execute_tool read_file")[..] else {
+        panic!("{spans:#?}")
+    };
+    assert_eq!(attr(tool, "gen_ai.tool.call.id"), Some(json!("r1")));
+    assert_eq!(attr(tool, "error.type"), Some(json!("tool_error")));
+    let status = tool.status.as_ref().unwrap();
+    assert_eq!(status.code, 2, "STATUS_CODE_ERROR");
+    assert!(!status.message.is_empty());
 }
