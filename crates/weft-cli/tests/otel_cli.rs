@@ -112,7 +112,8 @@ fn serve(stream: TcpStream, spans: &Mutex<Vec<(String, Span)>>, paths: &Mutex<Ve
                 }
             }
         }
-        let reply = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+        let reply =
+            "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
         if writer.write_all(reply.as_bytes()).is_err() {
             return;
         }
@@ -222,16 +223,31 @@ fn a_traced_run_exports_invoke_agent_with_chat_and_execute_tool_children() {
             .iter()
             .all(|p| p == "/v1/traces")
     );
-    assert!(spans.iter().all(|(service, _)| service == "weft-under-test"));
-    assert_eq!(spans.len(), 4, "{:#?}", spans.iter().map(|(_, s)| &s.name).collect::<Vec<_>>());
+    assert!(
+        spans
+            .iter()
+            .all(|(service, _)| service == "weft-under-test")
+    );
+    assert_eq!(
+        spans.len(),
+        4,
+        "{:#?}",
+        spans.iter().map(|(_, s)| &s.name).collect::<Vec<_>>()
+    );
 
     let agents = named(&spans, "invoke_agent a");
     let [agent] = agents.as_slice() else {
         panic!("one invoke_agent span: {spans:#?}")
     };
-    assert!(agent.parent_span_id.is_empty(), "the run's span is the root");
+    assert!(
+        agent.parent_span_id.is_empty(),
+        "the run's span is the root"
+    );
     assert_eq!(agent.kind, SpanKind::Internal as i32);
-    assert_eq!(attr(agent, "gen_ai.operation.name"), Some(json!("invoke_agent")));
+    assert_eq!(
+        attr(agent, "gen_ai.operation.name"),
+        Some(json!("invoke_agent"))
+    );
     assert_eq!(attr(agent, "gen_ai.agent.name"), Some(json!("a")));
     assert_eq!(attr(agent, "weft.run.id"), Some(json!(run_id(&out))));
     assert_eq!(attr(agent, "weft.run.end"), Some(json!("completed")));
@@ -247,35 +263,65 @@ fn a_traced_run_exports_invoke_agent_with_chat_and_execute_tool_children() {
     chats.sort_by_key(|s| s.start_time_unix_nano);
     for chat in &chats {
         assert_eq!(chat.trace_id, agent.trace_id);
-        assert_eq!(chat.parent_span_id, agent.span_id, "chat is a child of invoke_agent");
+        assert_eq!(
+            chat.parent_span_id, agent.span_id,
+            "chat is a child of invoke_agent"
+        );
         assert_eq!(chat.kind, SpanKind::Client as i32);
         assert_eq!(attr(chat, "gen_ai.operation.name"), Some(json!("chat")));
         assert_eq!(attr(chat, "gen_ai.provider.name"), Some(json!("scripted")));
         let model = attr(chat, "gen_ai.request.model").unwrap();
         assert_eq!(chat.name, format!("chat {}", model.as_str().unwrap()));
         assert_eq!(attr(chat, "gen_ai.response.model"), Some(model));
-        assert_eq!(attr(chat, "gen_ai.conversation.id"), Some(conversation.clone()));
-        assert_eq!(attr(chat, "gen_ai.input.messages"), None, "no content by default");
-        assert_eq!(attr(chat, "gen_ai.output.messages"), None, "no content by default");
+        assert_eq!(
+            attr(chat, "gen_ai.conversation.id"),
+            Some(conversation.clone())
+        );
+        assert_eq!(
+            attr(chat, "gen_ai.input.messages"),
+            None,
+            "no content by default"
+        );
+        assert_eq!(
+            attr(chat, "gen_ai.output.messages"),
+            None,
+            "no content by default"
+        );
     }
     assert_eq!(attr(chats[0], "gen_ai.usage.input_tokens"), Some(json!(11)));
     assert_eq!(attr(chats[0], "gen_ai.usage.output_tokens"), Some(json!(7)));
-    assert_eq!(attr(chats[0], "gen_ai.response.finish_reasons"), Some(json!(["tool_use"])));
+    assert_eq!(
+        attr(chats[0], "gen_ai.response.finish_reasons"),
+        Some(json!(["tool_use"]))
+    );
     assert_eq!(attr(chats[1], "gen_ai.usage.input_tokens"), Some(json!(23)));
     assert_eq!(attr(chats[1], "gen_ai.usage.output_tokens"), Some(json!(3)));
-    assert_eq!(attr(chats[1], "gen_ai.response.finish_reasons"), Some(json!(["end_turn"])));
+    assert_eq!(
+        attr(chats[1], "gen_ai.response.finish_reasons"),
+        Some(json!(["end_turn"]))
+    );
 
     let tools = named(&spans, "execute_tool write_file");
     let [tool] = tools.as_slice() else {
         panic!("one execute_tool span: {spans:#?}")
     };
     assert_eq!(tool.trace_id, agent.trace_id);
-    assert_eq!(tool.parent_span_id, agent.span_id, "execute_tool is a child of invoke_agent");
+    assert_eq!(
+        tool.parent_span_id, agent.span_id,
+        "execute_tool is a child of invoke_agent"
+    );
     assert_eq!(tool.kind, SpanKind::Internal as i32);
-    assert_eq!(attr(tool, "gen_ai.operation.name"), Some(json!("execute_tool")));
+    assert_eq!(
+        attr(tool, "gen_ai.operation.name"),
+        Some(json!("execute_tool"))
+    );
     assert_eq!(attr(tool, "gen_ai.tool.name"), Some(json!("write_file")));
     assert_eq!(attr(tool, "gen_ai.tool.call.id"), Some(json!("w1")));
-    assert_eq!(attr(tool, "gen_ai.tool.call.arguments"), None, "no content by default");
+    assert_eq!(
+        attr(tool, "gen_ai.tool.call.arguments"),
+        None,
+        "no content by default"
+    );
     assert_eq!(attr(tool, "error.type"), None);
     // The tool ran between the two model calls, inside the run.
     assert!(tool.start_time_unix_nano >= chats[0].end_time_unix_nano);
@@ -300,7 +346,10 @@ fn message_content_is_recorded_when_the_project_opts_in() {
     let out = weft(dir.path(), &["run", "p", "please write the note"], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let spans = receiver.take();
-    assert!(spans.iter().all(|(service, _)| service == "weft"), "default service.name");
+    assert!(
+        spans.iter().all(|(service, _)| service == "weft"),
+        "default service.name"
+    );
     let mut chats: Vec<&Span> = spans
         .iter()
         .map(|(_, s)| s)
@@ -308,25 +357,41 @@ fn message_content_is_recorded_when_the_project_opts_in() {
         .collect();
     chats.sort_by_key(|s| s.start_time_unix_nano);
     assert_eq!(chats.len(), 2);
-    let input: Value =
-        serde_json::from_str(attr(chats[0], "gen_ai.input.messages").unwrap().as_str().unwrap())
-            .unwrap();
+    let input: Value = serde_json::from_str(
+        attr(chats[0], "gen_ai.input.messages")
+            .unwrap()
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(input[0]["role"], "user");
     assert_eq!(input[0]["parts"][0]["content"], "please write the note");
-    let output: Value =
-        serde_json::from_str(attr(chats[0], "gen_ai.output.messages").unwrap().as_str().unwrap())
-            .unwrap();
+    let output: Value = serde_json::from_str(
+        attr(chats[0], "gen_ai.output.messages")
+            .unwrap()
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(output[0]["role"], "assistant");
     assert_eq!(output[0]["parts"][0]["type"], "tool_call");
     assert_eq!(output[0]["parts"][0]["id"], "w1");
-    let answer: Value =
-        serde_json::from_str(attr(chats[1], "gen_ai.output.messages").unwrap().as_str().unwrap())
-            .unwrap();
+    let answer: Value = serde_json::from_str(
+        attr(chats[1], "gen_ai.output.messages")
+            .unwrap()
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(answer[0]["parts"][0]["content"], "written");
     // The second call carries the tool's result back.
-    let history: Value =
-        serde_json::from_str(attr(chats[1], "gen_ai.input.messages").unwrap().as_str().unwrap())
-            .unwrap();
+    let history: Value = serde_json::from_str(
+        attr(chats[1], "gen_ai.input.messages")
+            .unwrap()
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
     assert!(
         history
             .as_array()
@@ -355,7 +420,10 @@ fn a_resumed_run_continues_the_trace_under_the_first_process_span() {
     let p = dir.path().join("p");
     project(&p, "requiresApproval = [\"write_file\"]\n");
     let endpoint = receiver.endpoint();
-    let env = [("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", format!("{endpoint}/v1/traces"))];
+    let env = [(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        format!("{endpoint}/v1/traces"),
+    )];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
 
     // The first process suspends on the approval (exit 4).
@@ -375,11 +443,22 @@ fn a_resumed_run_continues_the_trace_under_the_first_process_span() {
     let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
     assert_eq!(
         shown["spec"]["trace"],
-        json!(format!("00-{}-{}-01", hex(&root.trace_id), hex(&root.span_id)))
+        json!(format!(
+            "00-{}-{}-01",
+            hex(&root.trace_id),
+            hex(&root.span_id)
+        ))
     );
     // The model asked for the call; the call did not run (it waits for a person).
-    assert_eq!(names.iter().filter(|n| n.starts_with("chat ")).count(), 1, "{names:?}");
-    assert!(named(&first, "execute_tool write_file").is_empty(), "{names:?}");
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("chat ")).count(),
+        1,
+        "{names:?}"
+    );
+    assert!(
+        named(&first, "execute_tool write_file").is_empty(),
+        "{names:?}"
+    );
 
     // Approved from another process (which is not a run: no spans), then resumed.
     let show = weft(&p, &["runs", "show", &run, "--json"], &env);
@@ -394,8 +473,14 @@ fn a_resumed_run_continues_the_trace_under_the_first_process_span() {
     let [again] = named(&second, "invoke_agent a")[..] else {
         panic!("{names:?}")
     };
-    assert_eq!(again.trace_id, root.trace_id, "the resume continues the run's trace");
-    assert_eq!(again.parent_span_id, root.span_id, "as a child of the first process's span");
+    assert_eq!(
+        again.trace_id, root.trace_id,
+        "the resume continues the run's trace"
+    );
+    assert_eq!(
+        again.parent_span_id, root.span_id,
+        "as a child of the first process's span"
+    );
     assert_eq!(attr(again, "weft.run.resumed"), Some(json!(true)));
     assert_eq!(attr(again, "weft.run.end"), Some(json!("completed")));
     assert_eq!(attr(again, "weft.run.id"), Some(json!(run)));
@@ -414,7 +499,10 @@ fn a_resumed_run_continues_the_trace_under_the_first_process_span() {
         .collect();
     assert_eq!(chats.len(), 1, "{names:?}");
     assert_eq!(chats[0].parent_span_id, again.span_id);
-    assert_eq!(attr(chats[0], "gen_ai.response.finish_reasons"), Some(json!(["end_turn"])));
+    assert_eq!(
+        attr(chats[0], "gen_ai.response.finish_reasons"),
+        Some(json!(["end_turn"]))
+    );
     assert_eq!(
         std::fs::read_to_string(p.join("note.txt")).unwrap(),
         "one\n"
@@ -469,7 +557,10 @@ fn a_run_resumed_after_a_crash_continues_the_trace_stored_with_it() {
     let mut child = command.spawn().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while !p.join("started").exists() {
-        assert!(std::time::Instant::now() < deadline, "the call never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap(); // SIGKILL: nothing is flushed
@@ -492,8 +583,16 @@ fn a_run_resumed_after_a_crash_continues_the_trace_stored_with_it() {
     let [agent] = named(&spans, "invoke_agent a")[..] else {
         panic!("{names:?}")
     };
-    assert_eq!(hex(&agent.trace_id), parts[1], "the resume continues the stored trace");
-    assert_eq!(hex(&agent.parent_span_id), parts[2], "under the stored span");
+    assert_eq!(
+        hex(&agent.trace_id),
+        parts[1],
+        "the resume continues the stored trace"
+    );
+    assert_eq!(
+        hex(&agent.parent_span_id),
+        parts[2],
+        "under the stored span"
+    );
     let [tool] = named(&spans, "execute_tool run_command")[..] else {
         panic!("{names:?}")
     };

@@ -120,7 +120,8 @@ pub fn traceparent(context: &SpanContext) -> Option<String> {
 /// is not one (wrong version, lengths or hex; all-zero ids).
 pub fn parse_traceparent(header: &str) -> Option<SpanContext> {
     let mut parts = header.trim().split('-');
-    let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some()
         || version != "00"
         || trace.len() != 32
@@ -170,8 +171,7 @@ impl SpanParent {
             return SpanParent(None);
         }
         SpanParent(
-            parse_traceparent(traceparent)
-                .map(|sc| Context::new().with_remote_span_context(sc)),
+            parse_traceparent(traceparent).map(|sc| Context::new().with_remote_span_context(sc)),
         )
     }
 
@@ -285,7 +285,10 @@ impl GenAiSpan {
             KeyValue::new(GEN_AI_TOOL_TYPE, "function"),
         ];
         if !description.is_empty() {
-            attributes.push(KeyValue::new(GEN_AI_TOOL_DESCRIPTION, description.to_owned()));
+            attributes.push(KeyValue::new(
+                GEN_AI_TOOL_DESCRIPTION,
+                description.to_owned(),
+            ));
         }
         GenAiSpan(start(
             format!("{OP_EXECUTE_TOOL} {tool}"),
@@ -475,7 +478,11 @@ impl Config {
             || env("OTEL_EXPORTER_OTLP_ENDPOINT").is_some();
         let traces_endpoint = if from_env {
             None
-        } else if let Some(url) = settings.traces_endpoint.as_deref().filter(|u| !u.is_empty()) {
+        } else if let Some(url) = settings
+            .traces_endpoint
+            .as_deref()
+            .filter(|u| !u.is_empty())
+        {
             Some(url.to_owned())
         } else {
             let base = settings.endpoint.as_deref().filter(|u| !u.is_empty())?;

@@ -278,7 +278,10 @@ mod tests {
 
     #[test]
     fn conversations_map_to_the_input_messages_schema() {
-        let messages = vec![Message::user("Weather in Paris?"), Message::assistant("rainy")];
+        let messages = vec![
+            Message::user("Weather in Paris?"),
+            Message::assistant("rainy"),
+        ];
         let value = input_messages(&messages);
         assert_eq!(
             value,
