@@ -113,5 +113,8 @@ fn main() {
     agent.end();
     let start = Instant::now();
     weft_otel::export::shutdown();
-    println!("shutdown (flush): {:.1} ms", start.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "shutdown (flush): {:.1} ms",
+        start.elapsed().as_secs_f64() * 1e3
+    );
 }

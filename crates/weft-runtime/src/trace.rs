@@ -1,17 +1,17 @@
 //! OpenTelemetry spans of a run ([`weft_otel`], the GenAI semantic conventions), when the
 //! process installed a tracer (`weft` does when an OTLP endpoint is configured):
 //!
-//! * `invoke_agent {agent}` — the run in this process ([`RunSpan`], opened and ended by the
+//! * `invoke_agent {agent}` — the run in this process (`RunSpan`, opened and ended by the
 //!   run's drive). Its W3C `traceparent` is stored in the run's spec
 //!   ([`crate::spec::RunSpec::trace`]) in the same write that marks the run running, so a
 //!   process that resumes the run (after a crash, an approval) opens its own `invoke_agent`
 //!   span as a **child** of the stored one: one trace per run, one `invoke_agent` per
 //!   process, the resumed ones nested under the first;
 //! * `chat {model}` — each model call that reaches the model (a recorded response replayed
-//!   by a resume is not a call), child of the run's span ([`ChatSpan`], opened by
+//!   by a resume is not a call), child of the run's span (`ChatSpan`, opened by
 //!   [`crate::recorded`]);
 //! * `execute_tool {tool}` — each tool call whose handler runs, child of the run's span
-//!   ([`TraceLayer`], a stage of the tool pipeline just inside `record`: replayed, refused
+//!   (`TraceLayer`, a stage of the tool pipeline just inside `record`: replayed, refused
 //!   and deferred calls run nothing and get no span; a failed call's span has `error.type`).
 //!
 //! Without a tracer, [`weft_otel::enabled`] is false and each of these is one branch.
