@@ -34,11 +34,14 @@ fn main() -> ExitCode {
             },
         ));
     }
-    match commands::dispatch(cli) {
+    let code = match commands::dispatch(cli) {
         Ok(code) => code,
         Err(error) => {
             eprintln!("weft: {error:#}");
             ExitCode::from(2)
         }
-    }
+    };
+    // The last spans of a traced run are exported before the process ends, whatever its code.
+    commands::telemetry::finish();
+    code
 }

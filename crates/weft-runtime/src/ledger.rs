@@ -84,6 +84,8 @@ pub struct RunContext {
     approver: Option<Arc<dyn Approver>>,
     events: Emitter,
     agent: AgentPath,
+    /// The run's `invoke_agent` span: parent of its `chat` and `execute_tool` spans.
+    trace: weft_otel::SpanParent,
 }
 
 impl fmt::Debug for RunContext {
@@ -139,6 +141,7 @@ impl RunContext {
             decisions: Mutex::new(HashMap::new()),
             raised: Mutex::new(Vec::new()),
             approver: None,
+            trace: weft_otel::SpanParent::none(),
         }
     }
 
@@ -215,6 +218,19 @@ impl RunContext {
     /// Whether the run must suspend (see [`RunContext::suspended`]).
     pub fn is_suspended(&self) -> bool {
         self.raised.lock().is_ok_and(|r| !r.is_empty())
+    }
+
+    /// Makes `trace` the parent of the run's `chat` and `execute_tool` spans
+    /// ([`crate::trace`]).
+    #[must_use]
+    pub fn with_trace(mut self, trace: weft_otel::SpanParent) -> Self {
+        self.trace = trace;
+        self
+    }
+
+    /// The parent of the run's spans ([`weft_otel::SpanParent::none`] when not traced).
+    pub fn trace(&self) -> &weft_otel::SpanParent {
+        &self.trace
     }
 
     /// This context with `budget`, new model calls priced with `prices`. What the run spent

@@ -46,6 +46,7 @@ pub mod pipeline;
 pub mod recorded;
 pub mod run;
 pub mod spec;
+pub mod trace;
 pub mod transcript;
 
 pub use agent_program::ToolRegistry;

@@ -39,6 +39,10 @@ pub fn layers(run: &Arc<RunContext>, policy: &ToolPolicy) -> Vec<Arc<dyn ToolLay
         Arc::new(ReplayLayer(run.clone())),
         Arc::new(RecordLayer(run.clone())),
     ];
+    if weft_otel::enabled() {
+        // Same stage as record, added after it: inside it, around the handler (and retries).
+        layers.push(Arc::new(crate::trace::TraceLayer(run.clone())));
+    }
     if policy.max_retries > 0 {
         // Same stage as record, added after it: inside it (one ledger record per call).
         layers.push(Arc::new(RetryLayer {

@@ -26,6 +26,7 @@ use weft_store::{RecordedResponse, Responses as _};
 use crate::cost::cost_fields;
 use crate::ledger::RunContext;
 use crate::spec::hex;
+use crate::trace::ChatSpan;
 
 /// `model` wrapped so its responses are recorded in (and replayed from) `run`'s store, in
 /// conversation scope `scope` (the checkpoint thread: each `dual_ai` side has its own).
@@ -243,7 +244,11 @@ impl LlmModel for RecordedModel {
             within_budget(&self.run, self.inner.provider(), self.priced.1.is_some())?;
             let len = request.messages.len();
             let print = fingerprint(&request.messages);
-            let response = self.inner.complete(request).await?;
+            let (provider, model) = (self.inner.provider(), self.inner.model_id());
+            let chat = ChatSpan::open(&self.run, provider, model, &request);
+            let response = self.inner.complete(request).await;
+            chat.end(provider, model, response.as_ref());
+            let response = response?;
             record(
                 &self.run,
                 &self.scope,
@@ -266,7 +271,15 @@ impl LlmModel for RecordedModel {
             within_budget(&self.run, self.inner.provider(), self.priced.1.is_some())?;
             let len = request.messages.len();
             let print = fingerprint(&request.messages);
-            let inner = self.inner.stream(request).await?;
+            let (provider, model) = (self.inner.provider(), self.inner.model_id());
+            let chat = ChatSpan::open(&self.run, provider, model, &request);
+            let inner = match self.inner.stream(request).await {
+                Ok(inner) => inner,
+                Err(error) => {
+                    chat.end(provider, model, Err(&error));
+                    return Err(error);
+                }
+            };
             // One shared handle, so each passing event costs a reference count, not copies.
             let at = Arc::new((
                 self.run.clone(),
@@ -274,18 +287,24 @@ impl LlmModel for RecordedModel {
                 self.inner.provider().to_owned(),
                 print,
                 self.priced.clone(),
+                (chat, model.to_owned()),
             ));
             // Events pass through as they arrive; the final response is recorded before it is
             // handed on, so the tool round (which starts after it) always finds it recorded.
             let stream = inner.then(move |part| {
                 let at = at.clone();
                 async move {
+                    let (run, scope, provider, print, priced, (chat, model)) = &*at;
                     match part {
                         Ok(LlmStreamPart::Response(response)) => {
-                            let (run, scope, provider, print, priced) = &*at;
+                            chat.end(provider, model, Ok(&response));
                             record(run, scope, provider, priced, len, print.clone(), &response)
                                 .await?;
                             Ok(LlmStreamPart::Response(response))
+                        }
+                        Err(error) => {
+                            chat.end(provider, model, Err(&error));
+                            Err(error)
                         }
                         other => other,
                     }

@@ -938,6 +938,7 @@ impl Drive {
                 TokenUsage::default(),
             ),
         };
+        let run_span = crate::trace::RunSpan::open(&spec, &record, resumed);
         let ledger = Arc::new(
             RunContext::new(
                 store.clone(),
@@ -950,6 +951,7 @@ impl Drive {
             )
             .with_live_events(live)
             .with_agent_name(spec.role())
+            .with_trace(run_span.parent())
             .with_budget(spec.budget, runtime.prices_of(&spec))
             .with_decisions(
                 store
@@ -979,6 +981,7 @@ impl Drive {
         record.owner_pid = Some(std::process::id());
         record.owner_host = Some(crate::ownership::host_id());
         record.updated_at = now_string();
+        run_span.stamp(&mut record);
         store.put_run(&record).await?;
 
         // One signal stops the program: an abort, a lost lease, a divergence.
@@ -1120,6 +1123,7 @@ impl Drive {
         store.put_run(&record).await?;
         record_root_agent(&store, &record, spec.role()).await?;
         store.flush().await?;
+        run_span.end(&outcome.end);
         Ok(outcome)
     }
 }

@@ -46,6 +46,11 @@ pub struct RunSpec {
     /// resume keeps charging new calls at them unless it is given others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pricing: Option<PriceTable>,
+    /// The W3C `traceparent` of the run's first `invoke_agent` span (OpenTelemetry, when a
+    /// process traced the run): a resumed process continues the same trace under it (see
+    /// [`crate::trace`]). Written by the runtime, never by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 fn is_unlimited(budget: &Budget) -> bool {
@@ -61,6 +66,7 @@ impl RunSpec {
             program,
             budget: Budget::default(),
             pricing: None,
+            trace: None,
         }
     }
 
@@ -100,6 +106,7 @@ impl RunSpec {
             program,
             budget: Budget::default(),
             pricing: None,
+            trace: None,
         })
     }
 

@@ -350,6 +350,11 @@ pub struct ProjectConfig {
     /// local server. API keys never go here: they stay in the environment.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub providers: BTreeMap<String, ProviderSettings>,
+    /// `[telemetry]`: OpenTelemetry traces of the project's runs (`endpoint`, `headers`,
+    /// `serviceName`, `captureContent`), read as [`weft_otel::Settings`] (see
+    /// `Project::telemetry`); the standard `OTEL_*` variables win over it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<Value>,
 }
 
 /// `[providers.NAME]` of `weft.toml`: how the project reaches one model provider.

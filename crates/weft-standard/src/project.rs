@@ -190,6 +190,24 @@ impl Project {
         }
     }
 
+    /// The project's `[telemetry]` settings (default: none; tracing then follows the
+    /// `OTEL_*` environment variables alone).
+    ///
+    /// # Errors
+    /// A [`Problem`] at `telemetry` for unknown keys or values of the wrong type.
+    pub fn telemetry(&self) -> Result<weft_otel::Settings, Problem> {
+        match &self.config.telemetry {
+            None => Ok(weft_otel::Settings::default()),
+            Some(value) => weft_otel::Settings::from_value(value).map_err(|e| {
+                let message = match e {
+                    weft_otel::TelemetryError::Settings(m) => m,
+                    other => other.to_string(),
+                };
+                Problem::new("weft.toml", "telemetry", message)
+            }),
+        }
+    }
+
     /// The project's `pricing`: its price table (from the file it names, relative to the
     /// project folder, or inline), `None` when it sets none.
     ///
@@ -570,6 +588,9 @@ impl Project {
                 "",
                 "the project defines no agent; add agents/NAME.toml",
             ));
+        }
+        if let Err(problem) = self.telemetry() {
+            problems.push(problem);
         }
         // An agent file that did not parse would make this a second, misleading problem.
         let parsed_cleanly = problems.is_empty();

@@ -78,6 +78,7 @@ pub(crate) fn run(args: DeliverArgs) -> anyhow::Result<ExitCode> {
         }
         Err(error) => return Err(error.into()),
     };
+    super::telemetry::start(&project.telemetry().unwrap_or_default());
     let prices = match super::pricing::project_prices(Some(&project)) {
         Ok(prices) => prices,
         Err(message) => {

@@ -25,6 +25,7 @@ pub(crate) mod run;
 pub(crate) mod runs;
 pub(crate) mod signals;
 pub(crate) mod store;
+pub(crate) mod telemetry;
 pub(crate) mod thread;
 pub(crate) mod worktree;
 

@@ -99,6 +99,12 @@ async fn resume(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             }
             Program::Agent(agent) => agent.role.clone(),
         };
+        super::telemetry::start(
+            &project
+                .as_ref()
+                .and_then(|p| p.telemetry().ok())
+                .unwrap_or_default(),
+        );
         // The project's prices, then the run's recorded --pricing, then this --pricing.
         let prices = super::pricing::project_prices(project.as_ref())
             .and_then(|p| Ok((p, super::pricing::pricing_file(args.pricing.as_deref())?)));

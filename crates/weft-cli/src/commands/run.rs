@@ -208,6 +208,7 @@ fn run_once(args: RunArgs, started: &mut Started) -> anyhow::Result<ExitCode> {
     for warning in project.warnings(&agent.name) {
         eprintln!("weft: warning: {warning}");
     }
+    super::telemetry::start(&project.telemetry().unwrap_or_default());
     let base_urls = match super::preflight::check(
         &project,
         agent,

@@ -11,6 +11,7 @@ pub(crate) async fn stop_on_signals(abort: CancellationToken) {
     abort.cancel();
     interrupted().await;
     eprintln!("\nweft: interrupted again; exiting now");
+    super::telemetry::finish();
     std::process::exit(130);
 }
 
