@@ -1041,8 +1041,22 @@ impl Drive {
             }
             EndStatus::Suspended => {
                 record.status = RunStatus::Suspended;
-                RunEnd::AwaitingDecision {
-                    decisions: awaiting,
+                if awaiting.iter().all(|d| d.kind == DecisionKind::Uncertain) {
+                    // A call ended uncertain mid-run (its tool said so): the same stop as a
+                    // resume on an uncertain call.
+                    let calls = store.tool_calls(&run_id).await?;
+                    let calls = calls
+                        .into_iter()
+                        .filter(|c| awaiting.iter().any(|d| d.position == c.position))
+                        .collect();
+                    RunEnd::NeedsApproval {
+                        calls,
+                        decisions: awaiting,
+                    }
+                } else {
+                    RunEnd::AwaitingDecision {
+                        decisions: awaiting,
+                    }
                 }
             }
         };
