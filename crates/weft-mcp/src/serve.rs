@@ -87,8 +87,8 @@ fn input_schema() -> Arc<serde_json::Map<String, Value>> {
 }
 
 impl ServerHandler for AgentTools {
-    fn get_info(&self) -> ServerConfig as ServerInfo {
-        ServerConfig as ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
+    fn get_info(&self) -> ServerInfo {
+        ServerInfo::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("weft", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Each tool runs an agent of a Weft project on the input it is given and returns the agent's output.",
