@@ -164,6 +164,8 @@ struct State {
     restarts: u32,
     /// Why the last connection ended, when it died.
     last_failure: Option<String>,
+    /// Given up on after too many restarts.
+    down: bool,
     stopped: bool,
 }
 
@@ -230,8 +232,22 @@ impl Server {
                 message: "the server was shut down".to_owned(),
             });
         }
+        if state.down {
+            return Err(McpError::Down {
+                server: self.name.clone(),
+                restarts: self.config.max_restarts(),
+                message: state.last_failure.clone().unwrap_or_default(),
+            });
+        }
         if let Some(connection) = &mut state.connection {
-            if !connection.service.is_closed() {
+            let exited = connection
+                .process
+                .as_mut()
+                .is_some_and(|p| !matches!(p.child.try_wait(), Ok(None)));
+            if !exited
+                && !connection.service.is_closed()
+                && !connection.service.peer().is_transport_closed()
+            {
                 return Ok(connection.service.peer().clone());
             }
             // It died since its last use: note why, and start it again below.
@@ -258,6 +274,7 @@ impl Server {
             state.restarts += 1;
             let max = self.config.max_restarts();
             if state.restarts > max {
+                state.down = true;
                 return Err(McpError::Down {
                     server: self.name.clone(),
                     restarts: max,
