@@ -34,7 +34,7 @@ pub use weft_runtime::event::{RunEvent as SessionEvent, SessionStatus, StopReaso
 use crate::definition::{AgentDefinition, AgentType, LifecyclePayload, Side};
 use crate::error::SessionError;
 use crate::project::{Project, ToolKind, side_config};
-use crate::side::{SideTurn, StatusSink, StopPlan, TurnEnd};
+use crate::side::{McpTools, SideTurn, StatusSink, StopPlan, TurnEnd};
 use crate::tools::prompt_tools;
 
 /// Most handoffs in one session (a guard against two agents handing back and forth).
@@ -144,6 +144,8 @@ struct Driver<'a> {
     steps: u64,
     usage: TokenUsage,
     models: HashMap<String, ModelReference>,
+    /// The project's MCP servers, started on first use, stopped when the session ends.
+    mcp: Option<Arc<weft_mcp::McpHub>>,
 }
 
 impl Driver<'_> {
@@ -166,6 +168,34 @@ impl Driver<'_> {
         };
         self.models.insert(reference.to_owned(), model.clone());
         Ok(model)
+    }
+
+    /// The MCP servers of `prompt` (`mcp:NAME`), their tools added to `tools` (the rest).
+    async fn mcp_tools(
+        &self,
+        prompt: &crate::definition::PromptDefinition,
+        tools: &mut Vec<weft_provider::Tool>,
+    ) -> Result<Option<McpTools>, String> {
+        let servers: Vec<String> = self
+            .project
+            .mcp_servers_of(prompt)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let Some(hub) = self.mcp.clone().filter(|_| !servers.is_empty()) else {
+            return Ok(None);
+        };
+        let (listed, fingerprint) = McpTools::listing(&hub, &servers)
+            .await
+            .map_err(|e| e.to_string())?;
+        let base = tools.clone();
+        tools.extend(listed);
+        Ok(Some(McpTools {
+            hub,
+            servers,
+            base,
+            fingerprint,
+        }))
     }
 
     fn emit(&self, event: SessionEvent) {
@@ -223,8 +253,9 @@ impl Driver<'_> {
             _ => model,
         };
         let durable_run = self.options.durable.as_ref().map(|d| d.run.clone());
-        let tools =
+        let mut tools =
             prompt_tools(self.project, prompt, &self.workspace).map_err(|e| fail(e.to_string()))?;
+        let mcp = self.mcp_tools(prompt, &mut tools).await.map_err(fail)?;
         let end = Arc::new(Mutex::new(None));
         let status: StatusSink = {
             let tx = self.options.events.clone();
@@ -275,6 +306,7 @@ impl Driver<'_> {
             prior_steps,
             run: durable_run.clone(),
             side_key: side.key(),
+            mcp,
             base_usage: {
                 let mut usage = self
                     .options
@@ -708,6 +740,8 @@ pub async fn run_session(
         steps: 0,
         usage: TokenUsage::default(),
         models: HashMap::new(),
+        mcp: (!project.config().mcp_servers.is_empty())
+            .then(|| Arc::new(project.mcp_hub(&options.confinement, &options.workspace))),
     };
     driver.emit(SessionEvent::SessionStart {
         agent: position.agent.name.clone(),
@@ -717,6 +751,9 @@ pub async fn run_session(
         AgentType::AiHuman => ai_human(&mut driver, position).await,
         AgentType::DualAi => dual_ai(&mut driver, position).await,
     };
+    if let Some(hub) = &driver.mcp {
+        hub.shutdown().await;
+    }
     outcome.steps = driver.steps;
     outcome.usage = driver.usage.clone();
     if let Some(durable) = &options.durable {
