@@ -147,7 +147,10 @@ fn an_mcp_server_crashing_mid_call_leaves_the_call_uncertain_and_the_run_stops()
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     let end = run_end(&out);
     let run = end["runId"].as_str().unwrap().to_owned();
-    assert_eq!(std::fs::read_to_string(p.join("crash.log")).unwrap(), "crash\n");
+    assert_eq!(
+        std::fs::read_to_string(p.join("crash.log")).unwrap(),
+        "crash\n"
+    );
     let shown = show(&p, &run);
     // Not recorded as done: pending, with an uncertain decision.
     let crash = call(&shown, "demo__crash");
@@ -166,11 +169,15 @@ fn an_mcp_server_crashing_mid_call_leaves_the_call_uncertain_and_the_run_stops()
     let resumed = weft(&p, &["resume", &run, "--json"]);
     assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
     assert_eq!(run_end(&resumed)["output"], "after the crash");
-    assert_eq!(std::fs::read_to_string(p.join("crash.log")).unwrap(), "crash\n");
+    assert_eq!(
+        std::fs::read_to_string(p.join("crash.log")).unwrap(),
+        "crash\n"
+    );
 }
 
 #[test]
-fn an_mcp_tool_needing_approval_suspends_the_run_and_a_trusted_read_only_tool_is_not_durable_work() {
+fn an_mcp_tool_needing_approval_suspends_the_run_and_a_trusted_read_only_tool_is_not_durable_work()
+{
     let Some(python) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("p");
@@ -278,16 +285,25 @@ fn weft_mcp_serve_runs_an_agent_for_the_python_mcp_client() {
     .unwrap();
     let out = Command::new(exe)
         .arg(servers_dir().join("agent_client.py"))
-        .args([env!("CARGO_BIN_EXE_weft"), p.to_str().unwrap(), "a", "say hello"])
+        .args([
+            env!("CARGO_BIN_EXE_weft"),
+            p.to_str().unwrap(),
+            "a",
+            "say hello",
+        ])
         .current_dir(dir.path())
         .env_remove("WEFT_DATABASE_URL")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    let answer: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
     assert_eq!(answer["tools"][0]["name"], "a");
     assert_eq!(answer["tools"][0]["description"], "Says hello.");
-    assert_eq!(answer["tools"][0]["inputSchema"]["required"], json!(["input"]));
+    assert_eq!(
+        answer["tools"][0]["inputSchema"]["required"],
+        json!(["input"])
+    );
     assert_eq!(answer["text"], "hello from the agent");
     assert_eq!(answer["isError"], false);
     // The call was a durable run of the agent, in the project's store.

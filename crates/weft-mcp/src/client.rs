@@ -296,13 +296,10 @@ impl Server {
             server: self.name.clone(),
             message,
         };
-        let transport = self
-            .config
-            .transport()
-            .ok_or_else(|| McpError::Config {
-                server: self.name.clone(),
-                message: "set `command` or `url`, not neither or both".to_owned(),
-            })?;
+        let transport = self.config.transport().ok_or_else(|| McpError::Config {
+            server: self.name.clone(),
+            message: "set `command` or `url`, not neither or both".to_owned(),
+        })?;
         let handler = client_info();
         let startup = self.config.startup_timeout();
         match transport {
@@ -357,8 +354,7 @@ impl Server {
                 let config =
                     StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let service = match tokio::time::timeout(startup, handler.serve(transport)).await
-                {
+                let service = match tokio::time::timeout(startup, handler.serve(transport)).await {
                     Ok(Ok(service)) => service,
                     Ok(Err(error)) => {
                         return Err(start_error(format!("the MCP handshake failed: {error}")));
@@ -469,13 +465,10 @@ impl Server {
     /// The tools the server offers now.
     pub(crate) async fn list(&self) -> Result<Vec<ServerTool>, McpError> {
         let peer = self.peer().await?;
-        let tools = peer
-            .list_all_tools()
-            .await
-            .map_err(|e| McpError::Request {
-                server: self.name.clone(),
-                message: format!("tools/list failed: {e}"),
-            })?;
+        let tools = peer.list_all_tools().await.map_err(|e| McpError::Request {
+            server: self.name.clone(),
+            message: format!("tools/list failed: {e}"),
+        })?;
         Ok(tools
             .into_iter()
             .map(|tool| {
@@ -520,7 +513,9 @@ impl Server {
         };
         match answer {
             Ok(Ok(result)) => Ok(result),
-            Ok(Err(ServiceError::McpError(error))) => Err(CallFailure::Refused(error.message.to_string())),
+            Ok(Err(ServiceError::McpError(error))) => {
+                Err(CallFailure::Refused(error.message.to_string()))
+            }
             Ok(Err(error)) => {
                 // Give the process a moment to be reaped, so the message can say how it ended.
                 tokio::time::sleep(Duration::from_millis(50)).await;

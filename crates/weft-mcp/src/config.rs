@@ -142,10 +142,7 @@ impl ServerConfig {
                 "",
                 "set `command` (a stdio server) or `url` (a streamable HTTP server)".to_owned(),
             ),
-            (Some(_), Some(_)) => problem(
-                "url",
-                "set `command` or `url`, not both".to_owned(),
-            ),
+            (Some(_), Some(_)) => problem("url", "set `command` or `url`, not both".to_owned()),
             (Some(command), None) => {
                 if command.trim().is_empty() {
                     problem("command", "the command is empty".to_owned());
@@ -183,7 +180,10 @@ impl ServerConfig {
                 );
             }
         }
-        for (key, value) in [("timeout", self.timeout), ("startupTimeout", self.startup_timeout)] {
+        for (key, value) in [
+            ("timeout", self.timeout),
+            ("startupTimeout", self.startup_timeout),
+        ] {
             if let Some(value) = value
                 && !(value.is_finite() && value > 0.0)
             {
@@ -214,7 +214,9 @@ pub fn valid_server_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     (1..=32).contains(&bytes.len())
         && bytes[0].is_ascii_alphabetic()
-        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'-')
 }
 
 /// The name agents see for `tool` of `server`: `SERVER__TOOL`, with characters providers do
@@ -276,6 +278,13 @@ mod tests {
             ..ServerConfig::default()
         };
         assert_eq!(config.call_timeout().as_secs(), 300);
-        assert_eq!(config.problems("a").iter().filter(|p| p.0 == "timeout").count(), 1);
+        assert_eq!(
+            config
+                .problems("a")
+                .iter()
+                .filter(|p| p.0 == "timeout")
+                .count(),
+            1
+        );
     }
 }

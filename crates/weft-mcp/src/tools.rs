@@ -51,7 +51,16 @@ impl McpHub {
                 skipped.push(info.name.clone());
                 continue;
             }
-            fingerprint.push_str(&json!([name, info.description, info.input_schema, info.read_only_hint, info.idempotent_hint]).to_string());
+            fingerprint.push_str(
+                &json!([
+                    name,
+                    info.description,
+                    info.input_schema,
+                    info.read_only_hint,
+                    info.idempotent_hint
+                ])
+                .to_string(),
+            );
             tools.push(agent_tool(&server, name, info));
         }
         Ok(ServerTools {

@@ -35,7 +35,8 @@ fn python() -> Option<(PathBuf, PathBuf)> {
             Some((exe, prefix))
         }
         _ => {
-            let reason = "python3 with the `mcp` package is not available (python3 -m pip install mcp)";
+            let reason =
+                "python3 with the `mcp` package is not available (python3 -m pip install mcp)";
             assert!(std::env::var_os("CI").is_none(), "{reason}");
             eprintln!("skipped: {reason}");
             None
@@ -78,10 +79,12 @@ async fn tools(hub: &McpHub) -> Vec<Tool> {
 }
 
 fn named<'a>(tools: &'a [Tool], name: &str) -> &'a Tool {
-    tools
-        .iter()
-        .find(|t| t.name == name)
-        .unwrap_or_else(|| panic!("no tool {name} in {:?}", tools.iter().map(|t| &t.name).collect::<Vec<_>>()))
+    tools.iter().find(|t| t.name == name).unwrap_or_else(|| {
+        panic!(
+            "no tool {name} in {:?}",
+            tools.iter().map(|t| &t.name).collect::<Vec<_>>()
+        )
+    })
 }
 
 async fn call(tool: &Tool, arguments: Value) -> Result<Value, ToolError> {
@@ -100,7 +103,9 @@ fn text(value: &Value) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdio_servers_tools_are_namespaced_with_their_schemas_and_run() {
-    let Some((exe, prefix)) = python() else { return };
+    let Some((exe, prefix)) = python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let hub = hub(stdio_config(&exe, &prefix), Mode::None, dir.path());
     let tools = tools(&hub).await;
@@ -110,14 +115,20 @@ async fn a_stdio_servers_tools_are_namespaced_with_their_schemas_and_run() {
     assert_eq!(echo.parameters["required"], json!(["text"]));
     // The server's schema is what arguments are checked against.
     assert!(echo.schema_problems(&json!({"text": 3})).is_some());
-    assert_eq!(text(&call(echo, json!({"text": "hi"})).await.unwrap()), "hi");
+    assert_eq!(
+        text(&call(echo, json!({"text": "hi"})).await.unwrap()),
+        "hi"
+    );
     // Untrusted: the read-only annotation is not taken at its word.
     assert!(echo.side_effects);
     assert!(named(&tools, "demo__read_note").side_effects);
     // A failing tool is an error result for the model, not an uncertain call.
-    let missing = call(named(&tools, "demo__read_file"), json!({"path": "nope.txt"}))
-        .await
-        .unwrap_err();
+    let missing = call(
+        named(&tools, "demo__read_file"),
+        json!({"path": "nope.txt"}),
+    )
+    .await
+    .unwrap_err();
     assert!(!missing.uncertain, "{missing:?}");
     assert!(missing.message.contains("nope.txt"), "{}", missing.message);
     hub.shutdown().await;
@@ -125,7 +136,9 @@ async fn a_stdio_servers_tools_are_namespaced_with_their_schemas_and_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trusted_servers_read_only_tools_have_no_side_effects() {
-    let Some((exe, prefix)) = python() else { return };
+    let Some((exe, prefix)) = python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let config = ServerConfig {
         trusted: true,
@@ -142,16 +155,24 @@ async fn a_trusted_servers_read_only_tools_have_no_side_effects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_added_mid_run_is_offered_after_list_changed() {
-    let Some((exe, prefix)) = python() else { return };
+    let Some((exe, prefix)) = python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let hub = hub(stdio_config(&exe, &prefix), Mode::None, dir.path());
     let before = hub.tools("demo").await.unwrap();
     assert!(!before.tools.iter().any(|t| t.name == "demo__extra"));
     // Listing again without a change costs nothing and changes nothing.
-    assert_eq!(hub.tools("demo").await.unwrap().fingerprint, before.fingerprint);
-    let added = call(named(&before.tools, "demo__add_tool"), json!({"name": "extra"}))
-        .await
-        .unwrap();
+    assert_eq!(
+        hub.tools("demo").await.unwrap().fingerprint,
+        before.fingerprint
+    );
+    let added = call(
+        named(&before.tools, "demo__add_tool"),
+        json!({"name": "extra"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(text(&added), "tool extra added");
     let after = hub.tools("demo").await.unwrap();
     assert_ne!(after.fingerprint, before.fingerprint);
@@ -162,7 +183,9 @@ async fn a_tool_added_mid_run_is_offered_after_list_changed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_crashing_mid_call_leaves_the_call_uncertain_and_is_restarted_with_a_limit() {
-    let Some((exe, prefix)) = python() else { return };
+    let Some((exe, prefix)) = python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let config = ServerConfig {
         max_restarts: Some(1),
@@ -174,24 +197,37 @@ async fn a_server_crashing_mid_call_leaves_the_call_uncertain_and_is_restarted_w
     let error = call(crash, json!({})).await.unwrap_err();
     assert!(error.uncertain, "{error:?}");
     assert!(!error.transient);
-    assert!(error.message.contains("gave no answer"), "{}", error.message);
+    assert!(
+        error.message.contains("gave no answer"),
+        "{}",
+        error.message
+    );
     // The call did start: its effect happened, though it never answered.
     let log = std::fs::read_to_string(dir.path().join("crash.log")).unwrap();
     assert_eq!(log, "crash\n");
     // Its next use starts it again (after a backoff).
     let echo = named(&tools, "demo__echo");
-    assert_eq!(text(&call(echo, json!({"text": "back"})).await.unwrap()), "back");
+    assert_eq!(
+        text(&call(echo, json!({"text": "back"})).await.unwrap()),
+        "back"
+    );
     // A second crash exceeds maxRestarts = 1: the server is given up on.
     assert!(call(crash, json!({})).await.unwrap_err().uncertain);
     let down = call(echo, json!({"text": "again"})).await.unwrap_err();
-    assert!(down.message.contains("is not started again"), "{}", down.message);
+    assert!(
+        down.message.contains("is not started again"),
+        "{}",
+        down.message
+    );
     assert!(hub.tools("demo").await.is_err());
     hub.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_times_out_is_uncertain_and_cancelled_on_the_server() {
-    let Some((exe, prefix)) = python() else { return };
+    let Some((exe, prefix)) = python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let config = ServerConfig {
         trusted: true,
@@ -204,14 +240,20 @@ async fn a_call_that_times_out_is_uncertain_and_cancelled_on_the_server() {
     let slow = named(&tools, "demo__slow");
     let error = call(slow, json!({"seconds": 30})).await.unwrap_err();
     assert!(error.uncertain, "{error:?}");
-    assert!(error.message.contains("no answer within 1 s"), "{}", error.message);
+    assert!(
+        error.message.contains("no answer within 1 s"),
+        "{}",
+        error.message
+    );
     wait_for(&dir.path().join("slow.log"), "cancelled\n").await;
     hub.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_call_cancels_it_on_the_server() {
-    let Some((exe, prefix)) = python() else { return };
+    let Some((exe, prefix)) = python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let hub = hub(stdio_config(&exe, &prefix), Mode::None, dir.path());
     let tools = tools(&hub).await;
@@ -248,7 +290,9 @@ async fn wait_for(path: &Path, content: &str) {
 #[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdio_server_runs_in_the_command_sandbox() {
-    let Some((exe, prefix)) = python() else { return };
+    let Some((exe, prefix)) = python() else {
+        return;
+    };
     let parent = tempfile::tempdir().unwrap();
     let workspace = parent.path().join("ws");
     std::fs::create_dir_all(&workspace).unwrap();
@@ -302,7 +346,10 @@ async fn http_server(exe: &Path, dir: &Path) -> HttpServer {
         .spawn()
         .unwrap();
     for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -315,7 +362,9 @@ async fn http_server(exe: &Path, dir: &Path) -> HttpServer {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamable_http_servers_tools_run_with_the_configured_headers() {
-    let Some((exe, _prefix)) = python() else { return };
+    let Some((exe, _prefix)) = python() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let server = http_server(&exe, dir.path()).await;
     let config = ServerConfig {
@@ -327,10 +376,16 @@ async fn a_streamable_http_servers_tools_run_with_the_configured_headers() {
     let hub = hub(config, Mode::Workspace, dir.path());
     let tools = tools(&hub).await;
     let echo = named(&tools, "demo__echo");
-    assert_eq!(text(&call(echo, json!({"text": "over http"})).await.unwrap()), "over http");
-    let header = call(named(&tools, "demo__header"), json!({"name": "x-weft-test"}))
-        .await
-        .unwrap();
+    assert_eq!(
+        text(&call(echo, json!({"text": "over http"})).await.unwrap()),
+        "over http"
+    );
+    let header = call(
+        named(&tools, "demo__header"),
+        json!({"name": "x-weft-test"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(text(&header), "token-1");
     let added = call(named(&tools, "demo__add_tool"), json!({"name": "late"})).await;
     assert!(added.is_ok(), "{added:?}");

@@ -87,7 +87,9 @@ fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
         for (name, config) in hub.servers() {
             let transport = match config.transport() {
                 Some(weft_mcp::Transport::Stdio { command, args }) => {
-                    format!("stdio: {command} {}", args.join(" ")).trim_end().to_owned()
+                    format!("stdio: {command} {}", args.join(" "))
+                        .trim_end()
+                        .to_owned()
                 }
                 Some(weft_mcp::Transport::Http { url }) => format!("http: {url}"),
                 None => "none".to_owned(),
@@ -119,7 +121,9 @@ fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
             .collect();
         println!("{}", json!({ "servers": servers }));
     } else if servers.is_empty() {
-        println!("no MCP servers: declare them in weft.toml as [mcpServers.NAME] (command = … or url = …)");
+        println!(
+            "no MCP servers: declare them in weft.toml as [mcpServers.NAME] (command = … or url = …)"
+        );
     } else {
         for (name, transport, trusted, tools) in &servers {
             let trust = if *trusted { ", trusted" } else { "" };
