@@ -273,6 +273,33 @@ async fn cancelling_a_call_cancels_it_on_the_server() {
     hub.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_start_on_first_use_and_shutdown_stops_them() {
+    let Some((exe, prefix)) = python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let hub = hub(stdio_config(&exe, &prefix), Mode::None, dir.path());
+    let tools = tools(&hub).await;
+    let pid = call(named(&tools, "demo__pid"), json!({})).await.unwrap();
+    let pid = pid["result"].as_u64().unwrap();
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    assert!(proc.exists());
+    hub.shutdown().await;
+    for _ in 0..50 {
+        if !proc.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !proc.exists(),
+        "the server's process {pid} outlived the shutdown"
+    );
+    // A stopped hub starts nothing again.
+    assert!(hub.tools("demo").await.is_err());
+}
+
 async fn wait_for(path: &Path, content: &str) {
     for _ in 0..100 {
         if std::fs::read_to_string(path).is_ok_and(|c| c == content) {

@@ -13,6 +13,7 @@ Tools:
   read_file(path)   -> the file's text, or an error result
   header(name)      -> the HTTP request's header NAME (streamable HTTP only)
   slow(seconds)     -> sleeps, then "done"; a cancelled call appends "cancelled" to slow.log
+  pid()             -> the server's process id
 """
 
 import asyncio
@@ -87,6 +88,12 @@ async def slow(seconds: float) -> str:
             log.write("cancelled\n")
         raise
     return "done"
+
+
+@server.tool()
+def pid() -> int:
+    """The server's process id."""
+    return os.getpid()
 
 
 if __name__ == "__main__":
