@@ -93,6 +93,28 @@ pub struct ServerTool {
 }
 
 /// The MCP servers of a project, started on demand.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), weft_mcp::McpError> {
+/// use std::collections::BTreeMap;
+/// use weft_mcp::{McpHub, Sandboxing, ServerConfig};
+///
+/// let files = ServerConfig {
+///     command: Some("mcp-server-files".into()),
+///     ..ServerConfig::default()
+/// };
+/// let sandboxing = Sandboxing::new(weft_sandbox::Mode::Workspace, "/work/project");
+/// let hub = McpHub::new(BTreeMap::from([("files".to_owned(), files)]), sandboxing);
+/// let listed = hub.tools("files").await?; // starts the server: tools named files__…
+/// for tool in &listed.tools {
+///     println!("{} (side effects: {})", tool.name, tool.side_effects);
+/// }
+/// hub.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct McpHub {
     servers: BTreeMap<String, Arc<Server>>,

@@ -388,7 +388,8 @@ async fn http_server(exe: &Path, dir: &Path) -> HttpServer {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_streamable_http_servers_tools_run_with_the_configured_headers() {
+async fn a_streamable_http_servers_tools_run_with_the_configured_headers_and_announce_list_changes()
+{
     let Some((exe, _prefix)) = python() else {
         return;
     };
@@ -416,5 +417,16 @@ async fn a_streamable_http_servers_tools_run_with_the_configured_headers() {
     assert_eq!(text(&header), "token-1");
     let added = call(named(&tools, "demo__add_tool"), json!({"name": "late"})).await;
     assert!(added.is_ok(), "{added:?}");
+    // The server's list_changed reaches the client over HTTP too.
+    let mut listed = hub.tools("demo").await.unwrap().tools;
+    for _ in 0..20 {
+        if listed.iter().any(|t| t.name == "demo__late") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        listed = hub.tools("demo").await.unwrap().tools;
+    }
+    let late = named(&listed, "demo__late");
+    assert_eq!(text(&call(late, json!({})).await.unwrap()), "added late");
     hub.shutdown().await;
 }
