@@ -160,9 +160,10 @@ fn an_mcp_server_crashing_mid_call_leaves_the_call_uncertain_and_the_run_stops()
     assert_eq!(decisions.len(), 1, "{shown:#}");
     assert_eq!(decisions[0]["kind"], "uncertain");
     let id = decisions[0]["id"].as_str().unwrap().to_owned();
-    // A resume stops on it again until someone decides.
+    // A resume stops on it again until someone decides (the same decision, not a new one).
     let again = weft(&p, &["resume", &run]);
     assert_eq!(again.status.code(), Some(3), "{}", text(&again));
+    assert_eq!(show(&p, &run)["decisions"].as_array().unwrap().len(), 1);
     // Denied: the call is not run again; the model hears why and the run completes.
     let deny = weft(&p, &["deny", &run, &id, "--reason", "do not crash twice"]);
     assert_eq!(deny.status.code(), Some(0), "{}", text(&deny));

@@ -544,6 +544,14 @@ impl Runtime {
                     call.result = Some(result);
                     call.is_error = true;
                 }
+            } else if let Some(open) = decisions.iter().find(|d| {
+                d.kind == DecisionKind::Uncertain
+                    && d.position == call.position
+                    && d.status == DecisionStatus::Pending
+            }) {
+                // Still undecided (raised when the call was lost, or by an earlier resume).
+                raised.push(open.clone());
+                blocked.push(call.clone());
             } else {
                 let decision = DecisionRecord::pending(
                     run_id,
