@@ -88,4 +88,8 @@ pub(crate) enum Command {
     /// Run the verifier ladder (build → type-check → test → lint) and iterate the project's
     /// agent until every required rung passes (`--max-iterations`).
     Deliver(commands::deliver::DeliverArgs),
+    /// Model Context Protocol: `list PROJECT` the MCP servers' tools, `serve PROJECT` the
+    /// project's agents as MCP tools over stdio.
+    #[command(subcommand)]
+    Mcp(commands::mcp::McpCommand),
 }

@@ -702,7 +702,10 @@ fn weft_events_rebuilds_what_the_live_view_printed_and_rejoins_after_a_seq() {
     // A step's text comes before the calls it makes, within its own turn.
     let events = json_lines(&live.join("\n"));
     let first_text = types.iter().position(|t| t == "text_delta").expect("text");
-    let first_call = types.iter().position(|t| t == "tool_call_start").expect("call");
+    let first_call = types
+        .iter()
+        .position(|t| t == "tool_call_start")
+        .expect("call");
     assert!(first_text < first_call, "{types:?}");
     assert_eq!(events[first_text]["turn"], events[first_call]["turn"]);
     assert_eq!(events[first_text]["payload"]["text"], "Looking. ");

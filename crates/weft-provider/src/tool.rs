@@ -90,6 +90,11 @@ pub struct ToolError {
     pub message: String,
     /// Whether the failure is transient (a retry may succeed). Used by the runtime profile.
     pub transient: bool,
+    /// Whether the tool may have had its effect although it did not finish (its process died
+    /// mid-call, a timeout cut it off): a durable run leaves such a call *uncertain* — not
+    /// recorded as done — and stops on it until a person decides (see
+    /// [`ToolError::uncertain`]).
+    pub uncertain: bool,
 }
 
 impl ToolError {
@@ -98,6 +103,7 @@ impl ToolError {
         ToolError {
             message: message.into(),
             transient: false,
+            uncertain: false,
         }
     }
 
@@ -106,6 +112,22 @@ impl ToolError {
         ToolError {
             message: message.into(),
             transient: true,
+            uncertain: false,
+        }
+    }
+
+    /// The call ended without an answer and its effect is unknown (the server running it
+    /// exited mid-call). Never retried; a durable run keeps the call pending and stops on it.
+    ///
+    /// ```
+    /// let error = weft_provider::ToolError::uncertain("the server exited during the call");
+    /// assert!(error.uncertain && !error.transient);
+    /// ```
+    pub fn uncertain(message: impl Into<String>) -> Self {
+        ToolError {
+            message: message.into(),
+            transient: false,
+            uncertain: true,
         }
     }
 }

@@ -12,7 +12,9 @@
 //!   call is deferred: the run suspends after the step (exit code 4);
 //! * **record** ([`Stage::Record`]): the pending record is durable before the handler starts
 //!   (sync durability), the result is recorded after; a cancelled handler leaves the call
-//!   pending (uncertain), never a recorded result.
+//!   pending (uncertain), never a recorded result, and so does a tool that reports an
+//!   uncertain end ([`ToolError::uncertain`]: an MCP server that exited mid-call) — the run
+//!   then stops on a decision of kind `uncertain` (exit code 3).
 //!
 //! [`Approver`]: crate::approval::Approver
 
@@ -285,6 +287,7 @@ impl ToolLayer for ApprovalLayer {
                                 tool: tool.clone(),
                                 arguments: inv.arguments.clone(),
                                 position,
+                                reason: None,
                             },
                         )
                         .await;
@@ -459,6 +462,11 @@ impl ToolLayer for RecordLayer {
                 // pending (uncertain) — its cancellation error is not its result.
                 return outcome;
             }
+            if let ToolOutcome::Failed(error) = &outcome
+                && error.uncertain
+            {
+                return uncertain(run, inv, &position, &error.message).await;
+            }
             let (result, is_error) = outcome.to_result();
             // Sync durability: committed before the next model call.
             if let Err(error) = run
@@ -491,6 +499,54 @@ impl ToolLayer for RecordLayer {
             outcome
         })
     }
+}
+
+/// A call that ended without an answer and may have had its effect (its tool said so:
+/// [`ToolError::uncertain`]): it stays pending, a decision of kind `uncertain` is raised, and
+/// the run stops after the step, as after a crash mid-call (`weft approve` re-runs it on
+/// `weft resume`, `weft deny` gives the model the reason instead).
+async fn uncertain(
+    run: &RunContext,
+    inv: &Invocation<'_>,
+    position: &str,
+    message: &str,
+) -> ToolOutcome {
+    let id = inv.call.tool_call_id.clone();
+    let decision = DecisionRecord::pending(
+        run.run_id(),
+        position.to_owned(),
+        id.clone(),
+        inv.tool.name.clone(),
+        inv.arguments.clone(),
+        args_hash(&inv.arguments),
+        DecisionKind::Uncertain,
+        run.agent_id(),
+    );
+    if let Err(error) = run.store().raise_decision(&decision).await {
+        let reason = format!(
+            "{message}; the call is uncertain and its decision could not be recorded: {error}"
+        );
+        run.fail(reason.clone());
+        return ToolOutcome::Failed(ToolError::new(reason));
+    }
+    run.emit_call(
+        &id,
+        EventKind::DecisionPending {
+            decision: decision.id.clone(),
+            kind: "uncertain".into(),
+            tool: inv.tool.name.clone(),
+            arguments: inv.arguments.clone(),
+            position: position.to_owned(),
+            reason: Some(message.to_owned()),
+        },
+    )
+    .await;
+    let reason = format!(
+        "{message}; whether the call had its effect is unknown (decision {})",
+        decision.id
+    );
+    run.raise(decision);
+    ToolOutcome::Deferred { reason }
 }
 
 /// Runs a call again after a transient failure (`ToolError::transient`), with exponential

@@ -567,6 +567,14 @@ impl Runtime {
                     call.result = Some(result);
                     call.is_error = true;
                 }
+            } else if let Some(open) = decisions.iter().find(|d| {
+                d.kind == DecisionKind::Uncertain
+                    && d.position == call.position
+                    && d.status == DecisionStatus::Pending
+            }) {
+                // Still undecided (raised when the call was lost, or by an earlier resume).
+                raised.push(open.clone());
+                blocked.push(call.clone());
             } else {
                 let decision = DecisionRecord::pending(
                     run_id,
@@ -1104,8 +1112,22 @@ impl Drive {
             }
             EndStatus::Suspended => {
                 record.status = RunStatus::Suspended;
-                RunEnd::AwaitingDecision {
-                    decisions: awaiting,
+                if awaiting.iter().all(|d| d.kind == DecisionKind::Uncertain) {
+                    // A call ended uncertain mid-run (its tool said so): the same stop as a
+                    // resume on an uncertain call.
+                    let calls = store.tool_calls(&run_id).await?;
+                    let calls = calls
+                        .into_iter()
+                        .filter(|c| awaiting.iter().any(|d| d.position == c.position))
+                        .collect();
+                    RunEnd::NeedsApproval {
+                        calls,
+                        decisions: awaiting,
+                    }
+                } else {
+                    RunEnd::AwaitingDecision {
+                        decisions: awaiting,
+                    }
                 }
             }
         };

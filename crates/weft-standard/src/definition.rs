@@ -355,6 +355,13 @@ pub struct ProjectConfig {
     /// `Project::telemetry`); the standard `OTEL_*` variables win over it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub telemetry: Option<Value>,
+    /// `[mcpServers.NAME]`: Model Context Protocol servers whose tools a prompt offers by
+    /// listing `mcp:NAME` in its `tools` (they are named `NAME__TOOL`): a stdio `command`
+    /// (with `args`, `env`; run in the command sandbox, `network` and `readOnly` widen it) or
+    /// a streamable HTTP `url` (with `headers`); `trusted = true` lets the server's
+    /// read-only annotations count. See `weft_mcp::ServerConfig`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, weft_mcp::ServerConfig>,
 }
 
 /// `[providers.NAME]` of `weft.toml`: how the project reaches one model provider.

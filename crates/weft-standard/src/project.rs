@@ -115,7 +115,13 @@ pub enum ToolKind<'a> {
     Project(&'a ToolDefinition),
     /// An agent with `exposeAsTool`.
     Agent(&'a AgentDefinition),
+    /// `mcp:NAME`: every tool of the MCP server `NAME` of `[mcpServers]` (named
+    /// `NAME__TOOL`, as the server lists them while the run goes on).
+    Mcp(&'a str),
 }
+
+/// The prefix of a prompt's tool entry that offers an MCP server's tools (`mcp:NAME`).
+pub const MCP_PREFIX: &str = "mcp:";
 
 impl Project {
     /// Loads and validates the project in `dir`.
@@ -339,6 +345,68 @@ impl Project {
         }
     }
 
+    /// The project's MCP servers (`[mcpServers]`) for a run whose tools are confined by
+    /// `confinement` in `workspace`: `${NAME}` in `env` and `headers` replaced with the
+    /// project's variables (weft.toml's `env`, then the process environment), `readOnly`
+    /// made absolute against the project folder, stdio servers in the command sandbox. None
+    /// starts until its tools are asked for.
+    pub fn mcp_hub(
+        &self,
+        confinement: &weft_tools::Confinement,
+        workspace: &Path,
+    ) -> weft_mcp::McpHub {
+        let lookup = |name: &str| {
+            self.config
+                .env
+                .get(name)
+                .cloned()
+                .or_else(|| std::env::var(name).ok())
+        };
+        let servers = self
+            .config
+            .mcp_servers
+            .iter()
+            .map(|(name, server)| {
+                let mut server = server.clone();
+                for value in server.env.values_mut().chain(server.headers.values_mut()) {
+                    *value = substitute(value, lookup);
+                }
+                server.read_only = server
+                    .read_only
+                    .iter()
+                    .map(|p| weft_mcp::absolute_against(&self.dir, p))
+                    .collect();
+                (name.clone(), server)
+            })
+            .collect();
+        let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
+        let protected = confinement
+            .protected
+            .iter()
+            .map(|(path, protection)| (weft_mcp::absolute_against(&workspace, path), *protection))
+            .collect();
+        let sandboxing = weft_mcp::Sandboxing {
+            mode: confinement.sandbox.mode,
+            workspace,
+            protected,
+            limits: confinement.sandbox.limits,
+            helper: confinement.sandbox.helper.clone(),
+        };
+        weft_mcp::McpHub::new(servers, sandboxing)
+    }
+
+    /// The MCP servers whose tools `prompt` offers (`mcp:NAME` entries), in its order.
+    pub fn mcp_servers_of<'a>(&'a self, prompt: &'a PromptDefinition) -> Vec<&'a str> {
+        prompt
+            .tools
+            .iter()
+            .filter_map(|t| match self.tool_kind(t) {
+                Some(ToolKind::Mcp(server)) => Some(server),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// What agent `name` may run with but should not be written that way (each a
     /// [`Problem`] that does not stop loading): a `dual_ai` agent without `maxSessionTurns`
     /// (agents §2.2).
@@ -449,7 +517,14 @@ impl Project {
     }
 
     /// What the tool name `name` of a prompt refers to.
-    pub fn tool_kind(&self, name: &str) -> Option<ToolKind<'_>> {
+    pub fn tool_kind<'a>(&'a self, name: &'a str) -> Option<ToolKind<'a>> {
+        if let Some(server) = name.strip_prefix(MCP_PREFIX) {
+            return self
+                .config
+                .mcp_servers
+                .contains_key(server)
+                .then_some(ToolKind::Mcp(server));
+        }
         if let Some(tool) = self.tool(name) {
             Some(ToolKind::Project(tool))
         } else if let Some(agent) = self.agent(name) {
@@ -634,6 +709,16 @@ impl Project {
                 check_schema(parameters, &tool.file, "parameters", problems);
             }
         }
+        for (name, server) in &self.config.mcp_servers {
+            for (key, message) in server.problems(name) {
+                let key = if key.is_empty() {
+                    format!("mcpServers.{name}")
+                } else {
+                    format!("mcpServers.{name}.{key}")
+                };
+                problems.push(Problem::new(&config_file, key, message));
+            }
+        }
         for prompt in self.prompts.values() {
             self.validate_prompt(prompt, problems);
         }
@@ -680,8 +765,10 @@ impl Project {
                         "unknown tool {name:?}: {} names its tool {actual:?}, and prompts refer to a tool by its `name`, not its file name; rename one to match",
                         tool_file.display())));
                 }
+                None if let Some(server) = name.strip_prefix(MCP_PREFIX) => problems.push(Problem::new(file, &key, format!(
+                    "there is no MCP server {server:?}: declare it in weft.toml as [mcpServers.{server}] (command = … or url = …)"))),
                 None => problems.push(Problem::new(file, &key, format!(
-                    "unknown tool {name:?}: not a built-in tool ({}), not in tools/, and not an agent", BUILTIN_TOOLS.join(", ")))),
+                    "unknown tool {name:?}: not a built-in tool ({}), not in tools/, not an agent, and not mcp:SERVER", BUILTIN_TOOLS.join(", ")))),
                 Some(ToolKind::Agent(agent)) if !agent.expose_as_tool => problems.push(Problem::new(file, &key, format!(
                     "the agent {name:?} is not callable: set `exposeAsTool = true` in its definition"))),
                 Some(ToolKind::Agent(agent)) if agent.agent_type == AgentType::DualAi => problems.push(Problem::new(file, &key, format!(

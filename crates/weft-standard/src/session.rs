@@ -34,7 +34,7 @@ pub use weft_runtime::event::{SessionStatus, StopReason};
 use crate::definition::{AgentDefinition, AgentType, Side};
 use crate::error::SessionError;
 use crate::project::{Project, ToolKind, side_config};
-use crate::side::{SideTurn, StopPlan, TurnEnd};
+use crate::side::{McpTools, SideTurn, StopPlan, TurnEnd};
 use crate::tools::prompt_tools;
 
 /// Most handoffs in one session (a guard against two agents handing back and forth).
@@ -147,6 +147,8 @@ struct Driver<'a> {
     models: HashMap<String, ModelReference>,
     /// The session's agent (events outside a durable run name it).
     agent: AgentPath,
+    /// The project's MCP servers, started on first use, stopped when the session ends.
+    mcp: Option<Arc<weft_mcp::McpHub>>,
 }
 
 impl Driver<'_> {
@@ -177,6 +179,34 @@ impl Driver<'_> {
 
     async fn emit(&self, kind: EventKind) {
         self.events().emit(None, kind).await;
+    }
+
+    /// The MCP servers of `prompt` (`mcp:NAME`), their tools added to `tools` (the rest).
+    async fn mcp_tools(
+        &self,
+        prompt: &crate::definition::PromptDefinition,
+        tools: &mut Vec<weft_provider::Tool>,
+    ) -> Result<Option<McpTools>, String> {
+        let servers: Vec<String> = self
+            .project
+            .mcp_servers_of(prompt)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let Some(hub) = self.mcp.clone().filter(|_| !servers.is_empty()) else {
+            return Ok(None);
+        };
+        let (listed, fingerprint) = McpTools::listing(&hub, &servers)
+            .await
+            .map_err(|e| e.to_string())?;
+        let base = tools.clone();
+        tools.extend(listed);
+        Ok(Some(McpTools {
+            hub,
+            servers,
+            base,
+            fingerprint,
+        }))
     }
 
     /// Runs side turn number `turn_no` of `agent`, or goes on with it when it had taken
@@ -228,8 +258,9 @@ impl Driver<'_> {
             _ => model,
         };
         let durable_run = self.options.durable.as_ref().map(|d| d.run.clone());
-        let tools =
+        let mut tools =
             prompt_tools(self.project, prompt, &self.workspace).map_err(|e| fail(e.to_string()))?;
+        let mcp = self.mcp_tools(prompt, &mut tools).await.map_err(fail)?;
         let end = Arc::new(Mutex::new(None));
         let plan = stop_plan(self.project, agent_def, side)
             .ok_or_else(|| fail(format!("{} has no {}", agent_def.name, side.key())))?;
@@ -261,6 +292,7 @@ impl Driver<'_> {
             prior_steps,
             run: durable_run.clone(),
             side,
+            mcp,
             base_usage: {
                 let mut usage = self
                     .options
@@ -694,6 +726,8 @@ pub async fn run_session(
         usage: TokenUsage::default(),
         models: HashMap::new(),
         agent: AgentPath::root(&position.agent.name),
+        mcp: (!project.config().mcp_servers.is_empty())
+            .then(|| Arc::new(project.mcp_hub(&options.confinement, &options.workspace))),
     };
     driver
         .emit(EventKind::SessionStart {
@@ -704,6 +738,9 @@ pub async fn run_session(
         AgentType::AiHuman => ai_human(&mut driver, position).await,
         AgentType::DualAi => dual_ai(&mut driver, position).await,
     };
+    if let Some(hub) = &driver.mcp {
+        hub.shutdown().await;
+    }
     outcome.steps = driver.steps;
     outcome.usage = driver.usage.clone();
     match outcome.status {

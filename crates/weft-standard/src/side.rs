@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use weft_agent::execution::{StepOutcome, Steps};
 use weft_agent::{AgentError, AgentState, ExecutionContext, ExecutionResult, ExecutionStrategy};
-use weft_provider::{Message, ToolResult, Turn};
+use weft_provider::{LlmInstance, Message, Tool, ToolResult, Turn};
 use weft_runtime::event::{EventKind, Side};
 use weft_runtime::ledger::RunContext;
 use weft_runtime::observer::RunObserver;
@@ -197,6 +197,37 @@ pub(crate) struct SideTurn {
     pub(crate) side: Side,
     /// The run's usage before this turn: checkpoints record it plus the turn's so far.
     pub(crate) base_usage: weft_provider::TokenUsage,
+    /// The MCP servers whose tools the side offers (`None`: none): listed again before
+    /// every step, so a tool a server adds mid-turn is offered from the next step on.
+    pub(crate) mcp: Option<McpTools>,
+}
+
+/// The MCP servers of a side's prompt, and the tools it offers besides theirs.
+#[derive(Debug)]
+pub(crate) struct McpTools {
+    pub(crate) hub: Arc<weft_mcp::McpHub>,
+    pub(crate) servers: Vec<String>,
+    /// The prompt's other tools.
+    pub(crate) base: Vec<Tool>,
+    /// The fingerprint of the servers' tools the agent was built with.
+    pub(crate) fingerprint: String,
+}
+
+impl McpTools {
+    /// The tools of every server now, and their fingerprint.
+    pub(crate) async fn listing(
+        hub: &weft_mcp::McpHub,
+        servers: &[String],
+    ) -> Result<(Vec<Tool>, String), weft_mcp::McpError> {
+        let mut tools = Vec::new();
+        let mut fingerprint = String::new();
+        for server in servers {
+            let listed = hub.tools(server).await?;
+            tools.extend(listed.tools);
+            fingerprint.push_str(&listed.fingerprint);
+        }
+        Ok((tools, fingerprint))
+    }
 }
 
 impl std::fmt::Debug for SideTurn {
@@ -223,8 +254,37 @@ impl ExecutionStrategy for SideTurn {
             steps = steps.observer(RunObserver::new(run.clone(), Some(self.side)));
         }
         let mut taken = self.prior_steps;
+        let mut offered: Option<(LlmInstance, String)> = None;
         loop {
-            let turn = match steps.step().await? {
+            if let Some(mcp) = &self.mcp {
+                let seen = offered
+                    .as_ref()
+                    .map_or(mcp.fingerprint.as_str(), |(_, f)| f.as_str());
+                match McpTools::listing(&mcp.hub, &mcp.servers).await {
+                    Ok((tools, fingerprint)) if fingerprint != seen => {
+                        let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+                        let mut options = ctx.agent.llm_options().clone();
+                        options.tools = mcp.base.iter().cloned().chain(tools).collect();
+                        offered = Some((ctx.llm_with(options)?, fingerprint));
+                        if let Some(run) = &self.run {
+                            run.emit(EventKind::McpToolsChanged {
+                                servers: mcp.servers.clone(),
+                                tools: names,
+                            })
+                            .await;
+                        }
+                    }
+                    Ok(_) => {}
+                    // The step goes on with the tools it had; a call of a server that is down
+                    // says so to the model.
+                    Err(error) => tracing::warn!(%error, "listing MCP tools failed"),
+                }
+            }
+            let stepped = match &offered {
+                Some((llm, _)) => steps.step_with(llm).await?,
+                None => steps.step().await?,
+            };
+            let turn = match stepped {
                 StepOutcome::Continue(turn) | StepOutcome::Final(turn) => turn,
                 StepOutcome::Suspended => {
                     // A call waits for a decision: the resume takes this step again.

@@ -57,7 +57,8 @@ pub fn handoff_tool(target: &AgentDefinition) -> Tool {
     .with_idempotent(true)
 }
 
-/// Builds the tools of `prompt`, in its order. (A durable run adds the runtime's pipeline
+/// Builds the tools of `prompt`, in its order, except its MCP servers' (`mcp:NAME`: the
+/// session lists those, see `Project::mcp_hub`). (A durable run adds the runtime's pipeline
 /// layers to the agent: recorded results are replayed, never re-run.)
 ///
 /// # Errors
@@ -74,6 +75,8 @@ pub fn prompt_tools(
             Some(ToolKind::Agent(agent)) => handoff_tool(agent),
             Some(ToolKind::Builtin) => weft_tools::builtin_tool(workspace, name)
                 .ok_or_else(|| SessionError::Workspace(format!("no built-in tool {name:?}")))?,
+            // An MCP server's tools are listed by the session, step by step (they change).
+            Some(ToolKind::Mcp(_)) => continue,
             None => return Err(SessionError::Agent(format!("unknown tool {name:?}"))),
         };
         tools.push(tool);

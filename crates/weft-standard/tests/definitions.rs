@@ -160,3 +160,20 @@ fn weft_toml_gate_tables_load_beside_the_project_settings() {
         .and_then(|v| v.as_str());
     assert_eq!(test_command, Some("cargo test"));
 }
+
+#[test]
+fn mcp_servers_load_and_resolve_for_a_run() {
+    let dir = projects("valid/mcp_servers");
+    let project = Project::load(&dir).expect("loads");
+    let prompt = project.prompt("helper").expect("prompt");
+    assert_eq!(project.mcp_servers_of(prompt), ["files", "tickets"]);
+    let hub = project.mcp_hub(&project.confinement(None, None), &dir);
+    let servers: std::collections::BTreeMap<&str, &weft_mcp::ServerConfig> =
+        hub.servers().collect();
+    let files = servers["files"];
+    assert_eq!(files.env["TOKEN"], "t-123");
+    assert_eq!(files.read_only, [dir.join("vendor/python")]);
+    assert!(files.trusted && files.network);
+    assert_eq!(servers["tickets"].headers["Authorization"], "Bearer t-123");
+    assert_eq!(servers["tickets"].call_timeout().as_secs(), 60);
+}

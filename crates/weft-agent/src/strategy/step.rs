@@ -223,8 +223,19 @@ impl<'a> Steps<'a> {
     /// # Errors
     /// Provider errors; [`AgentError::Cancelled`] with the committed state.
     pub async fn step(&mut self) -> Result<StepOutcome, AgentError> {
+        let llm = &self.ctx.llm;
+        self.step_with(llm).await
+    }
+
+    /// [`Steps::step`] with `llm` in place of the agent's own (built with
+    /// [`ExecutionContext::llm_with`]): a step that offers other tools, e.g. after an MCP
+    /// server changed its tool list.
+    ///
+    /// # Errors
+    /// Provider errors; [`AgentError::Cancelled`] with the committed state.
+    pub async fn step_with(&mut self, llm: &LlmInstance) -> Result<StepOutcome, AgentError> {
         let step = self.begin_step().await;
-        let turn = match self.call(&self.ctx.llm, Vec::new()).await {
+        let turn = match self.call(llm, Vec::new()).await {
             Ok(turn) => turn,
             Err(AgentError::Cancelled { .. }) if self.suspended => {
                 return Ok(StepOutcome::Suspended);

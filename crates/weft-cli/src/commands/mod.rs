@@ -15,6 +15,7 @@ pub(crate) mod hooks;
 pub(crate) mod init;
 pub(crate) mod llm;
 pub(crate) mod location;
+pub(crate) mod mcp;
 pub(crate) mod memory;
 pub(crate) mod models;
 pub(crate) mod policy;
@@ -72,5 +73,6 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Store(command) => store::run(command),
         Command::Memory(command) => memory::run(command),
         Command::Deliver(args) => deliver::run(args),
+        Command::Mcp(command) => mcp::run(command),
     }
 }

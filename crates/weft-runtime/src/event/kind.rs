@@ -331,7 +331,8 @@ pub enum EventKind {
     DecisionPending {
         /// The decision id.
         decision: String,
-        /// `approval`.
+        /// `approval`, or `uncertain` (the call may have had its effect: its server died,
+        /// it timed out).
         kind: String,
         /// The tool.
         tool: String,
@@ -339,6 +340,9 @@ pub enum EventKind {
         arguments: Value,
         /// The call's position in the run.
         position: String,
+        /// Why it waits (an uncertain call's failure).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// A person decided on a call.
     #[serde(rename_all = "camelCase")]
@@ -420,6 +424,15 @@ pub enum EventKind {
         /// The session turn that ended with it.
         turn: u64,
     },
+    /// The tools an agent's MCP servers offer changed (`tools/list_changed`): the next step
+    /// offers these.
+    #[serde(rename_all = "camelCase")]
+    McpToolsChanged {
+        /// The servers of the agent's prompt.
+        servers: Vec<String>,
+        /// Their tools now (`SERVER__TOOL`).
+        tools: Vec<String>,
+    },
     /// The completion checklist ran before the run could end completed.
     #[serde(rename_all = "camelCase")]
     CompletionGates {
@@ -440,7 +453,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every type name, for filters (`weft events --type`).
-    pub const TYPES: [&'static str; 25] = [
+    pub const TYPES: [&'static str; 26] = [
         "run_start",
         "run_end",
         "recovery",
@@ -466,6 +479,7 @@ impl EventKind {
         "status",
         "handoff",
         "completion_gates",
+        "mcp_tools_changed",
     ];
 
     /// The `type` and the `payload`.

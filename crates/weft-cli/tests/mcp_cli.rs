@@ -1,0 +1,317 @@
+//! MCP from the command line (issue 18 §2), against real MCP servers written with the
+//! official Python SDK (`crates/weft-mcp/tests/servers/`): a project's `[mcpServers]` tools
+//! in `weft run` go through the tool pipeline (the durable ledger, approval, the command
+//! sandbox), a tool a server adds mid-run is offered at the next step, a server crashing
+//! mid-call leaves the call uncertain (exit 3); `weft mcp list` shows servers and tools;
+//! `weft mcp serve` is called by the Python SDK's client. Without the `mcp` package the tests
+//! are skipped with a printed reason — unless `CI` is set, where they fail.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+/// The Python that has the `mcp` package: (its executable, its installation prefix).
+fn python() -> Option<(PathBuf, PathBuf)> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import mcp, sys, os; print(os.path.realpath(sys.executable)); print(os.path.realpath(sys.prefix))",
+        ])
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            let mut lines = text.lines();
+            Some((PathBuf::from(lines.next()?), PathBuf::from(lines.next()?)))
+        }
+        _ => {
+            let reason =
+                "python3 with the `mcp` package is not available (python3 -m pip install mcp)";
+            assert!(std::env::var_os("CI").is_none(), "{reason}");
+            eprintln!("skipped: {reason}");
+            None
+        }
+    }
+}
+
+fn servers_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../weft-mcp/tests/servers")
+}
+
+/// `[mcpServers.demo]` running the demo server over stdio in the command sandbox.
+fn demo_server(python: &(PathBuf, PathBuf), extra: &str) -> String {
+    let servers = std::fs::canonicalize(servers_dir()).unwrap();
+    format!(
+        "[mcpServers.demo]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\nreadOnly = [{:?}, {:?}]\n{extra}",
+        python.0.display().to_string(),
+        servers.join("demo_server.py").display().to_string(),
+        python.1.display().to_string(),
+        servers.display().to_string(),
+    )
+}
+
+fn weft(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("WEFT_DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn run_end(out: &Output) -> Value {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|e| e["type"] == "run_end")
+        .unwrap_or_else(|| panic!("no run_end: {}", text(out)))
+}
+
+fn show(p: &Path, run: &str) -> Value {
+    let out = weft(p, &["runs", "show", run, "--json"]);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)))
+}
+
+fn call<'a>(shown: &'a Value, tool: &str) -> &'a Value {
+    shown["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["tool_name"] == tool)
+        .unwrap_or_else(|| panic!("no call of {tool}: {shown:#}"))
+}
+
+#[test]
+fn a_run_calls_mcp_tools_through_the_ledger_and_is_offered_a_tool_added_mid_run() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    let script = json!({"responses": [
+        {"toolCalls": [{"id": "c1", "name": "demo__add_tool", "arguments": {"name": "extra"}}]},
+        {"toolCalls": [{"id": "c2", "name": "demo__extra", "arguments": {}}]},
+        {"toolCalls": [{"id": "c3", "name": "demo__read_file", "arguments": {"path": "../outside.txt"}}]},
+        {"text": "done"}
+    ]});
+    common::scripted_project(&p, &demo_server(&python, ""), &["mcp:demo"], &script);
+    std::fs::write(dir.path().join("outside.txt"), "SECRET-OUTSIDE").unwrap();
+    let out = weft(dir.path(), &["run", "p", "go", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let end = run_end(&out);
+    assert_eq!(end["output"], "done");
+    let shown = show(&p, end["runId"].as_str().unwrap());
+    let add = call(&shown, "demo__add_tool");
+    assert_eq!(add["status"], "completed");
+    // An untrusted server's tool is side-effecting: made durable before it ran.
+    assert_eq!(add["side_effects"], true);
+    // The tool the server added during step 1 was offered at step 2, and ran.
+    let extra = call(&shown, "demo__extra");
+    assert_eq!(extra["status"], "completed");
+    assert_eq!(extra["is_error"], false, "{extra:#}");
+    assert_eq!(extra["result"]["result"], "added extra");
+    // The server runs in the command sandbox: the file beside the workspace is not there.
+    let read = call(&shown, "demo__read_file");
+    assert_eq!(read["is_error"], true, "{read:#}");
+    assert!(!read["result"].to_string().contains("SECRET"), "{read:#}");
+    let events = weft(&p, &["events", end["runId"].as_str().unwrap(), "--json"]);
+    assert!(
+        String::from_utf8_lossy(&events.stdout).contains("mcp_tools_changed"),
+        "{}",
+        text(&events)
+    );
+}
+
+#[test]
+fn an_mcp_server_crashing_mid_call_leaves_the_call_uncertain_and_the_run_stops() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    let script = json!({"responses": [
+        {"toolCalls": [{"id": "c1", "name": "demo__crash", "arguments": {}}]},
+        {"text": "after the crash"}
+    ]});
+    common::scripted_project(&p, &demo_server(&python, ""), &["mcp:demo"], &script);
+    let out = weft(dir.path(), &["run", "p", "go", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let end = run_end(&out);
+    let run = end["runId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        std::fs::read_to_string(p.join("crash.log")).unwrap(),
+        "crash\n"
+    );
+    let shown = show(&p, &run);
+    // Not recorded as done: pending, with an uncertain decision.
+    let crash = call(&shown, "demo__crash");
+    assert_eq!(crash["status"], "pending", "{crash:#}");
+    assert!(crash["result"].is_null());
+    let decisions = shown["decisions"].as_array().unwrap();
+    assert_eq!(decisions.len(), 1, "{shown:#}");
+    assert_eq!(decisions[0]["kind"], "uncertain");
+    let id = decisions[0]["id"].as_str().unwrap().to_owned();
+    // A resume stops on it again until someone decides (the same decision, not a new one).
+    let again = weft(&p, &["resume", &run]);
+    assert_eq!(again.status.code(), Some(3), "{}", text(&again));
+    assert_eq!(show(&p, &run)["decisions"].as_array().unwrap().len(), 1);
+    // Denied: the call is not run again; the model hears why and the run completes.
+    let deny = weft(&p, &["deny", &run, &id, "--reason", "do not crash twice"]);
+    assert_eq!(deny.status.code(), Some(0), "{}", text(&deny));
+    let resumed = weft(&p, &["resume", &run, "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(run_end(&resumed)["output"], "after the crash");
+    assert_eq!(
+        std::fs::read_to_string(p.join("crash.log")).unwrap(),
+        "crash\n"
+    );
+}
+
+#[test]
+fn an_mcp_tool_needing_approval_suspends_the_run_and_a_trusted_read_only_tool_is_not_durable_work()
+{
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    let script = json!({"responses": [
+        {"toolCalls": [{"id": "c1", "name": "demo__read_note", "arguments": {}}]},
+        {"toolCalls": [{"id": "c2", "name": "demo__echo", "arguments": {"text": "approved?"}}]},
+        {"text": "echoed"}
+    ]});
+    let config = format!(
+        "requiresApproval = [\"demo__echo\"]\n{}",
+        demo_server(&python, "trusted = true\n")
+    );
+    common::scripted_project(&p, &config, &["mcp:demo"], &script);
+    let out = weft(dir.path(), &["run", "p", "go", "--json"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let run = run_end(&out)["runId"].as_str().unwrap().to_owned();
+    let shown = show(&p, &run);
+    let note = call(&shown, "demo__read_note");
+    assert_eq!(note["status"], "completed");
+    assert_eq!(note["side_effects"], false);
+    assert_eq!(note["result"]["result"], "the note");
+    let decisions = shown["decisions"].as_array().unwrap();
+    assert_eq!(decisions[0]["kind"], "approval");
+    assert_eq!(decisions[0]["toolName"], "demo__echo");
+    let id = decisions[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(weft(&p, &["approve", &run, &id]).status.code(), Some(0));
+    let resumed = weft(&p, &["resume", &run, "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    let shown = show(&p, &run);
+    assert_eq!(call(&shown, "demo__echo")["result"]["result"], "approved?");
+}
+
+#[test]
+fn a_prompt_naming_an_undeclared_mcp_server_is_a_load_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    common::scripted_project(
+        &p,
+        "[mcpServers.bad_name]\nurl = \"ftp://x\"\n",
+        &["mcp:nothere"],
+        &json!({"responses": [{"text": "x"}]}),
+    );
+    let out = weft(dir.path(), &["run", "p", "go"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let all = text(&out);
+    assert!(all.contains("there is no MCP server \"nothere\""), "{all}");
+    assert!(all.contains("mcpServers.bad_name"), "{all}");
+    assert!(all.contains("mcpServers.bad_name.url"), "{all}");
+}
+
+#[test]
+fn weft_mcp_list_shows_servers_and_their_tools() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    common::scripted_project(
+        &p,
+        &demo_server(&python, "trusted = true\n"),
+        &["mcp:demo"],
+        &json!({"responses": [{"text": "x"}]}),
+    );
+    let out = weft(dir.path(), &["mcp", "list", "p"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let all = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(all.starts_with("demo (stdio: "), "{all}");
+    assert!(all.contains(", trusted)"), "{all}");
+    assert!(
+        all.contains("  demo__echo  [side-effecting]  Returns the text it is given."),
+        "{all}"
+    );
+    assert!(all.contains("  demo__read_note  [read-only]"), "{all}");
+    let json_out = weft(dir.path(), &["mcp", "list", "p", "--json"]);
+    let listed: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    let tools = listed["servers"][0]["tools"].as_array().unwrap();
+    let echo = tools.iter().find(|t| t["name"] == "demo__echo").unwrap();
+    assert_eq!(echo["parameters"]["required"], json!(["text"]));
+    // A server that cannot start is reported, exit 1.
+    common::scripted_project(
+        &p,
+        "[mcpServers.broken]\ncommand = \"/nonexistent/mcp-server\"\n",
+        &["mcp:broken"],
+        &json!({"responses": [{"text": "x"}]}),
+    );
+    let out = weft(dir.path(), &["mcp", "list", "p"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("broken"), "{}", text(&out));
+    assert!(text(&out).contains("error: "), "{}", text(&out));
+}
+
+#[test]
+fn weft_mcp_serve_runs_an_agent_for_the_python_mcp_client() {
+    let Some((exe, _)) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    common::scripted_project(
+        &p,
+        "",
+        &[],
+        &json!({"responses": [{"text": "hello from the agent"}]}),
+    );
+    std::fs::write(
+        p.join("agents/a.toml"),
+        "name = \"a\"\ndescription = \"Says hello.\"\n[sideA]\nprompt = \"p\"\n",
+    )
+    .unwrap();
+    let out = Command::new(exe)
+        .arg(servers_dir().join("agent_client.py"))
+        .args([
+            env!("CARGO_BIN_EXE_weft"),
+            p.to_str().unwrap(),
+            "a",
+            "say hello",
+        ])
+        .current_dir(dir.path())
+        .env_remove("WEFT_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let answer: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+    assert_eq!(answer["tools"][0]["name"], "a");
+    assert_eq!(answer["tools"][0]["description"], "Says hello.");
+    assert_eq!(
+        answer["tools"][0]["inputSchema"]["required"],
+        json!(["input"])
+    );
+    assert_eq!(answer["text"], "hello from the agent");
+    assert_eq!(answer["isError"], false);
+    // The call was a durable run of the agent, in the project's store.
+    let runs = weft(&p, &["runs", "list", "--json"]);
+    assert!(
+        String::from_utf8_lossy(&runs.stdout).contains("completed"),
+        "{}",
+        text(&runs)
+    );
+}
