@@ -548,9 +548,13 @@ const CHECKPOINT_COLUMNS: &str = "id, thread_id, step, timestamp, state_blob, pe
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct StateHead {
+    /// Written until the blob dropped it (it is always the state version of its writer).
+    #[serde(default = "state_version")]
     version: String,
     id: String,
-    step: u64,
+    /// Written until the blob dropped it (the row's `agent_step` holds it).
+    #[serde(default)]
+    step: Option<u64>,
     metadata: Map<String, Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     plan: Option<Vec<PlanStep>>,
@@ -558,12 +562,16 @@ struct StateHead {
     subagent_traces: Vec<SubagentExecutionTrace>,
 }
 
+fn state_version() -> String {
+    weft_agent::STATE_VERSION.to_owned()
+}
+
+/// The state without its history as written: no version (the store writes only the current
+/// one) and no step (the row's `agent_step`), which every checkpoint row would repeat.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct StateHeadRef<'a> {
-    version: &'a str,
     id: &'a str,
-    step: u64,
     metadata: &'a Map<String, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     plan: Option<&'a [PlanStep]>,
@@ -578,7 +586,7 @@ struct StateBlob<H> {
     format: u32,
     state: H,
     messages: Vec<[i64; 2]>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     reasoning: Vec<[i64; 2]>,
     /// The sub-agent traces' rows (format 2). Format 1 kept them inline in `state`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -863,9 +871,7 @@ impl Store {
         let blob = StateBlob {
             format: 2,
             state: StateHeadRef {
-                version: weft_agent::STATE_VERSION,
                 id: state.id(),
-                step: state.step(),
                 metadata: state.metadata(),
                 plan: state.plan(),
             },
@@ -1140,7 +1146,7 @@ impl Store {
                 version: blob.state.version,
                 id: blob.state.id,
                 messages,
-                step: blob.state.step,
+                step: blob.state.step.unwrap_or(summary.agent_step),
                 metadata: blob.state.metadata,
                 reasoning,
                 plan: blob.state.plan,
