@@ -375,7 +375,20 @@ impl AgentState {
         messages: impl IntoIterator<Item = Message>,
         traces: Vec<SubagentExecutionTrace>,
     ) -> Self {
-        let mut next = self.derive();
+        self.clone().into_step_result(step, messages, traces)
+    }
+
+    /// [`AgentState::with_step_result`] consuming this state: when nothing else shares the
+    /// history's tail chunk, the messages are appended in place (the derived state is still a
+    /// new value with a new id; only this one, which nobody can see any more, is reused).
+    pub(crate) fn into_step_result(
+        self,
+        step: u64,
+        messages: impl IntoIterator<Item = Message>,
+        traces: Vec<SubagentExecutionTrace>,
+    ) -> Self {
+        let mut next = self;
+        next.id = StateId::new();
         next.step = step;
         next.messages.extend(messages.into_iter().map(Arc::new));
         if !traces.is_empty() {

@@ -284,9 +284,10 @@ impl<'a> Steps<'a> {
             inputs.push(InferenceInput::Message(input.clone()));
         }
         inputs.extend(extra);
-        let signal = self.ctx.signal.child_token();
         let conversation = self.shared_history();
         let result = if self.ctx.events.is_streaming() {
+            // A stream's abort handle cancels its token: a child, so only this call stops.
+            let signal = self.ctx.signal.child_token();
             match llm.stream_step_shared(conversation, inputs, self.rounds, signal) {
                 Ok(mut stream) => {
                     while let Some(event) = stream.next().await {
@@ -299,7 +300,9 @@ impl<'a> Steps<'a> {
                 Err(error) => Err(error),
             }
         } else {
-            llm.generate_step_shared(conversation, inputs, self.rounds, signal)
+            // Nothing cancels the token of a generated step but the run's own signal (each
+            // tool gets a child of it): the run's token itself, no child to register per call.
+            llm.generate_step_shared(conversation, inputs, self.rounds, self.ctx.signal.clone())
                 .await
                 .map(|(turn, kept)| (turn, Some(kept)))
         };
@@ -388,18 +391,25 @@ impl<'a> Steps<'a> {
     /// `step_end`, checkpoints, tells the observer.
     pub async fn end_step(&mut self, step: u64) {
         let traces = self.ctx.events.take_traces();
-        let kept = self.conversation.take().filter(|kept| {
-            kept.step_len == self.step_messages.len()
-                && kept.mirrors.ptr_eq(self.state.message_vector())
-        });
+        let kept = self
+            .conversation
+            .take()
+            .filter(|kept| {
+                kept.step_len == self.step_messages.len()
+                    && kept.mirrors.ptr_eq(self.state.message_vector())
+            })
+            .map(|kept| kept.messages);
         let messages_of_step = std::mem::take(&mut self.step_messages);
-        self.state = self
-            .state
-            .with_step_result(step, messages_of_step.iter().cloned(), traces);
+        // The committed state is replaced right below: let it (and the working state) go
+        // first, so no one else holds the history's tail chunk and the step's messages are
+        // appended in place instead of into a copy of the chunk.
+        self.committed = AgentState::initial();
+        let working = std::mem::replace(&mut self.state, self.committed.clone());
+        self.state = working.into_step_result(step, messages_of_step.iter().cloned(), traces);
         // The new state's history is the old one plus exactly this step's messages, which the
         // kept conversation already holds.
-        self.conversation = kept.map(|kept| SharedConversation {
-            messages: kept.messages,
+        self.conversation = kept.map(|messages| SharedConversation {
+            messages,
             mirrors: self.state.message_vector().clone(),
             step_len: 0,
         });
