@@ -62,6 +62,17 @@ pub enum StepOutcome {
     Suspended,
 }
 
+/// How a step ended, for loops that do not look at the step's turn ([`Steps::advance`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepProgress {
+    /// Tools ran: the model should be asked again.
+    Continue,
+    /// The model answered without asking for tools (or asked with no tools to run).
+    Final,
+    /// A tool call waits for a person's decision: the step was not committed.
+    Suspended,
+}
+
 /// The steps of one execution in progress: the step primitive every loop is built on.
 ///
 /// # Examples
@@ -231,6 +242,33 @@ impl<'a> Steps<'a> {
         })
     }
 
+    /// [`Steps::step`] for a loop that does not look at the step's turn (the `loop()`
+    /// strategy): the same step, events, hooks and checkpoint, but the turn's messages, response
+    /// and tool executions move into the step instead of being copied for the caller.
+    ///
+    /// # Errors
+    /// As [`Steps::step`].
+    pub async fn advance(&mut self) -> Result<StepProgress, AgentError> {
+        let step = self.begin_step().await;
+        let mut turn = match self.model_call(&self.ctx.llm, Vec::new()).await {
+            Ok(turn) => turn,
+            Err(AgentError::Cancelled { .. }) if self.suspended => {
+                return Ok(StepProgress::Suspended);
+            }
+            Err(error) => return Err(error),
+        };
+        self.act_and_observe(step, &turn);
+        let ran = tools_ran(&turn);
+        self.step_messages.append(&mut turn.messages);
+        self.keep_turn(turn);
+        self.end_step(step).await;
+        Ok(if ran {
+            StepProgress::Continue
+        } else {
+            StepProgress::Final
+        })
+    }
+
     pub(crate) fn cancelled(&self) -> AgentError {
         AgentError::Cancelled {
             state: Box::new(self.committed.clone()),
@@ -272,6 +310,29 @@ impl<'a> Steps<'a> {
     /// # Errors
     /// Provider errors; [`AgentError::Cancelled`] with the committed state.
     pub async fn call(
+        &mut self,
+        llm: &LlmInstance,
+        extra: Vec<InferenceInput>,
+    ) -> Result<Turn, AgentError> {
+        let turn = self.model_call(llm, extra).await?;
+        // The caller gets the turn; the step keeps its own copy of the messages and the rest.
+        self.step_messages.extend(turn.messages.iter().cloned());
+        self.keep_turn(turn.clone_without_messages());
+        Ok(turn)
+    }
+
+    /// Folds a model call's turn (its messages already taken into `step_messages`) into the
+    /// step's turn.
+    fn keep_turn(&mut self, turn: Turn) {
+        let step_turn = match self.step_turn.take() {
+            None => turn,
+            Some(acc) => Turn::fold(Some(acc), turn),
+        };
+        self.step_turn = Some(step_turn);
+    }
+
+    /// The model call of [`Steps::call`] without the step's bookkeeping of its turn.
+    async fn model_call(
         &mut self,
         llm: &LlmInstance,
         extra: Vec<InferenceInput>,
@@ -328,14 +389,6 @@ impl<'a> Steps<'a> {
         if tools_ran(&turn) {
             self.rounds += 1;
         }
-        self.step_messages.extend(turn.messages.iter().cloned());
-        let step_turn = match self.step_turn.take() {
-            // The first call of a step: keep the turn without its messages (they are in
-            // `step_messages`) and hand the caller the full one.
-            None => turn.clone_without_messages(),
-            Some(acc) => Turn::fold(Some(acc), turn.clone_without_messages()),
-        };
-        self.step_turn = Some(step_turn);
         Ok(turn)
     }
 
