@@ -196,11 +196,16 @@ async fn an_idle_store_truncates_its_wal() {
         .unwrap();
     let mut state = AgentState::initial();
     for i in 0..50 {
-        state = state.with_message(Message::user(format!("message {i}"))).with_step(i + 1);
+        state = state
+            .with_message(Message::user(format!("message {i}")))
+            .with_step(i + 1);
         let mut checkpoint = sample_checkpoint();
         checkpoint.metadata.checkpoint_id = format!("checkpoint-{i}");
         checkpoint.state = state.clone();
-        store.save_checkpoint("idle-thread", &checkpoint).await.unwrap();
+        store
+            .save_checkpoint("idle-thread", &checkpoint)
+            .await
+            .unwrap();
     }
     store.flush().await.unwrap();
     let wal = dir.path().join("weft.db-wal");
@@ -215,7 +220,11 @@ async fn an_idle_store_truncates_its_wal() {
     }
     assert_eq!(wal_len(), 0, "the idle store's WAL was truncated");
     // Everything is in the database file and reads back.
-    let latest = store.latest_checkpoint("idle-thread").await.unwrap().unwrap();
+    let latest = store
+        .latest_checkpoint("idle-thread")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(latest.checkpoint.state.message_count(), 50);
     assert_eq!(latest.checkpoint.state.step(), 50);
 }

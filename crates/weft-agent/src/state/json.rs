@@ -165,7 +165,12 @@ impl AgentState {
             messages: self.messages_vec(),
             step: self.step,
             metadata: (*self.extras.metadata).clone(),
-            reasoning: self.extras.reasoning.iter().map(|r| r.to_string()).collect(),
+            reasoning: self
+                .extras
+                .reasoning
+                .iter()
+                .map(|r| r.to_string())
+                .collect(),
             plan: self.extras.plan.as_ref().map(|p| p.to_vec()),
             subagent_traces: self
                 .extras

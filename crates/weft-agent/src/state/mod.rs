@@ -417,7 +417,12 @@ mod tests {
         assert!(a.metadata().is_empty());
         assert_eq!(c.metadata()["k"], 1);
         assert_eq!(a.id().len(), 36);
-        assert_eq!(uuid::Uuid::parse_str(a.id()).map(|u| u.get_version_num()).ok(), Some(4));
+        assert_eq!(
+            uuid::Uuid::parse_str(a.id())
+                .map(|u| u.get_version_num())
+                .ok(),
+            Some(4)
+        );
     }
 
     #[test]
