@@ -66,4 +66,60 @@ fn main() {
         std::mem::size_of::<AgentState>()
     );
     drop(branches);
+    w4_shape();
+}
+
+/// The shape of the peer workload W4 (bench/WORKLOAD.md): 10,000 conversations of 20 messages
+/// of exactly 200 characters, alternating user and assistant, built with one `with_messages`.
+/// Prints where the bytes go: the requested bytes per conversation (what the allocator was
+/// asked for; the process's RSS adds the allocator's own rounding and headers, about 8–16
+/// bytes per allocation) and the fixed sizes of the types involved.
+fn w4_shape() {
+    const CONVERSATIONS: usize = 10_000;
+    // Exactly 200 bytes in one allocation (no reallocation inside the counted region: the
+    // counter's reallocation total would blur the figure).
+    let text = |i: usize, j: usize| {
+        let mut scratch = String::with_capacity(256);
+        scratch.push_str(&format!("c{i:05}m{j:02} "));
+        while scratch.len() < 200 {
+            scratch.push_str("lorem ipsum dolor sit amet ");
+        }
+        scratch.truncate(200);
+        scratch.as_str().to_owned()
+    };
+    let region = Region::new(GLOBAL);
+    let one = Message::user(text(0, 0));
+    let bare = live_bytes(&region);
+    drop(one);
+    let region = Region::new(GLOBAL);
+    let mut conversations = Vec::with_capacity(CONVERSATIONS);
+    for i in 0..CONVERSATIONS {
+        conversations.push(AgentState::initial().with_messages((0..20).map(|j| {
+            if j % 2 == 0 {
+                Message::user(text(i, j))
+            } else {
+                Message::assistant(text(i, j))
+            }
+        })));
+    }
+    let change = region.change();
+    let live = live_bytes(&region);
+    println!(
+        "W4 shape: {} bytes requested per conversation in {:.1} live allocations ({} per \
+         message; a bare 200-character message is {bare} bytes in 3 allocations: its text, its \
+         id, its content vector; a state adds the message's Arc and the vector's nodes); the list \
+         of states itself adds {} bytes per conversation",
+        live / CONVERSATIONS as isize,
+        (change.allocations - change.deallocations) as f64 / CONVERSATIONS as f64,
+        live / (CONVERSATIONS * 20) as isize,
+        std::mem::size_of::<AgentState>(),
+    );
+    println!(
+        "sizes: Message {}, ContentBlock {}, Arc<Message> allocation {}, AgentState {}",
+        std::mem::size_of::<Message>(),
+        std::mem::size_of::<weft_provider::ContentBlock>(),
+        std::mem::size_of::<Message>() + 16,
+        std::mem::size_of::<AgentState>(),
+    );
+    drop(conversations);
 }

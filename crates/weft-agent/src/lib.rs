@@ -104,6 +104,6 @@ pub mod execution {
     pub use crate::strategy::{
         DEFAULT_ACTION_PROMPT, DEFAULT_REASONING_PROMPT, ExecutionContext, ExecutionStrategy,
         LoopOptions, LoopStrategy, PlanOptions, PlanStrategy, ReactOptions, ReactStrategy,
-        StepObserver, StepOutcome, Steps, default_plan_schema, r#loop, plan, react,
+        StepObserver, StepOutcome, StepProgress, Steps, default_plan_schema, r#loop, plan, react,
     };
 }

@@ -245,6 +245,30 @@ fn dir_bytes(path: &Path) -> u64 {
         .sum()
 }
 
+/// The size of `dir` once its store has closed: waits (at most 5 s) for SQLite's WAL file to
+/// go away, which happens when the store's threads close their connections.
+fn closed_bytes(dir: &Path) -> u64 {
+    let wal = dir.join("weft.db-wal");
+    let deadline = Instant::now() + std::time::Duration::from_secs(5);
+    while wal.exists() && Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    dir_bytes(dir)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), BoxError> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)?.flatten() {
+        let target = to.join(entry.file_name());
+        if entry.metadata()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
 /// The checkpoint stores W3 measures: adding one is one line here.
 async fn stores(
     dir: &Path,
@@ -265,6 +289,9 @@ async fn stores(
 pub(crate) fn w3(durability: Durability) -> Result<String, BoxError> {
     let runtime = runtime_current()?;
     let temp = tempfile::tempdir()?;
+    // `WEFT_BENCH_KEEP=<dir>`: the stores' files are copied there (after closing) for a look
+    // at where their bytes go (`sqlite3 <dir>/sqlite/weft.db` with `dbstat`).
+    let keep = std::env::var_os("WEFT_BENCH_KEEP").map(std::path::PathBuf::from);
     let mut line = header("w3");
     line.insert(
         "w3_durability".into(),
@@ -275,7 +302,7 @@ pub(crate) fn w3(durability: Durability) -> Result<String, BoxError> {
     );
     let mut baseline = None;
     for (name, store) in runtime.block_on(stores(temp.path()))? {
-        let agent = build_agent(100, store, durability)?;
+        let agent = build_agent(100, store.clone(), durability)?;
         let samples = runtime.block_on(async {
             let mut samples = Vec::new();
             for run in 0..12 {
@@ -303,6 +330,19 @@ pub(crate) fn w3(durability: Durability) -> Result<String, BoxError> {
             );
             if let Some(base) = baseline {
                 line.insert(format!("w3_{name}_overhead_us"), json!(step_us - base));
+            }
+            // What is left on disk once the store is closed (SQLite folds its WAL back into
+            // the database file and removes it when the last connection closes).
+            drop(agent);
+            drop(store);
+            let dir = temp.path().join(name);
+            let closed = closed_bytes(&dir);
+            line.insert(
+                format!("w3_{name}_closed_kib"),
+                json!(closed as f64 / 1024.0),
+            );
+            if let Some(keep) = &keep {
+                copy_dir(&dir, &keep.join(name))?;
             }
         }
     }

@@ -121,15 +121,19 @@ pub enum ContentBlock {
 }
 
 impl ContentBlock {
-    /// A text block.
+    /// A text block. The text's spare capacity is given back: a text built piece by piece
+    /// (streamed deltas, formatting) can hold up to twice its length, and conversations keep
+    /// their messages for a long time.
     pub fn text(text: impl Into<String>) -> Self {
-        ContentBlock::Text(TextBlock { text: text.into() })
+        ContentBlock::Text(TextBlock {
+            text: exact(text.into()),
+        })
     }
 
-    /// A reasoning block without signature.
+    /// A reasoning block without signature (spare capacity given back, as [`ContentBlock::text`]).
     pub fn reasoning(text: impl Into<String>) -> Self {
         ContentBlock::Reasoning(ReasoningBlock {
-            text: text.into(),
+            text: exact(text.into()),
             signature: None,
             metadata: None,
         })
@@ -155,6 +159,12 @@ impl ContentBlock {
             _ => None,
         }
     }
+}
+
+/// `text` without spare capacity (a no-op when it has none).
+fn exact(mut text: String) -> String {
+    text.shrink_to_fit();
+    text
 }
 
 impl From<&str> for ContentBlock {
@@ -355,6 +365,23 @@ mod tests {
         );
         let back: ContentBlock = serde_json::from_value(json).unwrap();
         assert_eq!(back, block);
+    }
+
+    #[test]
+    fn text_blocks_keep_no_spare_capacity() {
+        let mut built = String::with_capacity(1000);
+        built.push_str("streamed text");
+        let ContentBlock::Text(block) = ContentBlock::text(built) else {
+            panic!("not a text block")
+        };
+        assert_eq!(block.text, "streamed text");
+        assert_eq!(block.text.capacity(), block.text.len());
+        let mut built = String::with_capacity(500);
+        built.push_str("thinking");
+        let ContentBlock::Reasoning(block) = ContentBlock::reasoning(built) else {
+            panic!("not a reasoning block")
+        };
+        assert_eq!(block.text.capacity(), block.text.len());
     }
 
     #[test]

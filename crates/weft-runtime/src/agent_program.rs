@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 use weft_agent::checkpoint::CheckpointMode;
-use weft_agent::execution::{ExecutionStrategy, StepOutcome, Steps};
+use weft_agent::execution::{ExecutionStrategy, StepProgress, Steps};
 use weft_agent::{
     AgentError, AgentOptions, AgentState, ExecutionContext, ExecutionResult, GenerateResult,
     RunOptions, agent,
@@ -233,14 +233,16 @@ impl ExecutionStrategy for DurableLoop {
             {
                 break;
             }
-            match steps.step().await? {
-                StepOutcome::Continue(_) => {
+            // `advance`: the run never looks at a step's turn (the observer logs it), so the
+            // step keeps it without a copy.
+            match steps.advance().await? {
+                StepProgress::Continue => {
                     if ctx.strategy.should_stop(steps.state()).await {
                         break;
                     }
                 }
-                StepOutcome::Final(_) => break,
-                StepOutcome::Suspended => {
+                StepProgress::Final => break,
+                StepProgress::Suspended => {
                     // A call waits for a decision: the resume takes this step again.
                     return Err(AgentError::Cancelled {
                         state: Box::new(steps.committed().clone()),

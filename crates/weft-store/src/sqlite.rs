@@ -137,6 +137,9 @@ fn open_connection(
         // WAL checkpoints run on their own thread (see `checkpointer_loop`); this is only
         // the backstop that bounds the WAL (≈ 200 MiB) if that thread falls behind.
         conn.pragma_update(None, "wal_autocheckpoint", 50_000)?;
+        // When the writer starts the WAL over (after a complete checkpoint), it cuts the file
+        // back to 4 MiB: a burst does not leave a large WAL behind for good.
+        conn.pragma_update(None, "journal_size_limit", 4 << 20)?;
     }
     conn.pragma_update(None, "mmap_size", 268_435_456)?;
     conn.set_prepared_statement_cache_capacity(64);
@@ -271,20 +274,43 @@ fn writer_loop(
 /// Most WAL checkpoints per second.
 const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// How long the writer must have been idle before the WAL file is truncated.
+const IDLE_BEFORE_TRUNCATE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Copies the WAL back into the database file beside the writer (`PASSIVE`: it never blocks
 /// the writer or the readers), at most every [`CHECKPOINT_INTERVAL`] while commits happen.
-/// Ends with the writer (when its wake-up sender is dropped), after a last checkpoint.
+/// Once the writer has been idle for [`IDLE_BEFORE_TRUNCATE`], the WAL file is truncated to
+/// zero bytes (`TRUNCATE`, given up at once if a reader or the writer is busy), so an idle
+/// store leaves no WAL behind: the WAL holds whole pages per commit, so its size follows the
+/// number of commits, not the data. Ends with the writer (when its wake-up sender is
+/// dropped), after a last checkpoint.
 fn checkpointer_loop(conn: &Connection, woken: &std::sync::mpsc::Receiver<()>) {
-    let checkpoint = || {
-        if let Err(error) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+    use std::sync::mpsc::RecvTimeoutError;
+    let checkpoint = |mode: &str| {
+        let sql = format!("PRAGMA wal_checkpoint({mode})");
+        if let Err(error) = conn.query_row(&sql, [], |_| Ok(())) {
             tracing::debug!(%error, "WAL checkpoint failed; the next one retries");
         }
     };
-    while woken.recv().is_ok() {
-        std::thread::sleep(CHECKPOINT_INTERVAL);
-        checkpoint();
+    // The truncation must never wait for a reader or the writer: it is retried at the next
+    // idle moment.
+    if let Err(error) = conn.busy_timeout(std::time::Duration::ZERO) {
+        tracing::debug!(%error, "cannot set the checkpointer's busy timeout");
     }
-    checkpoint();
+    let mut awake = woken.recv().is_ok();
+    while awake {
+        std::thread::sleep(CHECKPOINT_INTERVAL);
+        checkpoint("PASSIVE");
+        awake = match woken.recv_timeout(IDLE_BEFORE_TRUNCATE) {
+            Ok(()) => true,
+            Err(RecvTimeoutError::Timeout) => {
+                checkpoint("TRUNCATE");
+                woken.recv().is_ok()
+            }
+            Err(RecvTimeoutError::Disconnected) => false,
+        };
+    }
+    checkpoint("PASSIVE");
 }
 
 fn run_jobs<'a>(

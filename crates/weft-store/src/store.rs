@@ -545,9 +545,13 @@ const CHECKPOINT_COLUMNS: &str = "id, thread_id, step, timestamp, state_blob, pe
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct StateHead {
+    /// Written until the blob dropped it (it is always the state version of its writer).
+    #[serde(default = "state_version")]
     version: String,
     id: String,
-    step: u64,
+    /// Written until the blob dropped it (the row's `agent_step` holds it).
+    #[serde(default)]
+    step: Option<u64>,
     metadata: Map<String, Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     plan: Option<Vec<PlanStep>>,
@@ -555,12 +559,16 @@ struct StateHead {
     subagent_traces: Vec<SubagentExecutionTrace>,
 }
 
+fn state_version() -> String {
+    weft_agent::STATE_VERSION.to_owned()
+}
+
+/// The state without its history as written: no version (the store writes only the current
+/// one) and no step (the row's `agent_step`), which every checkpoint row would repeat.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct StateHeadRef<'a> {
-    version: &'a str,
     id: &'a str,
-    step: u64,
     metadata: &'a Map<String, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     plan: Option<&'a [PlanStep]>,
@@ -575,7 +583,7 @@ struct StateBlob<H> {
     format: u32,
     state: H,
     messages: Vec<[i64; 2]>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     reasoning: Vec<[i64; 2]>,
     /// The sub-agent traces' rows (format 2). Format 1 kept them inline in `state`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -641,6 +649,38 @@ fn stmt_bytes(stmts: &[Stmt]) -> u64 {
             _ => 8,
         })
         .sum()
+}
+
+/// Where a message's JSON (`{"type":"…",…`, the tag first) continues after its tag.
+fn after_type_tag(json: &str) -> Option<usize> {
+    const PREFIX: &str = "{\"type\":\"";
+    let rest = json.strip_prefix(PREFIX)?;
+    Some(PREFIX.len() + rest.find('"')? + 1)
+}
+
+/// A message's JSON as stored in `checkpoint_messages`: without its `"id"`, which the row's
+/// `item_key` holds (44 bytes a message that every row would store twice). serde writes the
+/// tag, then the id (`{"type":"user","id":"…",…`); any other shape is kept whole.
+fn body_without_id(mut json: String, id: &str) -> String {
+    let (Some(at), Ok(id_json)) = (after_type_tag(&json), serde_json::to_string(id)) else {
+        return json;
+    };
+    let field = format!(",\"id\":{id_json}");
+    if json[at..].starts_with(&field) {
+        json.replace_range(at..at + field.len(), "");
+    }
+    json
+}
+
+/// A stored message body as a message's JSON: the id from the row's `item_key` put back
+/// after the tag, unless the body has one (rows written before the id was left out).
+fn message_json<'a>(body: &'a str, id: &str) -> std::borrow::Cow<'a, str> {
+    match (after_type_tag(body), serde_json::to_string(id)) {
+        (Some(at), Ok(id_json)) if !body[at..].starts_with(",\"id\":") => {
+            std::borrow::Cow::Owned(format!("{},\"id\":{id_json}{}", &body[..at], &body[at..]))
+        }
+        _ => std::borrow::Cow::Borrowed(body),
+    }
 }
 
 /// The `seq` of id-less item `index` of `kind` with `body`: the stored one when the thread
@@ -816,7 +856,7 @@ impl Store {
             thread_id,
             seq,
             id,
-            self.redacted_string(message, true)?
+            body_without_id(self.redacted_string(message, true)?, id)
         ));
         cache.next_seq += 1;
         cache.by_id.insert(id.to_owned(), seq);
@@ -860,9 +900,7 @@ impl Store {
         let blob = StateBlob {
             format: 2,
             state: StateHeadRef {
-                version: weft_agent::STATE_VERSION,
                 id: state.id(),
-                step: state.step(),
                 metadata: state.metadata(),
                 plan: state.plan(),
             },
@@ -1063,21 +1101,35 @@ impl Store {
         thread_id: &str,
         ranges: &[[i64; 2]],
     ) -> Result<Vec<String>, StoreError> {
-        let mut bodies = Vec::new();
+        Ok(self
+            .item_rows(thread_id, ranges)
+            .await?
+            .into_iter()
+            .map(|(_, body)| body)
+            .collect())
+    }
+
+    /// The `(item_key, body)` of the history rows in `ranges`, in order.
+    async fn item_rows(
+        &self,
+        thread_id: &str,
+        ranges: &[[i64; 2]],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let mut rows = Vec::new();
         for [from, to] in ranges {
             for r in self
                 .query(stmt!(
-                    "SELECT body FROM checkpoint_messages WHERE thread_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+                    "SELECT item_key, body FROM checkpoint_messages WHERE thread_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
                     thread_id,
                     *from,
                     *to
                 ))
                 .await?
             {
-                bodies.push(r.text(0)?);
+                rows.push((r.text(0)?, r.text(1)?));
             }
         }
-        Ok(bodies)
+        Ok(rows)
     }
 
     async fn decode_checkpoint(&self, row: &Row) -> Result<StoredCheckpoint, StoreError> {
@@ -1086,10 +1138,10 @@ impl Store {
             serde_json::from_str(&row.text(4)?).map_err(|e| corrupt("checkpoints", e))?;
         let thread = summary.thread_id.as_str();
         let messages = self
-            .item_bodies(thread, &blob.messages)
+            .item_rows(thread, &blob.messages)
             .await?
             .iter()
-            .map(|body| serde_json::from_str::<Message>(body))
+            .map(|(id, body)| serde_json::from_str::<Message>(&message_json(body, id)))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| corrupt("checkpoint_messages", e))?;
         let reasoning = self.item_bodies(thread, &blob.reasoning).await?;
@@ -1137,7 +1189,7 @@ impl Store {
                 version: blob.state.version,
                 id: blob.state.id,
                 messages,
-                step: blob.state.step,
+                step: blob.state.step.unwrap_or(summary.agent_step),
                 metadata: blob.state.metadata,
                 reasoning,
                 plan: blob.state.plan,
@@ -2218,6 +2270,32 @@ impl Responses for Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn message_bodies_leave_out_the_id_and_get_it_back() {
+        let message = Message::user("hi \"there\"");
+        let json = serde_json::to_string(&message).unwrap_or_default();
+        let body = body_without_id(json.clone(), message.id());
+        assert!(!body.contains(message.id()), "{body}");
+        assert_eq!(body.len(), json.len() - 44);
+        assert_eq!(message_json(&body, message.id()), json);
+        // A body written with its id (before) reads as it is.
+        assert_eq!(message_json(&json, message.id()), json);
+        // Ids that need escaping survive.
+        let odd = Message::User(weft_provider::UserMessage::with_options(
+            vec![],
+            weft_provider::MessageOptions {
+                id: Some("a\"b\\c".into()),
+                metadata: None,
+            },
+        ));
+        let json = serde_json::to_string(&odd).unwrap_or_default();
+        let body = body_without_id(json.clone(), odd.id());
+        assert!(!body.contains("\"id\""), "{body}");
+        let back: Message = serde_json::from_str(&message_json(&body, odd.id()))
+            .unwrap_or_else(|_| Message::user(""));
+        assert_eq!(back, odd);
+    }
 
     #[test]
     fn ranges_merge_consecutive_seqs() {

@@ -89,6 +89,8 @@ async fn the_v1_fixture_keeps_opening_and_is_upgraded() {
         .unwrap()
         .unwrap();
     let state = cp.checkpoint.state;
+    // The old state blob (format 2 with `version` and `step`) still decodes.
+    assert_eq!(state.step(), 1);
     assert_eq!(state.message_count(), 1);
     assert_eq!(
         state.messages().next().map(Message::text).as_deref(),
@@ -182,4 +184,49 @@ async fn a_newer_postgres_schema_is_refused() {
         "{error}"
     );
     weft_store::drop_schema(&url, &schema).await.unwrap();
+}
+
+/// An idle SQLite store leaves no WAL behind: the WAL holds whole pages per commit (its size
+/// follows the number of commits, not the data), so once the writer is idle the checkpointer
+/// folds it back into the database and truncates it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_store_truncates_its_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weft.db");
+    let store = Store::open(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    let mut state = AgentState::initial();
+    for i in 0..50 {
+        state = state
+            .with_message(Message::user(format!("message {i}")))
+            .with_step(i + 1);
+        let mut checkpoint = sample_checkpoint();
+        checkpoint.metadata.checkpoint_id = format!("checkpoint-{i}");
+        checkpoint.state = state.clone();
+        store
+            .save_checkpoint("idle-thread", &checkpoint)
+            .await
+            .unwrap();
+    }
+    store.flush().await.unwrap();
+    let wal = dir.path().join("weft.db-wal");
+    let wal_len = || std::fs::metadata(&wal).map_or(0, |m| m.len());
+    assert!(wal_len() > 0, "the commits went to the WAL first");
+    // Bounded wait (the checkpointer runs a few hundred milliseconds after the last commit).
+    for _ in 0..100 {
+        if wal_len() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(wal_len(), 0, "the idle store's WAL was truncated");
+    // Everything is in the database file and reads back.
+    let latest = store
+        .latest_checkpoint("idle-thread")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(latest.checkpoint.state.message_count(), 50);
+    assert_eq!(latest.checkpoint.state.step(), 50);
 }

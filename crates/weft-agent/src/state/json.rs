@@ -132,13 +132,13 @@ impl Serialize for AgentState {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         AgentStateRef {
             version: STATE_VERSION,
-            id: &self.id,
+            id: self.id(),
             messages: Items(&self.messages),
             step: self.step,
-            metadata: &self.metadata,
-            reasoning: Items(&self.reasoning),
-            plan: self.plan.as_deref(),
-            subagent_traces: Items(&self.subagent_traces),
+            metadata: &self.extras.metadata,
+            reasoning: Items(&self.extras.reasoning),
+            plan: self.extras.plan.as_deref(),
+            subagent_traces: Items(&self.extras.subagent_traces),
         }
         .serialize(serializer)
     }
@@ -161,13 +161,23 @@ impl AgentState {
     pub fn to_json(&self) -> AgentStateJson {
         AgentStateJson {
             version: STATE_VERSION.to_owned(),
-            id: self.id.to_string(),
+            id: self.id().to_owned(),
             messages: self.messages_vec(),
             step: self.step,
-            metadata: (*self.metadata).clone(),
-            reasoning: self.reasoning.iter().map(|r| r.to_string()).collect(),
-            plan: self.plan.as_ref().map(|p| p.to_vec()),
-            subagent_traces: self.subagent_traces.iter().map(|t| (**t).clone()).collect(),
+            metadata: (*self.extras.metadata).clone(),
+            reasoning: self
+                .extras
+                .reasoning
+                .iter()
+                .map(|r| r.to_string())
+                .collect(),
+            plan: self.extras.plan.as_ref().map(|p| p.to_vec()),
+            subagent_traces: self
+                .extras
+                .subagent_traces
+                .iter()
+                .map(|t| (**t).clone())
+                .collect(),
         }
     }
 
@@ -204,14 +214,25 @@ impl AgentState {
                 step.description
             )));
         }
+        let empty = json.metadata.is_empty()
+            && json.reasoning.is_empty()
+            && json.plan.is_none()
+            && json.subagent_traces.is_empty();
+        let extras = if empty {
+            super::no_extras()
+        } else {
+            Arc::new(super::Extras {
+                metadata: Arc::new(json.metadata),
+                reasoning: json.reasoning.into_iter().map(Arc::from).collect(),
+                plan: json.plan.map(Arc::from),
+                subagent_traces: json.subagent_traces.into_iter().map(Arc::new).collect(),
+            })
+        };
         Ok(AgentState {
             id: json.id.into(),
-            messages: json.messages.into_iter().map(Arc::new).collect(),
             step: json.step,
-            metadata: Arc::new(json.metadata),
-            reasoning: json.reasoning.into_iter().map(Arc::from).collect(),
-            plan: json.plan.map(Arc::from),
-            subagent_traces: json.subagent_traces.into_iter().map(Arc::new).collect(),
+            messages: json.messages.into_iter().map(Arc::new).collect(),
+            extras,
         })
     }
 

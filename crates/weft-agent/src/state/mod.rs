@@ -7,8 +7,10 @@
 //! persistent vectors (`imbl::Vector`, an RRB tree with structural sharing) of `Arc`ed items.
 //! Cloning a state, forking it into two branches, or appending one message to a
 //! 10,000-message history costs O(1)–O(log n) and allocates only the touched tree nodes;
-//! the messages themselves are never copied. Metadata and the plan sit behind `Arc`s and are
-//! copied only when changed (they are small).
+//! the messages themselves are never copied. Metadata, reasoning traces, the plan and the
+//! sub-agent traces sit together behind one `Arc` (one pointer in the state; most states have
+//! none of them and share one empty set), copied only when one of them changes. The state id
+//! is kept inline (its 36 characters, no allocation per derived state).
 //!
 //! **Invariant (history lineage):** a message (or reasoning or sub-agent trace) gets its
 //! `Arc` when it is inserted, and no operation removes, reorders or re-inserts items of a
@@ -41,11 +43,61 @@ pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// A fresh UUIDv4 for a state, formatted straight into its shared string (one allocation;
-/// every `with_*` makes one).
-fn new_state_id() -> Arc<str> {
-    let mut buffer = uuid::Uuid::encode_buffer();
-    Arc::from(&*uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buffer))
+/// A state's id: a generated UUID kept inline as its 36 characters (no allocation: every
+/// `with_*` makes one), or an id given by `from_json`, kept as is.
+#[derive(Clone)]
+enum StateId {
+    Generated([u8; 36]),
+    Given(Arc<str>),
+}
+
+impl StateId {
+    /// A fresh UUIDv4. The random bits come from a per-thread generator seeded from the OS (no
+    /// system call per id): ids must be unique, not secret.
+    fn new() -> Self {
+        let mut text = [0u8; 36];
+        uuid::Builder::from_random_bytes(fastrand::u128(..).to_le_bytes())
+            .into_uuid()
+            .hyphenated()
+            .encode_lower(&mut text);
+        StateId::Generated(text)
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            // Always ASCII (written by `encode_lower`), so the check never fails.
+            StateId::Generated(text) => std::str::from_utf8(text).unwrap_or_default(),
+            StateId::Given(id) => id,
+        }
+    }
+}
+
+impl From<String> for StateId {
+    fn from(id: String) -> Self {
+        StateId::Given(Arc::from(id))
+    }
+}
+
+/// The parts of a state most states leave empty: one shared allocation instead of four fields.
+#[derive(Clone, PartialEq)]
+struct Extras {
+    metadata: Arc<Map<String, Value>>,
+    reasoning: imbl::Vector<Arc<str>>,
+    plan: Option<Arc<[PlanStep]>>,
+    subagent_traces: imbl::Vector<Arc<SubagentExecutionTrace>>,
+}
+
+/// The extras of every state that has none (one allocation per process).
+fn no_extras() -> Arc<Extras> {
+    static EMPTY: std::sync::LazyLock<Arc<Extras>> = std::sync::LazyLock::new(|| {
+        Arc::new(Extras {
+            metadata: Arc::new(Map::new()),
+            reasoning: imbl::Vector::new(),
+            plan: None,
+            subagent_traces: imbl::Vector::new(),
+        })
+    });
+    EMPTY.clone()
 }
 
 /// An immutable snapshot of agent execution state (UAP-1.0 §6).
@@ -73,13 +125,10 @@ fn new_state_id() -> Arc<str> {
 /// ```
 #[derive(Clone)]
 pub struct AgentState {
-    id: Arc<str>,
-    messages: imbl::Vector<Arc<Message>>,
+    id: StateId,
     step: u64,
-    metadata: Arc<Map<String, Value>>,
-    reasoning: imbl::Vector<Arc<str>>,
-    plan: Option<Arc<[PlanStep]>>,
-    subagent_traces: imbl::Vector<Arc<SubagentExecutionTrace>>,
+    messages: imbl::Vector<Arc<Message>>,
+    extras: Arc<Extras>,
 }
 
 impl Default for AgentState {
@@ -91,20 +140,20 @@ impl Default for AgentState {
 impl fmt::Debug for AgentState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AgentState")
-            .field("id", &self.id)
+            .field("id", &self.id())
             .field("messages", &self.messages.len())
             .field("step", &self.step)
-            .field("metadata", &self.metadata)
-            .field("reasoning", &self.reasoning.len())
-            .field("plan", &self.plan.as_ref().map(|p| p.len()))
-            .field("subagent_traces", &self.subagent_traces.len())
+            .field("metadata", &self.extras.metadata)
+            .field("reasoning", &self.extras.reasoning.len())
+            .field("plan", &self.extras.plan.as_ref().map(|p| p.len()))
+            .field("subagent_traces", &self.extras.subagent_traces.len())
             .finish()
     }
 }
 
 impl PartialEq for AgentState {
     fn eq(&self, other: &Self) -> bool {
-        self.id == other.id && self.same_content(other)
+        self.id() == other.id() && self.same_content(other)
     }
 }
 
@@ -112,20 +161,17 @@ impl AgentState {
     /// The empty state: no messages, step 0, empty metadata and reasoning, no plan.
     pub fn initial() -> Self {
         AgentState {
-            id: new_state_id(),
-            messages: imbl::Vector::new(),
+            id: StateId::new(),
             step: 0,
-            metadata: Arc::new(Map::new()),
-            reasoning: imbl::Vector::new(),
-            plan: None,
-            subagent_traces: imbl::Vector::new(),
+            messages: imbl::Vector::new(),
+            extras: no_extras(),
         }
     }
 
     /// A copy with a new id: the starting point of every `with_*`.
     fn derive(&self) -> Self {
         AgentState {
-            id: new_state_id(),
+            id: StateId::new(),
             ..self.clone()
         }
     }
@@ -134,7 +180,7 @@ impl AgentState {
 
     /// The state's id (a UUIDv4 for states made here; kept as given by `from_json`).
     pub fn id(&self) -> &str {
-        &self.id
+        self.id.as_str()
     }
 
     /// The conversation history, oldest first.
@@ -169,29 +215,32 @@ impl AgentState {
 
     /// User metadata.
     pub fn metadata(&self) -> &Map<String, Value> {
-        &self.metadata
+        &self.extras.metadata
     }
 
     /// The session id recorded by checkpointing (`metadata.sessionId`).
     pub fn session_id(&self) -> Option<&str> {
-        self.metadata.get(SESSION_ID_KEY).and_then(Value::as_str)
+        self.extras
+            .metadata
+            .get(SESSION_ID_KEY)
+            .and_then(Value::as_str)
     }
 
     /// The reasoning traces (ReAct), oldest first.
     pub fn reasoning(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator + '_ {
-        self.reasoning.iter().map(|r| &**r)
+        self.extras.reasoning.iter().map(|r| &**r)
     }
 
     /// The plan (`plan()` strategy), if any.
     pub fn plan(&self) -> Option<&[PlanStep]> {
-        self.plan.as_deref()
+        self.extras.plan.as_deref()
     }
 
     /// The sub-agent traces, oldest first.
     pub fn subagent_traces(
         &self,
     ) -> impl DoubleEndedIterator<Item = &SubagentExecutionTrace> + ExactSizeIterator + '_ {
-        self.subagent_traces.iter().map(|t| &**t)
+        self.extras.subagent_traces.iter().map(|t| &**t)
     }
 
     /// Whether both states hold the same content (ids of the states themselves ignored;
@@ -199,10 +248,7 @@ impl AgentState {
     pub fn same_content(&self, other: &Self) -> bool {
         self.step == other.step
             && self.messages == other.messages
-            && self.metadata == other.metadata
-            && self.reasoning == other.reasoning
-            && self.plan == other.plan
-            && self.subagent_traces == other.subagent_traces
+            && (Arc::ptr_eq(&self.extras, &other.extras) || self.extras == other.extras)
     }
 
     /// Whether this state's history (messages, reasoning traces and sub-agent traces) starts
@@ -240,8 +286,11 @@ impl AgentState {
             }
         }
         prefix(&self.messages, &earlier.messages)
-            && prefix(&self.reasoning, &earlier.reasoning)
-            && prefix(&self.subagent_traces, &earlier.subagent_traces)
+            && prefix(&self.extras.reasoning, &earlier.extras.reasoning)
+            && prefix(
+                &self.extras.subagent_traces,
+                &earlier.extras.subagent_traces,
+            )
     }
 
     // ----- deriving -----
@@ -282,7 +331,7 @@ impl AgentState {
     #[must_use]
     pub fn with_metadata(&self, key: impl Into<String>, value: Value) -> Self {
         let mut next = self.derive();
-        Arc::make_mut(&mut next.metadata).insert(key.into(), value);
+        Arc::make_mut(&mut Arc::make_mut(&mut next.extras).metadata).insert(key.into(), value);
         next
     }
 
@@ -290,7 +339,9 @@ impl AgentState {
     #[must_use]
     pub fn with_reasoning(&self, reasoning: impl Into<String>) -> Self {
         let mut next = self.derive();
-        next.reasoning.push_back(Arc::from(reasoning.into()));
+        Arc::make_mut(&mut next.extras)
+            .reasoning
+            .push_back(Arc::from(reasoning.into()));
         next
     }
 
@@ -298,7 +349,7 @@ impl AgentState {
     #[must_use]
     pub fn with_plan(&self, plan: impl Into<Vec<PlanStep>>) -> Self {
         let mut next = self.derive();
-        next.plan = Some(Arc::from(plan.into()));
+        Arc::make_mut(&mut next.extras).plan = Some(Arc::from(plan.into()));
         next
     }
 
@@ -306,7 +357,9 @@ impl AgentState {
     #[must_use]
     pub fn with_subagent_trace(&self, trace: SubagentExecutionTrace) -> Self {
         let mut next = self.derive();
-        next.subagent_traces.push_back(Arc::new(trace));
+        Arc::make_mut(&mut next.extras)
+            .subagent_traces
+            .push_back(Arc::new(trace));
         next
     }
 
@@ -322,11 +375,27 @@ impl AgentState {
         messages: impl IntoIterator<Item = Message>,
         traces: Vec<SubagentExecutionTrace>,
     ) -> Self {
-        let mut next = self.derive();
+        self.clone().into_step_result(step, messages, traces)
+    }
+
+    /// [`AgentState::with_step_result`] consuming this state: when nothing else shares the
+    /// history's tail chunk, the messages are appended in place (the derived state is still a
+    /// new value with a new id; only this one, which nobody can see any more, is reused).
+    pub(crate) fn into_step_result(
+        self,
+        step: u64,
+        messages: impl IntoIterator<Item = Message>,
+        traces: Vec<SubagentExecutionTrace>,
+    ) -> Self {
+        let mut next = self;
+        next.id = StateId::new();
         next.step = step;
         next.messages.extend(messages.into_iter().map(Arc::new));
-        next.subagent_traces
-            .extend(traces.into_iter().map(Arc::new));
+        if !traces.is_empty() {
+            Arc::make_mut(&mut next.extras)
+                .subagent_traces
+                .extend(traces.into_iter().map(Arc::new));
+        }
         next
     }
 }
@@ -335,6 +404,26 @@ impl AgentState {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_state_is_small_and_states_without_extras_share_them() {
+        // id (36 characters inline), step, the message vector, one pointer to the extras.
+        assert!(std::mem::size_of::<AgentState>() <= 120);
+        let a = AgentState::initial().with_step(3);
+        let b = AgentState::initial();
+        assert!(Arc::ptr_eq(&a.extras, &b.extras));
+        let c = a.with_metadata("k", Value::from(1));
+        assert!(!Arc::ptr_eq(&a.extras, &c.extras));
+        assert!(a.metadata().is_empty());
+        assert_eq!(c.metadata()["k"], 1);
+        assert_eq!(a.id().len(), 36);
+        assert_eq!(
+            uuid::Uuid::parse_str(a.id())
+                .map(|u| u.get_version_num())
+                .ok(),
+            Some(4)
+        );
+    }
 
     #[test]
     fn derived_states_share_messages() {

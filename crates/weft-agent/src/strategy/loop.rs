@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 
-use super::step::{StepOutcome, Steps};
+use super::step::{StepProgress, Steps};
 use super::{ExecutionContext, ExecutionStrategy};
 use crate::agent::ExecutionResult;
 use crate::error::AgentError;
@@ -54,9 +54,11 @@ impl ExecutionStrategy for LoopStrategy {
         let mut steps = Steps::new(&ctx);
         let mut rounds = 0u32;
         loop {
-            match steps.step().await? {
-                StepOutcome::Final(_) | StepOutcome::Suspended => break,
-                StepOutcome::Continue(_) => {}
+            // `advance`: this loop never looks at a step's turn, so the step keeps it
+            // without a copy.
+            match steps.advance().await? {
+                StepProgress::Final | StepProgress::Suspended => break,
+                StepProgress::Continue => {}
             }
             if ctx.strategy.should_stop(steps.state()).await {
                 break;

@@ -13,7 +13,7 @@ mod plan;
 mod react;
 mod step;
 
-pub use step::{StepObserver, StepOutcome, Steps};
+pub use step::{StepObserver, StepOutcome, StepProgress, Steps};
 
 use std::fmt;
 use std::sync::Arc;

@@ -71,6 +71,17 @@ pub enum StepOutcome {
     Suspended,
 }
 
+/// How a step ended, for loops that do not look at the step's turn ([`Steps::advance`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepProgress {
+    /// Tools ran: the model should be asked again.
+    Continue,
+    /// The model answered without asking for tools (or asked with no tools to run).
+    Final,
+    /// A tool call waits for a person's decision: the step was not committed.
+    Suspended,
+}
+
 /// The steps of one execution in progress: the step primitive every loop is built on.
 ///
 /// # Examples
@@ -251,6 +262,33 @@ impl<'a> Steps<'a> {
         })
     }
 
+    /// [`Steps::step`] for a loop that does not look at the step's turn (the `loop()`
+    /// strategy): the same step, events, hooks and checkpoint, but the turn's messages, response
+    /// and tool executions move into the step instead of being copied for the caller.
+    ///
+    /// # Errors
+    /// As [`Steps::step`].
+    pub async fn advance(&mut self) -> Result<StepProgress, AgentError> {
+        let step = self.begin_step().await;
+        let mut turn = match self.model_call(&self.ctx.llm, Vec::new()).await {
+            Ok(turn) => turn,
+            Err(AgentError::Cancelled { .. }) if self.suspended => {
+                return Ok(StepProgress::Suspended);
+            }
+            Err(error) => return Err(error),
+        };
+        self.act_and_observe(step, &turn);
+        let ran = tools_ran(&turn);
+        self.step_messages.append(&mut turn.messages);
+        self.keep_turn(turn);
+        self.end_step(step).await;
+        Ok(if ran {
+            StepProgress::Continue
+        } else {
+            StepProgress::Final
+        })
+    }
+
     pub(crate) fn cancelled(&self) -> AgentError {
         AgentError::Cancelled {
             state: Box::new(self.committed.clone()),
@@ -296,6 +334,29 @@ impl<'a> Steps<'a> {
         llm: &LlmInstance,
         extra: Vec<InferenceInput>,
     ) -> Result<Turn, AgentError> {
+        let turn = self.model_call(llm, extra).await?;
+        // The caller gets the turn; the step keeps its own copy of the messages and the rest.
+        self.step_messages.extend(turn.messages.iter().cloned());
+        self.keep_turn(turn.clone_without_messages());
+        Ok(turn)
+    }
+
+    /// Folds a model call's turn (its messages already taken into `step_messages`) into the
+    /// step's turn.
+    fn keep_turn(&mut self, turn: Turn) {
+        let step_turn = match self.step_turn.take() {
+            None => turn,
+            Some(acc) => Turn::fold(Some(acc), turn),
+        };
+        self.step_turn = Some(step_turn);
+    }
+
+    /// The model call of [`Steps::call`] without the step's bookkeeping of its turn.
+    async fn model_call(
+        &mut self,
+        llm: &LlmInstance,
+        extra: Vec<InferenceInput>,
+    ) -> Result<Turn, AgentError> {
         if self.ctx.signal.is_cancelled() {
             return Err(self.cancelled());
         }
@@ -304,9 +365,10 @@ impl<'a> Steps<'a> {
             inputs.push(InferenceInput::Message(input.clone()));
         }
         inputs.extend(extra);
-        let signal = self.ctx.signal.child_token();
         let conversation = self.shared_history();
         let result = if self.ctx.events.is_streaming() {
+            // A stream's abort handle cancels its token: a child, so only this call stops.
+            let signal = self.ctx.signal.child_token();
             match llm.stream_step_shared(conversation, inputs, self.rounds, signal) {
                 Ok(mut stream) => {
                     while let Some(event) = stream.next().await {
@@ -322,7 +384,9 @@ impl<'a> Steps<'a> {
                 Err(error) => Err(error),
             }
         } else {
-            llm.generate_step_shared(conversation, inputs, self.rounds, signal)
+            // Nothing cancels the token of a generated step but the run's own signal (each
+            // tool gets a child of it): the run's token itself, no child to register per call.
+            llm.generate_step_shared(conversation, inputs, self.rounds, self.ctx.signal.clone())
                 .await
                 .map(|(turn, kept)| (turn, Some(kept)))
         };
@@ -348,14 +412,6 @@ impl<'a> Steps<'a> {
         if tools_ran(&turn) {
             self.rounds += 1;
         }
-        self.step_messages.extend(turn.messages.iter().cloned());
-        let step_turn = match self.step_turn.take() {
-            // The first call of a step: keep the turn without its messages (they are in
-            // `step_messages`) and hand the caller the full one.
-            None => turn.clone_without_messages(),
-            Some(acc) => Turn::fold(Some(acc), turn.clone_without_messages()),
-        };
-        self.step_turn = Some(step_turn);
         Ok(turn)
     }
 
@@ -411,18 +467,25 @@ impl<'a> Steps<'a> {
     /// `step_end`, checkpoints, tells the observer.
     pub async fn end_step(&mut self, step: u64) {
         let traces = self.ctx.events.take_traces();
-        let kept = self.conversation.take().filter(|kept| {
-            kept.step_len == self.step_messages.len()
-                && kept.mirrors.ptr_eq(self.state.message_vector())
-        });
+        let kept = self
+            .conversation
+            .take()
+            .filter(|kept| {
+                kept.step_len == self.step_messages.len()
+                    && kept.mirrors.ptr_eq(self.state.message_vector())
+            })
+            .map(|kept| kept.messages);
         let messages_of_step = std::mem::take(&mut self.step_messages);
-        self.state = self
-            .state
-            .with_step_result(step, messages_of_step.iter().cloned(), traces);
+        // The committed state is replaced right below: let it (and the working state) go
+        // first, so no one else holds the history's tail chunk and the step's messages are
+        // appended in place instead of into a copy of the chunk.
+        self.committed = AgentState::initial();
+        let working = std::mem::replace(&mut self.state, self.committed.clone());
+        self.state = working.into_step_result(step, messages_of_step.iter().cloned(), traces);
         // The new state's history is the old one plus exactly this step's messages, which the
         // kept conversation already holds.
-        self.conversation = kept.map(|kept| SharedConversation {
-            messages: kept.messages,
+        self.conversation = kept.map(|messages| SharedConversation {
+            messages,
             mirrors: self.state.message_vector().clone(),
             step_len: 0,
         });

@@ -349,8 +349,10 @@ impl ScriptedModel {
     }
 }
 
+/// The response as the provider layer takes it. Takes the scripted response by value: its
+/// strings and arguments move into the message instead of being copied.
 fn to_llm_response(
-    scripted: &ScriptedResponse,
+    scripted: ScriptedResponse,
     fresh_ids: bool,
     tag: Option<&str>,
 ) -> Result<LlmResponse, UppError> {
@@ -361,28 +363,29 @@ fn to_llm_response(
         String::new()
     };
     let mut content = Vec::new();
-    if let Some(reasoning) = &scripted.reasoning {
+    if let Some(reasoning) = scripted.reasoning {
         content.push(ContentBlock::Reasoning(ReasoningBlock {
-            text: reasoning.clone(),
+            text: reasoning,
             signature: None,
             metadata: None,
         }));
     }
-    if let Some(text) = &scripted.text {
-        content.push(ContentBlock::text(text.clone()));
+    if let Some(text) = scripted.text {
+        content.push(ContentBlock::text(text));
     }
     let calls: Vec<ToolCall> = scripted
         .tool_calls
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, c)| ToolCall {
-            tool_call_id: format!(
-                "{}{suffix}",
-                c.id.clone().unwrap_or_else(|| format!("call_{i}"))
-            ),
-            tool_name: c.name.clone(),
-            arguments: c.arguments.clone(),
-            after: c.after.clone(),
+        .map(|(i, c)| {
+            let mut id = c.id.unwrap_or_else(|| format!("call_{i}"));
+            id.push_str(&suffix);
+            ToolCall {
+                tool_call_id: id,
+                tool_name: c.name,
+                arguments: c.arguments,
+                after: c.after,
+            }
         })
         .collect();
     let stop_reason = if calls.is_empty() {
@@ -433,7 +436,7 @@ impl LlmModel for ScriptedModel {
     fn complete(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmResponse, UppError>> {
         Box::pin(async move {
             let scripted = self.respond(&request).await?;
-            to_llm_response(&scripted, self.fresh_ids(), self.answer_tag.as_deref())
+            to_llm_response(scripted, self.fresh_ids(), self.answer_tag.as_deref())
         })
     }
 
@@ -441,7 +444,7 @@ impl LlmModel for ScriptedModel {
         Box::pin(async move {
             let scripted = self.respond(&request).await?;
             Ok(
-                to_llm_response(&scripted, self.fresh_ids(), self.answer_tag.as_deref())?
+                to_llm_response(scripted, self.fresh_ids(), self.answer_tag.as_deref())?
                     .into_stream(),
             )
         })
