@@ -164,6 +164,14 @@ impl AgentOptions {
         self
     }
 
+    /// Shows every streamed event of the agent's model calls to `tap`, on the task that
+    /// produces it (see [`weft_provider::StreamTap`]).
+    #[must_use]
+    pub fn stream_tap(mut self, tap: weft_provider::StreamTap) -> Self {
+        self.llm.stream_tap = Some(tap);
+        self
+    }
+
     /// Adds a value every tool receives in its `ToolContext::extensions`.
     #[must_use]
     pub fn tool_extension<T: Any + Send + Sync>(mut self, value: T) -> Self {

@@ -76,6 +76,7 @@ fn run_end(out: &Output) -> Value {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(common::flat)
         .rfind(|e| e["type"] == "run_end")
         .unwrap_or_else(|| panic!("no run_end: {}", text(out)))
 }

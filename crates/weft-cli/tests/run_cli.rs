@@ -722,3 +722,81 @@ fn weft_events_rebuilds_what_the_live_view_printed_and_rejoins_after_a_seq() {
         .collect();
     assert!(answer.ends_with("All done: one and two."), "{answer}");
 }
+
+#[test]
+fn a_runs_events_map_to_the_ui_message_stream() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = dir.path().join("p");
+    write_project(
+        &project,
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
+        r#"{"responses":[
+            {"text":"Looking. ","toolCalls":[{"id":"c1","name":"run_command","arguments":{"command":"echo one"}}]},
+            {"text":"It says one."}]}"#,
+    );
+    let out = weft(dir.path(), &["run", "p", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let run_id = json_lines(&text(&out.stdout))[0]["runId"]
+        .as_str()
+        .expect("runId")
+        .to_owned();
+    let out = weft(&project, &["events", &run_id, "--ui-stream"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stream = text(&out.stdout);
+    assert!(stream.ends_with("data: [DONE]\n\n"), "{stream}");
+    // Every chunk is one the AI SDK's UI message stream defines (weft-thread's parser).
+    let chunks = weft_thread::ui_stream::parse_stream(&stream).expect("a UI message stream");
+    let chunks: Vec<Value> = chunks.iter().map(|c| c.to_value()).collect();
+    // (A part's text may come in more than one delta.)
+    let mut types: Vec<&str> = chunks
+        .iter()
+        .map(|c| c["type"].as_str().unwrap_or_default())
+        .collect();
+    types.dedup();
+    let text_of = |part: &Value| -> String {
+        chunks
+            .iter()
+            .filter(|c| c["type"] == "text-delta" && c["id"] == *part)
+            .filter_map(|c| c["delta"].as_str())
+            .collect()
+    };
+    let parts: Vec<&Value> = chunks
+        .iter()
+        .filter(|c| c["type"] == "text-start")
+        .map(|c| &c["id"])
+        .collect();
+    assert_eq!(parts.len(), 2, "{stream}");
+    assert_eq!(text_of(parts[0]), "Looking. ");
+    assert_eq!(text_of(parts[1]), "It says one.");
+    assert_eq!(
+        types,
+        [
+            "start",
+            "start-step",
+            "text-start",
+            "text-delta",
+            "text-end",
+            "tool-input-available",
+            "tool-output-available",
+            "finish-step",
+            "start-step",
+            "text-start",
+            "text-delta",
+            "text-end",
+            "finish-step",
+            "finish"
+        ],
+        "{stream}"
+    );
+    let find = |t: &str| chunks.iter().find(|c| c["type"] == t).expect("a chunk");
+    assert_eq!(chunks[0]["messageId"], run_id.as_str());
+    let input = find("tool-input-available");
+    assert_eq!(
+        (&input["toolCallId"], &input["input"]["command"]),
+        (&Value::from("c1"), &Value::from("echo one"))
+    );
+    let output = find("tool-output-available");
+    assert_eq!(output["toolCallId"], "c1");
+    assert!(output["output"].to_string().contains("one"), "{output}");
+    assert_eq!(find("finish")["finishReason"], "stop");
+}

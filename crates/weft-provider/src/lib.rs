@@ -82,7 +82,7 @@ pub use embedding::{
 };
 pub use error::{ErrorCode, Modality, UppError};
 pub use executor::ExecutionMode;
-pub use llm::{InferenceInput, IntoInputs, LlmInstance, LlmOptions, StreamResult, llm};
+pub use llm::{InferenceInput, IntoInputs, LlmInstance, LlmOptions, StreamResult, StreamTap, llm};
 pub use media::{Audio, Document, Image, MediaError, Video};
 pub use message::{
     AssistantMessage, Message, MessageOptions, MessageType, Metadata, ToolResultMessage,

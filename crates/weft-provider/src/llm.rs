@@ -60,6 +60,44 @@ pub struct LlmOptions {
     /// Extra stages of the tool pipeline (see [`crate::pipeline`]): the runtime's replay,
     /// policy, hooks, approval and record layers. Sorted by stage when the instance is built.
     pub tool_layers: Vec<Arc<dyn ToolLayer>>,
+    /// Sees every event of a streamed generation on the task that produces it, before the
+    /// event is sent on (and before the tools of its round run).
+    pub stream_tap: Option<StreamTap>,
+}
+
+/// A function that sees each event of a streamed generation where it is produced: on the
+/// generating task, in order with the tool calls of that task (which the stream's reader
+/// sees only later). The runtime logs streamed text through it, so a step's text is logged
+/// before the calls the step makes.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use weft_provider::{LlmOptions, StreamTap};
+/// # fn demo(model: weft_provider::provider::ModelReference) {
+/// let options = LlmOptions::new(model).stream_tap(StreamTap::new(|event| println!("{:?}", event.event_type)));
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct StreamTap(Arc<dyn Fn(&StreamEvent) + Send + Sync>);
+
+impl StreamTap {
+    /// A tap calling `f`.
+    pub fn new(f: impl Fn(&StreamEvent) + Send + Sync + 'static) -> Self {
+        StreamTap(Arc::new(f))
+    }
+
+    /// Shows `event` to the tap.
+    pub fn see(&self, event: &StreamEvent) {
+        (self.0)(event);
+    }
+}
+
+impl std::fmt::Debug for StreamTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StreamTap")
+    }
 }
 
 impl LlmOptions {
@@ -77,7 +115,15 @@ impl LlmOptions {
             tool_extensions: Extensions::new(),
             validate_arguments: false,
             tool_layers: Vec::new(),
+            stream_tap: None,
         }
+    }
+
+    /// Shows every streamed event to `tap` where it is produced (see [`StreamTap`]).
+    #[must_use]
+    pub fn stream_tap(mut self, tap: StreamTap) -> Self {
+        self.stream_tap = Some(tap);
+        self
     }
 
     /// Adds a stage to the tool pipeline (see [`crate::pipeline`]).
@@ -249,6 +295,7 @@ struct Inner {
     mode: ExecutionMode,
     extensions: Extensions,
     pipeline: Pipeline,
+    tap: Option<StreamTap>,
 }
 
 /// A configured model with `generate` and `stream` (§5.3). Cheap to clone.
@@ -349,6 +396,7 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
             mode: options.execution_mode,
             extensions: options.tool_extensions,
             pipeline,
+            tap: options.stream_tap,
         }),
     })
 }
@@ -573,6 +621,7 @@ impl LlmInstance {
                 mode: inner.mode,
                 extensions,
                 pipeline: inner.pipeline.clone(),
+                tap: inner.tap.clone(),
             }),
         }
     }
@@ -596,6 +645,7 @@ impl LlmInstance {
                 mode: inner.mode,
                 extensions: inner.extensions.clone(),
                 pipeline: inner.pipeline.with_inherited(&inner.strategy, inherited),
+                tap: inner.tap.clone(),
             }),
         }
     }
@@ -741,6 +791,9 @@ async fn run_loop(
     let mut rounds = one_step.unwrap_or(0);
     let emit = |event: StreamEvent| {
         if let Some(sink) = &sink {
+            if let Some(tap) = &inner.tap {
+                tap.see(&event);
+            }
             let _ = sink.send(Ok(event));
         }
     };
@@ -761,7 +814,7 @@ async fn run_loop(
         let response = tokio::select! {
             biased;
             () = signal.cancelled() => return Err(UppError::cancelled(&provider, Modality::Llm)),
-            response = one_request(&*inner.model, request, sink.as_ref()) => response?,
+            response = one_request(&*inner.model, request, sink.as_ref(), inner.tap.as_ref()) => response?,
         };
         usage.add_cycle(response.usage.as_cycle());
         let LlmResponse { message, data, .. } = response;
@@ -863,6 +916,7 @@ async fn one_request(
     model: &dyn LlmModel,
     request: LlmRequest,
     sink: Option<&EventSink>,
+    tap: Option<&StreamTap>,
 ) -> Result<LlmResponse, UppError> {
     let Some(sink) = sink else {
         return model.complete(request).await;
@@ -872,6 +926,9 @@ async fn one_request(
     while let Some(part) = stream.next().await {
         match part? {
             LlmStreamPart::Event(event) => {
+                if let Some(tap) = tap {
+                    tap.see(&event);
+                }
                 let _ = sink.send(Ok(event));
             }
             LlmStreamPart::Response(r) => response = Some(r),

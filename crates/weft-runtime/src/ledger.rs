@@ -26,13 +26,15 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 use tokio_util::sync::CancellationToken;
-use weft_provider::{AssistantMessage, TokenUsage, ToolCall, ToolExecution};
+use weft_provider::{
+    AssistantMessage, StreamEventType, StreamTap, TokenUsage, ToolCall, ToolExecution,
+};
 use weft_store::{
     DecisionRecord, DecisionStatus, RecordedResponse, Store, ToolCallRecord, ToolCallStatus,
 };
 
 use crate::approval::Approver;
-use crate::event::{AgentPath, Emitter, EventKind, RunEvent};
+use crate::event::{AgentPath, Emitter, EventKind, RunEvent, Side};
 use weft_provider::pricing::Prices;
 
 use crate::budget::Budget;
@@ -447,6 +449,29 @@ impl RunContext {
     /// events never fail a run).
     pub async fn emit(&self, kind: EventKind) {
         self.events.emit(&self.agent, self.turn(), None, kind).await;
+    }
+
+    /// A tap that logs the streamed text and reasoning of this run's model calls (of a
+    /// `dual_ai` run's `side`) where they are produced: before the calls of the same step,
+    /// which the same task runs next.
+    pub fn stream_tap(self: &Arc<Self>, side: Option<Side>) -> StreamTap {
+        let run = Arc::downgrade(self);
+        StreamTap::new(move |event| {
+            let kind = match (event.event_type, &event.delta.text) {
+                (StreamEventType::TextDelta, Some(text)) => EventKind::TextDelta {
+                    text: text.clone(),
+                    side,
+                },
+                (StreamEventType::ReasoningDelta, Some(text)) => EventKind::ReasoningDelta {
+                    text: text.clone(),
+                    side,
+                },
+                _ => return,
+            };
+            if let Some(run) = run.upgrade() {
+                run.events.push_delta(&run.agent, run.turn(), kind);
+            }
+        })
     }
 
     /// Emits an event about the tool call `tool_call_id`.

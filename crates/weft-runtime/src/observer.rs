@@ -1,7 +1,7 @@
 //! [`RunObserver`]: the runtime's [`StepObserver`] — every step of a run, whatever loop takes
 //! it (the plain agent program, a Standard Agents side turn), is logged the same way in the
-//! run's event log (`turn_start`, streamed text and reasoning, `turn_end` with the step's tool
-//! calls and tokens, `checkpoint`), in order with the step's tool calls, moves the ledger to the step, and is given up when a tool call of it waits
+//! run's event log (`turn_start`, `turn_end` with the step's tool calls and tokens,
+//! `checkpoint`; streamed text goes through [`RunContext::stream_tap`]), moves the ledger to the step, and is given up when a tool call of it waits
 //! for a person's decision.
 
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use weft_agent::AgentState;
 use weft_agent::execution::StepObserver;
-use weft_provider::{StreamEvent, StreamEventType, TokenUsage, Turn};
+use weft_provider::{TokenUsage, Turn};
 
 use crate::event::{EventKind, Side};
 use crate::ledger::RunContext;
@@ -95,22 +95,6 @@ impl StepObserver for RunObserver {
                 side: self.side,
             })
             .await;
-    }
-
-    async fn streamed(&self, event: &StreamEvent) {
-        let side = self.side;
-        let kind = match (event.event_type, &event.delta.text) {
-            (StreamEventType::TextDelta, Some(text)) => EventKind::TextDelta {
-                text: text.clone(),
-                side,
-            },
-            (StreamEventType::ReasoningDelta, Some(text)) => EventKind::ReasoningDelta {
-                text: text.clone(),
-                side,
-            },
-            _ => return,
-        };
-        self.run.emit(kind).await;
     }
 
     fn suspended(&self) -> bool {

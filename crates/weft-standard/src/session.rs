@@ -317,6 +317,9 @@ impl Driver<'_> {
             .execution_mode(ExecutionMode::Sequential)
             .execution(strategy);
         if let Some(run) = &durable_run {
+            // The step's streamed text is logged where the model's stream is read, before the
+            // step's calls (which that task runs next).
+            agent_options = agent_options.stream_tap(run.stream_tap(Some(side)));
             // The runtime's stages of the tool pipeline: replay, hooks, approval, record.
             for layer in weft_runtime::pipeline::layers(run, &self.project.tool_policy(agent_def)) {
                 agent_options = agent_options.tool_layer(layer);

@@ -19,8 +19,7 @@ use async_trait::async_trait;
 use futures_util::StreamExt as _;
 use serde_json::json;
 use weft_provider::{
-    ErrorCode, InferenceInput, LlmInstance, Message, StreamEvent, TokenUsage, ToolResult, Turn,
-    UppError,
+    ErrorCode, InferenceInput, LlmInstance, Message, TokenUsage, ToolResult, Turn, UppError,
 };
 
 use super::ExecutionContext;
@@ -42,14 +41,6 @@ pub trait StepObserver: Send + Sync {
     /// A step ended and was checkpointed; `usage` is the run's so far.
     async fn step_ended(&self, step: u64, turn: &Turn, state: &AgentState, usage: &TokenUsage) {
         let _ = (step, turn, state, usage);
-    }
-
-    /// An event of the step's streamed model call (text and reasoning deltas, tool-call
-    /// deltas, the tool round's events), on the step's task and awaited before the stream
-    /// goes on: in order with everything else the step does (its tools run as the stream is
-    /// read).
-    async fn streamed(&self, event: &StreamEvent) {
-        let _ = event;
     }
 
     /// Whether a call of the current step waits for a decision: the step is then not
@@ -373,9 +364,6 @@ impl<'a> Steps<'a> {
                 Ok(mut stream) => {
                     while let Some(event) = stream.next().await {
                         if let Ok(event) = event {
-                            if let Some(observer) = &self.observer {
-                                observer.streamed(&event).await;
-                            }
                             self.ctx.events.emit(AgentStreamEvent::Upp(event));
                         }
                     }

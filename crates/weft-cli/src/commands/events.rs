@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use weft_runtime::event::{EventKind, RunEvent};
+use weft_runtime::event::{EventKind, RunEvent, UiStreamEncoder};
 use weft_runtime::ownership::effective_status;
 use weft_store::{EventLog, EventQuery, RunStatus, Runs};
 
@@ -23,6 +23,10 @@ pub(crate) struct EventsArgs {
     /// Only events after this seq (the `seq` of the last event already seen).
     #[arg(long, value_name = "SEQ")]
     after: Option<u64>,
+    /// Print the run's assistant message as the Vercel AI SDK's UI message stream (SSE
+    /// `data:` lines of chunks, then `data: [DONE]`) instead of the events.
+    #[arg(long, conflicts_with = "types")]
+    ui_stream: bool,
     /// Only these event types (repeatable; an unknown type is an error).
     #[arg(long = "type", value_name = "TYPE")]
     types: Vec<String>,
@@ -94,6 +98,7 @@ pub(crate) fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
             }
         }
         let mut after = args.after;
+        let mut encoder = args.ui_stream.then(|| UiStreamEncoder::new(&args.run));
         loop {
             let events = store
                 .events(&EventQuery {
@@ -105,11 +110,12 @@ pub(crate) fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
                 .await?;
             for record in &events {
                 after = Some(record.seq);
-                if !print(
-                    &RunEvent::from_record(record.clone()),
-                    args.store.json,
-                    args.full,
-                )? {
+                let event = RunEvent::from_record(record.clone());
+                let printed = match &mut encoder {
+                    Some(encoder) => print_chunks(&encoder.push(&event))?,
+                    None => print(&event, args.store.json, args.full)?,
+                };
+                if !printed {
                     return Ok(ExitCode::SUCCESS);
                 }
             }
@@ -128,6 +134,25 @@ pub(crate) fn run(args: EventsArgs) -> anyhow::Result<ExitCode> {
                 _ = tokio::signal::ctrl_c() => return Ok(ExitCode::from(130)),
             }
         }
+        if let Some(encoder) = &mut encoder
+            && print_chunks(&encoder.finish())?
+        {
+            println!("data: [DONE]\n");
+        }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Prints UI message stream chunks as SSE `data:` lines; `Ok(false)` when stdout is closed.
+fn print_chunks(chunks: &[weft_thread::ui_stream::UiChunk]) -> anyhow::Result<bool> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    for chunk in chunks {
+        match write!(out, "data: {}\n\n", chunk.to_value()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(false),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(true)
 }

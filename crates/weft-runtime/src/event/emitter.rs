@@ -60,17 +60,28 @@ struct Inner {
     thread_id: String,
     store: Option<Store>,
     live: broadcast::Sender<Arc<RunEvent>>,
+    /// The numbering, held while an event is written (events are written in order).
     state: Mutex<State>,
+    /// Deltas gathered and not yet written: filled without waiting (also from synchronous
+    /// code on the task that produces them), drained in order before every other event.
+    gather: std::sync::Mutex<Gather>,
 }
 
 struct State {
     /// The next event's number (`None`: not read from the log yet).
     next: Option<u64>,
-    pending: Option<Pending>,
-    /// When the last delta was published (the next one after a pause goes out at once).
-    last_delta: Option<Instant>,
-    /// A timer will publish the pending delta.
-    timer: bool,
+}
+
+#[derive(Default)]
+struct Gather {
+    /// Blocks that ended (another block or agent began) and wait to be written.
+    closed: Vec<Pending>,
+    /// The block being gathered.
+    open: Option<Pending>,
+    /// When deltas were last written (the next one after a pause goes out at once).
+    last_written: Option<Instant>,
+    /// A task will write what is gathered.
+    scheduled: bool,
 }
 
 /// Deltas being gathered: one block of one agent's text or reasoning.
@@ -120,12 +131,8 @@ impl Emitter {
                 thread_id: thread_id.to_owned(),
                 store,
                 live,
-                state: Mutex::new(State {
-                    next,
-                    pending: None,
-                    last_delta: None,
-                    timer: false,
-                }),
+                state: Mutex::new(State { next }),
+                gather: std::sync::Mutex::new(Gather::default()),
             }),
         }
     }
@@ -154,82 +161,121 @@ impl Emitter {
         tool_call_id: Option<&str>,
         kind: EventKind,
     ) {
+        let kind = match self.gather(agent, turn, kind) {
+            Ok(true) => return self.flush_pending().await,
+            Ok(false) => return,
+            Err(kind) => kind,
+        };
         let mut state = self.inner.state.lock().await;
+        self.drain(&mut state).await;
+        self.write(&mut state, agent, turn, tool_call_id, kind)
+            .await;
+    }
+
+    /// Gathers a text or reasoning delta without waiting: for code that cannot wait, on the
+    /// task producing the deltas (a model's stream), so that they are logged before anything
+    /// that task emits next. Other kinds are ignored.
+    pub fn push_delta(&self, agent: &AgentPath, turn: u64, kind: EventKind) {
+        if let Ok(true) = self.gather(agent, turn, kind) {
+            self.schedule(Duration::ZERO);
+        }
+    }
+
+    /// Adds a delta to what is gathered; `Ok(true)` when it is due to be written now, `Err`
+    /// with the kind when it is not a delta.
+    fn gather(&self, agent: &AgentPath, turn: u64, kind: EventKind) -> Result<bool, EventKind> {
         let (text, side, reasoning) = match kind {
             EventKind::TextDelta { text, side } => (text, side, false),
             EventKind::ReasoningDelta { text, side } => (text, side, true),
-            other => {
-                self.flush(&mut state).await;
-                self.write(&mut state, agent, turn, tool_call_id, other)
-                    .await;
-                return;
-            }
+            other => return Err(other),
         };
-        let same_block = state.pending.as_ref().is_some_and(|p| {
-            p.reasoning == reasoning && p.side == side && p.turn == turn && p.agent == *agent
-        });
-        if !same_block {
-            self.flush(&mut state).await;
-        }
-        match &mut state.pending {
-            Some(pending) if same_block => pending.text.push_str(&text),
+        let Ok(mut gather) = self.inner.gather.lock() else {
+            return Ok(false);
+        };
+        match &mut gather.open {
+            Some(open)
+                if open.reasoning == reasoning
+                    && open.side == side
+                    && open.turn == turn
+                    && open.agent == *agent =>
+            {
+                open.text.push_str(&text);
+            }
             _ => {
-                state.pending = Some(Pending {
+                let block = Pending {
                     agent: agent.clone(),
                     turn,
                     side,
                     reasoning,
                     text,
-                });
+                };
+                if let Some(closed) = gather.open.replace(block) {
+                    gather.closed.push(closed);
+                }
             }
         }
-        let due = state
-            .last_delta
+        let due = gather
+            .last_written
             .is_none_or(|at| at.elapsed() >= COALESCE_TIME)
-            || state
-                .pending
+            || gather
+                .open
                 .as_ref()
                 .is_some_and(|p| p.text.len() >= COALESCE_BYTES);
-        if due {
-            self.flush(&mut state).await;
-        } else if !state.timer {
-            // Published by the timer if nothing else comes first.
-            state.timer = true;
-            let emitter = self.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(COALESCE_TIME).await;
-                let mut state = emitter.inner.state.lock().await;
-                state.timer = false;
-                emitter.flush(&mut state).await;
-            });
+        if !due && !gather.scheduled {
+            // Written by a timer if nothing else comes first.
+            gather.scheduled = true;
+            drop(gather);
+            self.schedule(COALESCE_TIME);
         }
+        Ok(due)
     }
 
-    /// Publishes the gathered deltas, if any.
-    async fn flush(&self, state: &mut State) {
-        let Some(pending) = state.pending.take() else {
-            return;
-        };
-        state.last_delta = Some(Instant::now());
-        let kind = if pending.reasoning {
-            EventKind::ReasoningDelta {
-                text: pending.text,
-                side: pending.side,
+    /// Writes what is gathered after `delay`, on a task of its own.
+    fn schedule(&self, delay: Duration) {
+        let emitter = self.clone();
+        tokio::spawn(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
             }
-        } else {
-            EventKind::TextDelta {
-                text: pending.text,
-                side: pending.side,
-            }
-        };
-        self.write(state, &pending.agent, pending.turn, None, kind)
-            .await;
+            emitter.flush_pending().await;
+        });
     }
 
     /// Writes out the gathered deltas (at the end of a run, before its last event).
     pub async fn flush_pending(&self) {
         let mut state = self.inner.state.lock().await;
-        self.flush(&mut state).await;
+        self.drain(&mut state).await;
+    }
+
+    /// Writes the gathered deltas, in the order they came.
+    async fn drain(&self, state: &mut State) {
+        let blocks = match self.inner.gather.lock() {
+            Ok(mut gather) => {
+                let mut blocks = std::mem::take(&mut gather.closed);
+                blocks.extend(gather.open.take());
+                if !blocks.is_empty() {
+                    gather.last_written = Some(Instant::now());
+                }
+                gather.scheduled = false;
+                blocks
+            }
+            Err(_) => Vec::new(),
+        };
+        for block in blocks {
+            let kind = if block.reasoning {
+                EventKind::ReasoningDelta {
+                    text: block.text,
+                    side: block.side,
+                }
+            } else {
+                EventKind::TextDelta {
+                    text: block.text,
+                    side: block.side,
+                }
+            };
+            self.write(state, &block.agent, block.turn, None, kind)
+                .await;
+        }
     }
 
     async fn write(

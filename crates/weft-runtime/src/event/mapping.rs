@@ -7,7 +7,8 @@
 //! * ThreadProtocol system messages ([`EventKind::to_system_message`]): a handoff is an
 //!   `agent.handoff` message, as a thread export records it.
 //!
-//! (The Vercel AI SDK's UI message stream is encoded incrementally by the server.)
+//! * the Vercel AI SDK's UI message stream: [`UiStreamEncoder`](super::UiStreamEncoder),
+//!   incrementally (`weft events RUN --ui-stream`).
 
 use serde_json::{Value, json};
 use weft_agent::{AgentStreamEvent, UapEvent, UapEventType};

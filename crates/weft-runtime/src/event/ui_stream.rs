@@ -1,0 +1,215 @@
+//! [`UiStreamEncoder`]: a run's events as the Vercel AI SDK's UI message stream, chunk by
+//! chunk as they come (the assistant message a `useChat` client renders).
+
+use serde_json::Value;
+use weft_thread::ui_stream::UiChunk;
+
+use super::{EventKind, RunEvent};
+
+/// Turns the events of one run into UI message stream chunks, incrementally: `start` at the
+/// first event, a step (`start-step` … `finish-step`) per turn, text and reasoning parts
+/// opened and closed around their deltas, a tool call's input when it starts and its output
+/// (or error) when it ends, `finish` (or `error` and `finish`) at `run_end`. Events of
+/// sub-agents (`agentPath` deeper than the root) are not part of the root's message.
+///
+/// # Examples
+///
+/// ```
+/// use weft_runtime::event::{AgentPath, EventKind, RunEvent, UiStreamEncoder};
+/// let event = |seq, kind| RunEvent {
+///     seq, timestamp: "2026-11-24T10:00:00.000Z".into(), run_id: "R".into(),
+///     agent: AgentPath::root("main"), turn: 1, tool_call_id: None, kind,
+/// };
+/// let mut encoder = UiStreamEncoder::new("msg-1");
+/// let mut chunks = encoder.push(&event(1, EventKind::TurnStart { messages: 1, side: None }));
+/// chunks.extend(encoder.push(&event(2, EventKind::TextDelta { text: "Hi".into(), side: None })));
+/// chunks.extend(encoder.finish());
+/// let types: Vec<String> = chunks.iter().map(|c| c.to_value()["type"].as_str().unwrap_or_default().to_owned()).collect();
+/// assert_eq!(types, ["start", "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish"]);
+/// ```
+#[derive(Debug)]
+pub struct UiStreamEncoder {
+    message_id: String,
+    started: bool,
+    in_step: bool,
+    /// The open text or reasoning part: its id and whether it is reasoning.
+    open: Option<(String, bool)>,
+    parts: u32,
+    finished: bool,
+}
+
+impl UiStreamEncoder {
+    /// An encoder of the assistant message `message_id`.
+    pub fn new(message_id: &str) -> Self {
+        UiStreamEncoder {
+            message_id: message_id.to_owned(),
+            started: false,
+            in_step: false,
+            open: None,
+            parts: 0,
+            finished: false,
+        }
+    }
+
+    /// The chunks `event` adds to the message.
+    pub fn push(&mut self, event: &RunEvent) -> Vec<UiChunk> {
+        let mut chunks = Vec::new();
+        if self.finished || event.agent.depth() > 0 {
+            return chunks;
+        }
+        if !self.started {
+            self.started = true;
+            chunks.push(UiChunk::Start {
+                message_id: Some(self.message_id.clone()),
+                message_metadata: None,
+            });
+        }
+        let call_id = || event.tool_call_id.clone().unwrap_or_default();
+        match &event.kind {
+            EventKind::TurnStart { .. } => {
+                self.end_step(&mut chunks);
+                self.in_step = true;
+                chunks.push(UiChunk::StartStep);
+            }
+            EventKind::TextDelta { text, .. } => self.delta(text, false, &mut chunks),
+            EventKind::ReasoningDelta { text, .. } => self.delta(text, true, &mut chunks),
+            EventKind::ToolCallStart {
+                tool, arguments, ..
+            } => {
+                self.step(&mut chunks);
+                self.close(&mut chunks);
+                chunks.push(UiChunk::ToolInputAvailable {
+                    tool_call_id: call_id(),
+                    tool_name: tool.clone(),
+                    input: arguments.clone(),
+                });
+            }
+            EventKind::ToolCallEnd {
+                is_error,
+                result,
+                result_ref,
+                ..
+            } => {
+                let output = result
+                    .clone()
+                    .or_else(|| result_ref.clone())
+                    .unwrap_or(Value::Null);
+                chunks.push(if *is_error {
+                    UiChunk::ToolOutputError {
+                        tool_call_id: call_id(),
+                        error_text: output
+                            .as_str()
+                            .map_or_else(|| output.to_string(), str::to_owned),
+                    }
+                } else {
+                    UiChunk::ToolOutputAvailable {
+                        tool_call_id: call_id(),
+                        output,
+                        preliminary: false,
+                    }
+                });
+            }
+            EventKind::TurnEnd { .. } => self.end_step(&mut chunks),
+            EventKind::RunEnd { status, error, .. } => {
+                if let Some(error) = error {
+                    self.end_step(&mut chunks);
+                    chunks.push(UiChunk::Error {
+                        error_text: error.clone(),
+                    });
+                }
+                let reason = match status.as_str() {
+                    "completed" => "stop",
+                    "failed" => "error",
+                    _ => "other",
+                };
+                self.finish_with(Some(reason), &mut chunks);
+            }
+            _ => {}
+        }
+        chunks
+    }
+
+    /// Ends the message (open parts closed, the step finished, `finish`), when the run's
+    /// events stop without a `run_end`.
+    pub fn finish(&mut self) -> Vec<UiChunk> {
+        let mut chunks = Vec::new();
+        if self.started && !self.finished {
+            self.finish_with(None, &mut chunks);
+        }
+        chunks
+    }
+
+    fn finish_with(&mut self, reason: Option<&str>, chunks: &mut Vec<UiChunk>) {
+        self.end_step(chunks);
+        self.finished = true;
+        chunks.push(UiChunk::Finish {
+            finish_reason: reason.map(str::to_owned),
+            message_metadata: None,
+        });
+    }
+
+    fn delta(&mut self, text: &str, reasoning: bool, chunks: &mut Vec<UiChunk>) {
+        self.step(chunks);
+        if self.open.as_ref().is_some_and(|(_, r)| *r != reasoning) {
+            self.close(chunks);
+        }
+        let id = match &self.open {
+            Some((id, _)) => id.clone(),
+            None => {
+                self.parts += 1;
+                let id = format!("{}-{}", self.message_id, self.parts);
+                chunks.push(if reasoning {
+                    UiChunk::ReasoningStart {
+                        id: id.clone(),
+                        provider_metadata: None,
+                    }
+                } else {
+                    UiChunk::TextStart {
+                        id: id.clone(),
+                        provider_metadata: None,
+                    }
+                });
+                self.open = Some((id.clone(), reasoning));
+                id
+            }
+        };
+        let delta = text.to_owned();
+        chunks.push(if reasoning {
+            UiChunk::ReasoningDelta { id, delta }
+        } else {
+            UiChunk::TextDelta { id, delta }
+        });
+    }
+
+    /// Opens a step if none is open (a stream joined mid-step).
+    fn step(&mut self, chunks: &mut Vec<UiChunk>) {
+        if !self.in_step {
+            self.in_step = true;
+            chunks.push(UiChunk::StartStep);
+        }
+    }
+
+    fn close(&mut self, chunks: &mut Vec<UiChunk>) {
+        if let Some((id, reasoning)) = self.open.take() {
+            chunks.push(if reasoning {
+                UiChunk::ReasoningEnd {
+                    id,
+                    provider_metadata: None,
+                }
+            } else {
+                UiChunk::TextEnd {
+                    id,
+                    provider_metadata: None,
+                }
+            });
+        }
+    }
+
+    fn end_step(&mut self, chunks: &mut Vec<UiChunk>) {
+        self.close(chunks);
+        if self.in_step {
+            self.in_step = false;
+            chunks.push(UiChunk::FinishStep);
+        }
+    }
+}
