@@ -44,7 +44,15 @@ fn servers_dir() -> PathBuf {
 
 /// `[mcpServers.demo]` running the demo server over stdio in the command sandbox.
 fn demo_server(python: &(PathBuf, PathBuf), extra: &str) -> String {
-    let servers = std::fs::canonicalize(servers_dir()).unwrap();
+    demo_server_in(
+        python,
+        &std::fs::canonicalize(servers_dir()).unwrap(),
+        extra,
+    )
+}
+
+/// The demo server's configuration with its script in `servers` (readable in the sandbox).
+fn demo_server_in(python: &(PathBuf, PathBuf), servers: &Path, extra: &str) -> String {
     format!(
         "[mcpServers.demo]\ncommand = {:?}\nargs = [{:?}, \"stdio\"]\nreadOnly = [{:?}, {:?}]\n{extra}",
         python.0.display().to_string(),
@@ -235,9 +243,18 @@ fn weft_mcp_list_shows_servers_and_their_tools() {
     let Some(python) = python() else { return };
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("p");
+    // The server's script in a folder of its own under the temporary folder: a `readOnly`
+    // folder under /tmp stays visible beside the sandbox's private /tmp.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let servers = std::fs::canonicalize(elsewhere.path()).unwrap();
+    std::fs::copy(
+        servers_dir().join("demo_server.py"),
+        servers.join("demo_server.py"),
+    )
+    .unwrap();
     common::scripted_project(
         &p,
-        &demo_server(&python, "trusted = true\n"),
+        &demo_server_in(&python, &servers, "trusted = true\n"),
         &["mcp:demo"],
         &json!({"responses": [{"text": "x"}]}),
     );

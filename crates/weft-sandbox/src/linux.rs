@@ -329,9 +329,6 @@ fn build_root(policy: &Policy) -> Result<(), String> {
     for dir in SYSTEM_DIRS {
         expose_read_only(&root, Path::new(dir))?;
     }
-    for extra in &policy.read_only {
-        expose_read_only(&root, extra)?;
-    }
     let etc = root.join("etc");
     fs::create_dir_all(&etc).map_err(|e| sys("create", &etc, e))?;
     for entry in ETC_ENTRIES {
@@ -376,6 +373,10 @@ fn build_root(policy: &Policy) -> Result<(), String> {
     )?;
     let home = tmp.join("home");
     fs::create_dir_all(&home).map_err(|e| sys("create", &home, e))?;
+    // The extra read-only folders after the private /tmp, so one under /tmp stays visible.
+    for extra in &policy.read_only {
+        expose_read_only(&root, extra)?;
+    }
     let empty = root.join(".weft-empty");
     fs::write(&empty, b"").map_err(|e| sys("create", &empty, e))?;
     if policy.mode == Mode::Workspace {
