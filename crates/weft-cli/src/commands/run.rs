@@ -787,51 +787,10 @@ async fn render(mut events: RunEvents, json: bool, colors: bool) -> Rendered {
                 let line = format!("↺ {tool} ({what}, not run again)");
                 let _ = writeln!(out, "{}{}", indent(depth), paint(colors, "2", &line));
             }
-            EventKind::ToolCallRefused {
-                tool,
-                stage,
-                reason,
-                arguments,
-                ..
-            } => {
-                newline(&mut out, &mut at_line_start);
-                let reason = reason
-                    .as_str()
-                    .map_or_else(|| reason.to_string(), str::to_owned);
-                let _ = writeln!(
-                    out,
-                    "{}{} {}\n{}{}",
-                    indent(depth),
-                    paint(colors, "36", &format!("→ {tool}")),
-                    clip(&arguments.to_string(), 120),
-                    indent(depth),
-                    paint(
-                        colors,
-                        "31",
-                        &format!("  ✗ refused ({stage}): {}", clip(&reason, 160))
-                    )
-                );
-            }
-            EventKind::DecisionPending {
-                tool,
-                arguments,
-                decision,
-                ..
-            } => {
-                newline(&mut out, &mut at_line_start);
-                let _ = writeln!(
-                    out,
-                    "{}{} {}\n{}{}",
-                    indent(depth),
-                    paint(colors, "36", &format!("→ {tool}")),
-                    clip(&arguments.to_string(), 120),
-                    indent(depth),
-                    paint(
-                        colors,
-                        "33",
-                        &format!("  ⏸ waiting for approval (decision {decision})")
-                    )
-                );
+            // The call's start was shown; its end shows what the model was told.
+            EventKind::DecisionPending { decision, .. } => {
+                let line = format!("  ⏸ waiting for approval (decision {decision})");
+                let _ = writeln!(out, "{}{}", indent(depth), paint(colors, "33", &line));
             }
             EventKind::Status { message, .. } => {
                 newline(&mut out, &mut at_line_start);
