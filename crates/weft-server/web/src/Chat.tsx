@@ -8,7 +8,7 @@ import {
   lastAssistantMessageIsCompleteWithApprovalResponses,
   type UIMessage,
 } from "ai";
-import { ApiError, api, authHeaders, formatCost, pretty, type AgentInfo, type RunSummary } from "./api";
+import { ApiError, api, authHeaders, formatCost, pretty, type AgentInfo, type LgRun, type RunSummary } from "./api";
 import { href, navigate, newChatId } from "./route";
 
 /** Picks the agent and the chat; loads the stored history before the chat starts, so a
@@ -108,18 +108,26 @@ function ChatSession({ agent, chatId, history }: { agent: string; chatId: string
   }, [messages]);
 
   // Token and cost totals of the chat's latest run, refreshed when an answer ends.
-  const lastRunId = latestRunId(messages);
+  // The run id comes from the message's metadata when the server sends it, else from the
+  // thread's latest run.
+  const metadataRunId = latestRunId(messages);
+  const answers = messages.filter((m) => m.role === "assistant").length;
   useEffect(() => {
-    if (busy || !lastRunId) return;
+    if (busy || answers === 0) return;
     let cancelled = false;
-    api
-      .get<RunSummary>(`/api/runs/${encodeURIComponent(lastRunId)}`)
-      .then((run) => !cancelled && setUsage(run))
+    const runId = metadataRunId
+      ? Promise.resolve(metadataRunId)
+      : api
+          .get<LgRun[]>(`/threads/${encodeURIComponent(chatId)}/runs?limit=1`)
+          .then((runs) => (Array.isArray(runs) && runs[0] ? runs[0].run_id : null));
+    runId
+      .then((id) => (id ? api.get<RunSummary>(`/api/runs/${encodeURIComponent(id)}`) : null))
+      .then((run) => !cancelled && run && setUsage(run))
       .catch(() => undefined);
     return () => {
       cancelled = true;
     };
-  }, [busy, lastRunId]);
+  }, [busy, metadataRunId, answers, chatId]);
 
   const submit = (e: React.FormEvent) => {
     e.preventDefault();
