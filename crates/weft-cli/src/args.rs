@@ -92,4 +92,7 @@ pub(crate) enum Command {
     /// project's agents as MCP tools over stdio.
     #[command(subcommand)]
     Mcp(commands::mcp::McpCommand),
+    /// Serve the project's agents over HTTP: a chat API for the Vercel AI SDK's `useChat`,
+    /// run events as SSE, and a web page to chat, approve calls and watch runs.
+    Serve(commands::serve::ServeArgs),
 }

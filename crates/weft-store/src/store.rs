@@ -1941,6 +1941,12 @@ pub trait Runs: Send + Sync {
     /// # Errors
     /// Database failures.
     async fn runs(&self, limit: Option<u64>) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// The runs of a thread, the newest first.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn thread_runs(&self, thread_id: &str) -> Result<Vec<RunRecord>, StoreError>;
 }
 
 const RUN_COLUMNS: &str = "run_id, thread_id, agent_id, status, spec, started_at, updated_at, ended_at, steps, \
@@ -2034,6 +2040,18 @@ impl Runs for Store {
             ),
         };
         let rows = self.query(Stmt::new(sql, params)).await?;
+        rows.iter().map(run_of).collect()
+    }
+
+    async fn thread_runs(&self, thread_id: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE thread_id = $1 ORDER BY started_at DESC, run_id DESC"
+                ),
+                vec![thread_id.into()],
+            ))
+            .await?;
         rows.iter().map(run_of).collect()
     }
 }
