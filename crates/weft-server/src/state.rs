@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use weft_runtime::Runtime;
 use weft_standard::{AgentDefinition, Project};
-use weft_store::Store;
+use weft_store::{Store, Tokens as _};
 
 use crate::auth::{Caller, Scope};
 use crate::config::ServerConfig;
@@ -115,13 +115,24 @@ impl AppState {
         })
     }
 
-    /// The stored token `secret` names, if it is valid.
+    /// The stored token `secret` names, if it is valid (checked on every request, so a
+    /// revoked token is refused from the next one on). A store that cannot be read refuses.
     pub(crate) async fn verify_stored_token(&self, secret: &str) -> Option<Caller> {
-        let _ = secret;
-        None::<Caller>.map(|c| Caller {
-            scope: Scope::Read,
-            ..c
-        })
+        match self.store().verify_token(secret).await {
+            Ok(Some(token)) => Some(Caller {
+                id: token.id,
+                scope: if token.scope.allows_write() {
+                    Scope::Full
+                } else {
+                    Scope::Read
+                },
+            }),
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(%error, "checking a token failed; the request is refused");
+                None
+            }
+        }
     }
 }
 

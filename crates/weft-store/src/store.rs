@@ -461,6 +461,22 @@ impl Store {
         self.commit(self.fence.clone(), stmts).await
     }
 
+    /// An unfenced write queued in order behind the earlier ones, not awaited (its failure is
+    /// logged): bookkeeping such as an API token's `last_used_at`.
+    pub(crate) async fn write_later(&self, stmts: Vec<Stmt>) -> Result<(), StoreError> {
+        self.shared
+            .backend
+            .write(
+                WriteJob {
+                    stmts,
+                    failed: None,
+                    fence: None,
+                },
+                false,
+            )
+            .await
+    }
+
     /// A write that waits for its commit, fenced by `fence` (none: unconditional).
     pub(crate) async fn commit(
         &self,

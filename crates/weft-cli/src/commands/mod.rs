@@ -28,6 +28,7 @@ pub(crate) mod signals;
 pub(crate) mod store;
 pub(crate) mod telemetry;
 pub(crate) mod thread;
+pub(crate) mod tokens;
 pub(crate) mod worktree;
 
 use std::process::ExitCode;
@@ -75,5 +76,6 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Deliver(args) => deliver::run(args),
         Command::Mcp(command) => mcp::run(command),
         Command::Serve(args) => serve::run(args),
+        Command::Tokens(command) => tokens::run(command),
     }
 }
