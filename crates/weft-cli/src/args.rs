@@ -88,8 +88,26 @@ pub(crate) enum Command {
     /// Run the verifier ladder (build → type-check → test → lint) and iterate the project's
     /// agent until every required rung passes (`--max-iterations`).
     Deliver(commands::deliver::DeliverArgs),
+    /// API tokens for `weft serve`: `create NAME [--read-only]` (prints the secret once),
+    /// `list`, `revoke ID_OR_NAME`.
+    #[command(
+        subcommand,
+        long_about = "API tokens for `weft serve`: `create NAME [--read-only]` (prints the secret once), `list`, `revoke ID_OR_NAME`.\n\n\
+A token is what a client of `weft serve` (the web page, a LangGraph or AI SDK client, a script) presents to use the \
+server: `Authorization: Bearer TOKEN`, or `?token=TOKEN` in the page's URL. `weft serve` checks it on every request, \
+streams included: 401 without a valid token. A read-only token (`--read-only`) can read threads, runs and events but \
+not start, stop or decide a run (403). Tokens live in the project's store (the one `weft serve PROJECT` uses: \
+PROJECT/.weft/weft.db, or --store / WEFT_DATABASE_URL); only a hash of each secret is kept, so a secret is shown \
+once, when it is created. A revoked token is refused from the next request on.",
+        after_help = "Examples:\n  weft tokens create laptop\n  weft tokens create dashboard --read-only\n  weft tokens list\n  weft tokens revoke dashboard\n\n\
+Exit codes: 0 done, 2 a usage error (an invalid or taken name, an unknown token, no project or store)."
+    )]
+    Tokens(commands::tokens::TokensCommand),
     /// Model Context Protocol: `list PROJECT` the MCP servers' tools, `serve PROJECT` the
     /// project's agents as MCP tools over stdio.
     #[command(subcommand)]
     Mcp(commands::mcp::McpCommand),
+    /// Serve the project's agents over HTTP: a chat API for the Vercel AI SDK's `useChat`,
+    /// run events as SSE, and a web page to chat, approve calls and watch runs.
+    Serve(commands::serve::ServeArgs),
 }

@@ -48,6 +48,7 @@ pub mod run;
 pub mod spec;
 pub mod trace;
 pub mod transcript;
+pub mod ui_messages;
 
 pub use agent_program::ToolRegistry;
 pub use error::RunError;

@@ -17,7 +17,7 @@
 //! 5. the run record gets its end (completed, failed, interrupted), its steps and usage, and
 //!    the lease is released so the run can be resumed at once.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -283,7 +283,32 @@ pub struct Runtime {
     approver: Option<Arc<dyn Approver>>,
     prices: Prices,
     price_override: Option<PriceTable>,
+    live: LiveRuns,
 }
+
+/// The runs this process drives, with their live event channel and abort token (shared by
+/// the clones of a [`Runtime`]).
+type LiveRuns = Arc<std::sync::Mutex<HashMap<String, LiveRun>>>;
+
+#[derive(Debug, Clone)]
+struct LiveRun {
+    events: tokio::sync::broadcast::Sender<Arc<RunEvent>>,
+    abort: CancellationToken,
+}
+
+/// Takes a run out of [`LiveRuns`] when its drive ends.
+struct LiveGuard(LiveRuns, String);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        if let Ok(mut runs) = self.0.lock() {
+            runs.remove(&self.1);
+        }
+    }
+}
+
+/// How often [`Runtime::follow`] reads the log of a run driven by another process.
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(150);
 
 impl Runtime {
     /// A runtime over `store` with the default providers and no tools.
@@ -296,7 +321,65 @@ impl Runtime {
             approver: None,
             prices: Prices::builtin(),
             price_override: None,
+            live: LiveRuns::default(),
         }
+    }
+
+    /// A run's events from after `after_seq`, as they happen, wherever the run is driven:
+    /// live from this process's emitter when this process drives it, otherwise read from the
+    /// event log as it grows (another process drives it, or nobody: then the stream ends
+    /// with what is logged). The stream ends after `run_end`; dropping it stops nothing.
+    ///
+    /// # Errors
+    /// [`RunError::UnknownRun`]; storage failures.
+    pub async fn follow(&self, run_id: &str, after_seq: u64) -> Result<RunEvents, RunError> {
+        if let Some(live) = self.live_run(run_id) {
+            return Ok(RunEvents::new(
+                live.events.subscribe(),
+                Some(self.store.clone()),
+                run_id,
+                after_seq,
+            ));
+        }
+        if self.store.run(run_id).await?.is_none() {
+            return Err(RunError::UnknownRun(run_id.to_owned()));
+        }
+        Ok(RunEvents::polling(
+            self.store.clone(),
+            run_id,
+            after_seq,
+            FOLLOW_POLL,
+        ))
+    }
+
+    /// Whether this process drives `run_id` now.
+    pub fn is_live(&self, run_id: &str) -> bool {
+        self.live_run(run_id).is_some()
+    }
+
+    /// The runs this process drives now.
+    pub fn live_runs(&self) -> Vec<String> {
+        self.live
+            .lock()
+            .map(|live| live.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Stops `run_id` at the next safe point when this process drives it (as
+    /// [`RunHandle::abort`]: in-flight calls stay pending, the run ends `interrupted` and can
+    /// be resumed); `false` when it does not drive it.
+    pub fn stop(&self, run_id: &str) -> bool {
+        match self.live_run(run_id) {
+            Some(live) => {
+                live.abort.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn live_run(&self, run_id: &str) -> Option<LiveRun> {
+        self.live.lock().ok()?.get(run_id).cloned()
     }
 
     /// Asks `approver` when a call needs a person's approval (a terminal asks inline).
@@ -313,6 +396,54 @@ impl Runtime {
     /// Storage failures.
     pub async fn decisions(&self, run_id: &str) -> Result<Vec<DecisionRecord>, RunError> {
         Ok(self.store.decisions(run_id).await?)
+    }
+
+    /// Decides a pending decision of `run_id` as a remote client answered it (an approval
+    /// coming back inside a chat's replayed message): only by its exact decision id, only
+    /// while it is pending (single use: a replayed or stale answer is refused), and only
+    /// when the answer is about the same call — `tool_call_id` — with the same arguments
+    /// (`arguments`, compared by the hash the decision was recorded with). Nothing the
+    /// client replays is trusted beyond naming the decision.
+    ///
+    /// # Errors
+    /// [`RunError::UnknownRun`]; [`RunError::Decision`] for an unknown, decided or
+    /// mismatched decision; storage failures.
+    pub async fn decide_bound(
+        &self,
+        run_id: &str,
+        decision_id: &str,
+        tool_call_id: &str,
+        arguments: Option<&Value>,
+        verdict: Verdict,
+    ) -> Result<DecisionRecord, RunError> {
+        if self.store.run(run_id).await?.is_none() {
+            return Err(RunError::UnknownRun(run_id.to_owned()));
+        }
+        let decisions = self.store.decisions(run_id).await?;
+        let Some(decision) = decisions.iter().find(|d| d.id == decision_id) else {
+            return Err(RunError::Decision(format!(
+                "run {run_id} has no decision {decision_id:?}"
+            )));
+        };
+        if decision.status != DecisionStatus::Pending {
+            return Err(RunError::Decision(format!(
+                "decision {decision_id} of run {run_id} was already taken ({})",
+                decision.status.as_str()
+            )));
+        }
+        if decision.tool_call_id != tool_call_id {
+            return Err(RunError::Decision(format!(
+                "decision {decision_id} of run {run_id} is about another call"
+            )));
+        }
+        if let Some(arguments) = arguments
+            && crate::ledger::args_hash(arguments) != decision.args_hash
+        {
+            return Err(RunError::Decision(format!(
+                "decision {decision_id} of run {run_id} was asked for other arguments"
+            )));
+        }
+        self.decide(run_id, decision_id, verdict).await
     }
 
     /// Decides a pending decision of `run_id`: `id` is the decision's id, or the id of the
@@ -425,6 +556,11 @@ impl Runtime {
     pub fn with_sessions(mut self, sessions: Arc<dyn Sessions>) -> Self {
         self.sessions = Some(sessions);
         self
+    }
+
+    /// The model providers runs resolve their models with.
+    pub fn providers(&self) -> &ProviderRegistry {
+        &self.providers
     }
 
     /// The store.
@@ -816,6 +952,15 @@ impl Runtime {
             .stopping(abort.clone())
         });
         let id = record.run_id.clone();
+        if let Ok(mut runs) = self.live.lock() {
+            runs.insert(
+                id.clone(),
+                LiveRun {
+                    events: live.clone(),
+                    abort: abort.clone(),
+                },
+            );
+        }
         let drive = Drive {
             runtime: self.clone(),
             record,
@@ -902,6 +1047,8 @@ struct Drive {
 impl Drive {
     async fn run(self, ownership: Ownership) -> Result<RunOutcome, RunError> {
         let fence = ownership.fence().clone();
+        // Whatever way the drive ends (a panic included), the run is no longer live here.
+        let _live = LiveGuard(self.runtime.live.clone(), self.record.run_id.clone());
         let result = self.drive(&fence).await;
         match &result {
             // A stale owner writes nothing more; the lease is not its to release.

@@ -51,6 +51,10 @@ pub struct RunSpec {
     /// [`crate::trace`]). Written by the runtime, never by hand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<String>,
+    /// The id a client gave the input message (a chat's UI message id, `weft serve`), so
+    /// the thread's history shows the message with the id the client knows it by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_id: Option<String>,
 }
 
 fn is_unlimited(budget: &Budget) -> bool {
@@ -67,6 +71,7 @@ impl RunSpec {
             budget: Budget::default(),
             pricing: None,
             trace: None,
+            input_id: None,
         }
     }
 
@@ -107,6 +112,7 @@ impl RunSpec {
             budget: Budget::default(),
             pricing: None,
             trace: None,
+            input_id: None,
         })
     }
 

@@ -53,6 +53,15 @@ pub enum ProjectError {
         #[source]
         source: std::io::Error,
     },
+    /// The workspace folder of a run cannot be resolved.
+    #[error("cannot resolve the workspace folder {path}: {source}")]
+    Workspace {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The definitions have problems (at least one).
     #[error("{}", render(.0))]
     Invalid(Vec<Problem>),
@@ -76,7 +85,7 @@ impl ProjectError {
     pub fn problems(&self) -> &[Problem] {
         match self {
             ProjectError::Invalid(problems) => problems,
-            ProjectError::Io { .. } => &[],
+            ProjectError::Io { .. } | ProjectError::Workspace { .. } => &[],
         }
     }
 }

@@ -31,11 +31,15 @@
 //! | `tools` | built-in, project and handoff tools of a prompt |
 //! | `side` | one side's turn and the §5 stop evaluation |
 //! | `session` | `ai_human` / `dual_ai` sessions, handoff, events |
+//! | `launch` | `Launch`: the recorded spec of a session run (`weft run`, `weft serve`) |
+//! | `preflight` | what is checked before a run is recorded: models, keys, endpoints |
 //! | `error` | `ProjectError`, `Problem`, `SessionError` |
 
 pub mod definition;
 mod error;
 mod gates;
+mod launch;
+pub mod preflight;
 pub mod project;
 mod runner;
 mod session;
@@ -47,6 +51,7 @@ pub use definition::{
     ProviderSettings, SessionToolBinding, Side, SideConfig, ToolDefinition,
 };
 pub use error::{Problem, ProjectError, SessionError};
+pub use launch::Launch;
 pub use project::{BUILTIN_TOOLS, ModelSite, Project, snapshot_of, valid_tool_name};
 pub use runner::{StandardSessions, changed_since_start};
 pub use session::{

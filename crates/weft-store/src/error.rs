@@ -82,6 +82,17 @@ pub enum StoreError {
     /// Input that cannot be stored.
     #[error("invalid input: {0}")]
     Invalid(String),
+    /// A record with this key exists already (an active API token with the same name).
+    #[error("{kind} {id:?} already exists")]
+    AlreadyExists {
+        /// What it is (`token`, …).
+        kind: &'static str,
+        /// The key in use.
+        id: String,
+    },
+    /// The operating system gave no secure random bytes (a token secret cannot be made).
+    #[error("no secure random bytes from the operating system")]
+    Random,
 }
 
 impl From<rusqlite::Error> for StoreError {

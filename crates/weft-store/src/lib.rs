@@ -2,8 +2,9 @@
 //! UAP-1.0 §12.4).
 //!
 //! * [`Store`]: checkpoints, events, artifacts, agent lineage, threads, runs and the tool
-//!   ledger, on embedded **SQLite** (`sqlite:PATH`, default `.weft/weft.db`, WAL, a
-//!   dedicated writer thread with batching) or **PostgreSQL** (`postgres://…`, pooled).
+//!   ledger, and the API tokens of `weft serve` ([`Tokens`]), on embedded **SQLite**
+//!   (`sqlite:PATH`, default `.weft/weft.db`, WAL, a dedicated writer thread with batching)
+//!   or **PostgreSQL** (`postgres://…`, pooled).
 //!   It implements weft-agent's [`CheckpointStore`](weft_agent::checkpoint::CheckpointStore),
 //!   so any agent can checkpoint into it.
 //! * Checkpoint cost grows with the step's new data, not with the history: messages are
@@ -23,6 +24,7 @@
 //! | `store` | [`Store`], the storage traits, the O(new data) checkpoint layout |
 //! | `model` | records: runs, events, artifacts, lineage, threads, tool calls |
 //! | `redact` | the redaction hook |
+//! | `token` | API tokens for `weft serve`: hashed secrets, scopes, revocation ([`Tokens`]) |
 //! | [`lease`] | run leases (claim, renew, release) and the write fence |
 //! | [`testing`] | the demo tool and the conversation-driven scripted model used by tests |
 
@@ -37,6 +39,7 @@ mod sql;
 mod sqlite;
 mod store;
 pub mod testing;
+mod token;
 
 pub use decision::{DecisionKind, DecisionRecord, DecisionStatus, Decisions, Verdict};
 pub use error::StoreError;
@@ -54,3 +57,4 @@ pub use store::{
     SaveStats, Store, StoreOptions, StoreUrl, StoredCheckpoint, Threads, ToolLedger,
     default_sqlite_path,
 };
+pub use token::{TOKEN_PREFIX, TokenRecord, TokenScope, TokenSecret, Tokens};

@@ -25,7 +25,7 @@ pub(crate) struct Migration {
 }
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -57,6 +57,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 6,
         name: "events numbered per run (gap-free seq), indexed by run and seq",
         sql: V6,
+    },
+    Migration {
+        version: 7,
+        name: "API tokens for weft serve (hashed secrets, scope, revocation)",
+        sql: V7,
     },
 ];
 
@@ -275,6 +280,22 @@ UPDATE events SET run_seq = numbered.n FROM
   WHERE events.id = numbered.id;
 DROP INDEX idx_events_run;
 CREATE UNIQUE INDEX idx_events_run_seq ON events(run_id, run_seq);
+";
+
+// Bearer tokens of `weft serve` (`src/token.rs`): only the secret's SHA-256 is kept. Two
+// active tokens never share a name (revoking by name means one token); a revoked token's name
+// can be reused.
+const V7: &str = r"
+CREATE TABLE api_tokens (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  scope TEXT NOT NULL,
+  secret_hash TEXT NOT NULL UNIQUE,
+  created_at TEXT NOT NULL,
+  revoked_at TEXT,
+  last_used_at TEXT
+);
+CREATE UNIQUE INDEX idx_api_tokens_active_name ON api_tokens(name) WHERE revoked_at IS NULL;
 ";
 
 /// The DDL of a migration for PostgreSQL.

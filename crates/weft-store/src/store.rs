@@ -461,6 +461,22 @@ impl Store {
         self.commit(self.fence.clone(), stmts).await
     }
 
+    /// An unfenced write queued in order behind the earlier ones, not awaited (its failure is
+    /// logged): bookkeeping such as an API token's `last_used_at`.
+    pub(crate) async fn write_later(&self, stmts: Vec<Stmt>) -> Result<(), StoreError> {
+        self.shared
+            .backend
+            .write(
+                WriteJob {
+                    stmts,
+                    failed: None,
+                    fence: None,
+                },
+                false,
+            )
+            .await
+    }
+
     /// A write that waits for its commit, fenced by `fence` (none: unconditional).
     pub(crate) async fn commit(
         &self,
@@ -1941,6 +1957,12 @@ pub trait Runs: Send + Sync {
     /// # Errors
     /// Database failures.
     async fn runs(&self, limit: Option<u64>) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// The runs of a thread, the newest first.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn thread_runs(&self, thread_id: &str) -> Result<Vec<RunRecord>, StoreError>;
 }
 
 const RUN_COLUMNS: &str = "run_id, thread_id, agent_id, status, spec, started_at, updated_at, ended_at, steps, \
@@ -2034,6 +2056,18 @@ impl Runs for Store {
             ),
         };
         let rows = self.query(Stmt::new(sql, params)).await?;
+        rows.iter().map(run_of).collect()
+    }
+
+    async fn thread_runs(&self, thread_id: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = self
+            .query(Stmt::new(
+                format!(
+                    "SELECT {RUN_COLUMNS} FROM runs WHERE thread_id = $1 ORDER BY started_at DESC, run_id DESC"
+                ),
+                vec![thread_id.into()],
+            ))
+            .await?;
         rows.iter().map(run_of).collect()
     }
 }

@@ -15,6 +15,7 @@ use weft_store::{
     ThreadRecord, Threads, ToolCallRecord, ToolCallStatus, ToolLedger, Usage, new_id, now_string,
 };
 use weft_store::{Lease, RecordedResponse, Responses as _, StoreError};
+use weft_store::{TokenScope, Tokens as _};
 
 fn checkpoint_of(thread: &str, state: &AgentState, usage: u64) -> Checkpoint {
     Checkpoint {
@@ -823,6 +824,170 @@ async fn leases_fence_stale_owners(store: &Store) {
     );
 }
 
+/// API tokens: a secret verifies until its token is revoked; a read-only token says so; the
+/// secret (and its hash) never appear in what is listed; two active tokens never share a name,
+/// a revoked token's name can be reused.
+async fn api_tokens(store: &Store) {
+    assert!(store.tokens().await.unwrap().is_empty());
+    let (laptop, secret) = store
+        .create_token(" laptop ", TokenScope::Full)
+        .await
+        .unwrap();
+    assert_eq!(laptop.name, "laptop");
+    assert!(
+        laptop.id.starts_with("t-") && laptop.id.len() == 10,
+        "{}",
+        laptop.id
+    );
+    assert!(laptop.is_active() && laptop.last_used_at.is_none());
+    assert!(secret.expose().starts_with("weft_"));
+    assert!(!format!("{secret:?}").contains(&secret.expose()[5..]));
+
+    // Verify: the token's record, its use recorded.
+    let checked = store.verify_token(secret.expose()).await.unwrap().unwrap();
+    assert_eq!(checked.id, laptop.id);
+    assert_eq!(checked.scope, TokenScope::Full);
+    assert!(checked.scope.allows_write());
+    let listed = store.tokens().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let first_use = listed[0].last_used_at.clone().expect("use recorded");
+    // A second use within the minute does not write again.
+    store.verify_token(secret.expose()).await.unwrap().unwrap();
+    assert_eq!(
+        store.tokens().await.unwrap()[0].last_used_at.as_deref(),
+        Some(first_use.as_str())
+    );
+
+    // Wrong, malformed and empty secrets are refused.
+    let mut wrong = secret.expose().to_owned();
+    let last = if wrong.ends_with('A') { "B" } else { "A" };
+    wrong.replace_range(wrong.len() - 1.., last);
+    for refused in [
+        wrong.as_str(),
+        "",
+        "weft_",
+        "Bearer x",
+        &secret.expose()[1..],
+    ] {
+        assert_eq!(
+            store.verify_token(refused).await.unwrap(),
+            None,
+            "{refused:?}"
+        );
+    }
+
+    // A read-only token round-trips its scope.
+    let (dashboard, read_secret) = store
+        .create_token("dashboard", TokenScope::Read)
+        .await
+        .unwrap();
+    assert_eq!(dashboard.scope, TokenScope::Read);
+    let checked = store
+        .verify_token(read_secret.expose())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(checked.scope, TokenScope::Read);
+    assert!(!checked.scope.allows_write());
+
+    // Names: an active token's name is refused; bad names are refused.
+    let error = store
+        .create_token("laptop", TokenScope::Read)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, StoreError::AlreadyExists { kind: "token", id } if id == "laptop"),
+        "{error}"
+    );
+    assert!(matches!(
+        store.create_token("", TokenScope::Full).await,
+        Err(StoreError::Invalid(_))
+    ));
+
+    // Nothing listed holds a secret or its hash.
+    let listed = store.tokens().await.unwrap();
+    assert_eq!(listed.len(), 2);
+    let shown = format!("{listed:?} {}", serde_json::to_string(&listed).unwrap());
+    for s in [&secret, &read_secret] {
+        let hash: String = {
+            use sha2::Digest as _;
+            sha2::Sha256::digest(s.expose().as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
+        assert!(
+            !shown.contains(s.expose()) && !shown.contains(&hash),
+            "{shown}"
+        );
+    }
+    let json = serde_json::to_value(&listed[1]).unwrap();
+    assert_eq!(json["scope"], "read");
+    assert!(json.get("createdAt").is_some() && json.get("revokedAt").is_some());
+
+    // Revoke by name: refused from then on, listed as revoked.
+    let revoked = store.revoke_token("laptop").await.unwrap();
+    assert_eq!(revoked.id, laptop.id);
+    let revoked_at = revoked.revoked_at.clone().expect("revoked");
+    assert_eq!(store.verify_token(secret.expose()).await.unwrap(), None);
+    assert!(
+        store
+            .verify_token(read_secret.expose())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // Revoking again by id changes nothing; by name there is no active `laptop` any more.
+    let again = store.revoke_token(&laptop.id).await.unwrap();
+    assert_eq!(again.revoked_at.as_deref(), Some(revoked_at.as_str()));
+    assert!(matches!(
+        store.revoke_token("laptop").await,
+        Err(StoreError::NotFound { kind: "token", .. })
+    ));
+    assert!(matches!(
+        store.revoke_token("nope").await,
+        Err(StoreError::NotFound { kind: "token", .. })
+    ));
+
+    // The revoked token's name is free again (rotation); the old secret stays refused.
+    let (rotated, new_secret) = store
+        .create_token("laptop", TokenScope::Full)
+        .await
+        .unwrap();
+    assert_ne!(rotated.id, laptop.id);
+    assert_eq!(
+        store
+            .verify_token(new_secret.expose())
+            .await
+            .unwrap()
+            .map(|t| t.id),
+        Some(rotated.id.clone())
+    );
+    assert_eq!(store.verify_token(secret.expose()).await.unwrap(), None);
+
+    // Revoke by id.
+    store.revoke_token(&dashboard.id).await.unwrap();
+    assert_eq!(
+        store.verify_token(read_secret.expose()).await.unwrap(),
+        None
+    );
+    let states: Vec<(String, bool)> = store
+        .tokens()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.name.clone(), t.is_active()))
+        .collect();
+    assert_eq!(
+        states,
+        vec![
+            ("laptop".to_owned(), false),
+            ("dashboard".to_owned(), false),
+            ("laptop".to_owned(), true)
+        ]
+    );
+}
+
 async fn schema_is_current(store: &Store) {
     assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
 }
@@ -853,6 +1018,7 @@ macro_rules! backend_suite {
             case!(threads_and_runs);
             case!(tool_ledger);
             case!(leases_fence_stale_owners);
+            case!(api_tokens);
             case!(schema_is_current);
         }
     };

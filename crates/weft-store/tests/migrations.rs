@@ -11,7 +11,8 @@ use weft_agent::AgentState;
 use weft_agent::checkpoint::{Checkpoint, CheckpointMetadata};
 use weft_provider::Message;
 use weft_store::{
-    EventLog, EventQuery, NewEvent, PgOptions, Runs, SCHEMA_VERSION, Store, StoreError,
+    EventLog, EventQuery, NewEvent, PgOptions, Runs, SCHEMA_VERSION, Store, StoreError, TokenScope,
+    Tokens as _,
 };
 
 fn fixture() -> PathBuf {
@@ -108,6 +109,42 @@ async fn the_v1_fixture_keeps_opening_and_is_upgraded() {
     assert_eq!(events.len(), 1);
     // Version-2 columns work on the upgraded file.
     assert!(store.runs(None).await.unwrap().is_empty());
+    // So does the version-7 table.
+    assert!(store.tokens().await.unwrap().is_empty());
+}
+
+/// Schema 7 adds `api_tokens` to a version-6 database: what it held stays, tokens work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v6_database_is_upgraded_with_api_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v6.db");
+    let old = Store::open_sqlite_at_version(&path, 6)
+        .await
+        .unwrap()
+        .with_durability(weft_store::Durability::Sync);
+    old.save_checkpoint("fixture-thread", &sample_checkpoint())
+        .await
+        .unwrap();
+    assert_eq!(old.schema_version().await.unwrap(), 6);
+    assert!(
+        old.tokens().await.is_err(),
+        "no api_tokens table at version 6"
+    );
+    drop(old);
+    let store = Store::open(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), 7);
+    assert!(
+        store
+            .latest_checkpoint("fixture-thread")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let (token, secret) = store.create_token("ci", TokenScope::Read).await.unwrap();
+    let checked = store.verify_token(secret.expose()).await.unwrap().unwrap();
+    assert_eq!((checked.id, checked.scope), (token.id, TokenScope::Read));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -92,7 +92,11 @@ pub(crate) fn run(args: LlmArgs) -> anyhow::Result<ExitCode> {
         Some(model) => registry.resolve(model)?,
         None => super::models::default_model()?,
     };
-    if let Some(problem) = super::preflight::check_one(&reference, args.base_url.as_deref()) {
+    if let Some(problem) = weft_standard::preflight::check_one(
+        &reference,
+        args.base_url.as_deref(),
+        super::models::local_model_check,
+    ) {
         anyhow::bail!("{}: {problem}", reference.to_reference_string());
     }
     if reference.provider.name == weft_local::NAME {
@@ -287,7 +291,7 @@ pub(crate) fn provider_config(
     headers: &[String],
 ) -> anyhow::Result<ProviderConfig> {
     if let Some(url) = base_url {
-        super::preflight::check_base_url(url)
+        weft_standard::preflight::check_base_url(url)
             .map_err(|problem| anyhow::anyhow!("--base-url: {problem}"))?;
     }
     let mut config = ProviderConfig {

@@ -19,15 +19,16 @@ pub(crate) mod mcp;
 pub(crate) mod memory;
 pub(crate) mod models;
 pub(crate) mod policy;
-pub(crate) mod preflight;
 pub(crate) mod pricing;
 pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod serve;
 pub(crate) mod signals;
 pub(crate) mod store;
 pub(crate) mod telemetry;
 pub(crate) mod thread;
+pub(crate) mod tokens;
 pub(crate) mod worktree;
 
 use std::process::ExitCode;
@@ -74,5 +75,7 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Memory(command) => memory::run(command),
         Command::Deliver(args) => deliver::run(args),
         Command::Mcp(command) => mcp::run(command),
+        Command::Serve(args) => serve::run(args),
+        Command::Tokens(command) => tokens::run(command),
     }
 }

@@ -165,6 +165,13 @@ pub(crate) fn default_model() -> anyhow::Result<ModelReference> {
 
 /// Why this build cannot run the local model, and how to get one that can: the build lacks
 /// the `local` feature (whether or not the weights are installed, which is said too).
+/// The check `weft` adds to the preflight of a model: the embedded model needs the `local`
+/// feature.
+pub(crate) fn local_model_check(model: &weft_provider::ModelReference) -> Option<String> {
+    (model.provider.name == weft_local::NAME && !weft_local::INFERENCE_ENABLED)
+        .then(no_local_inference)
+}
+
 pub(crate) fn no_local_inference() -> String {
     let weights = match Locator::from_environment().locate(&GEMMA3_270M) {
         Ok(location) => format!("its weights are installed ({location})"),

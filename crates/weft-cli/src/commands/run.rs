@@ -17,11 +17,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use serde_json::Value;
-use weft_runtime::budget::{Budget, DEFAULT_SESSION_MAX_STEPS};
+use weft_runtime::budget::Budget;
 use weft_runtime::event::{AgentPath, EventKind, RunEvent, RunEvents};
-use weft_runtime::spec::{Program, RunSpec, SessionProgram};
 use weft_runtime::{RunEnd, RunHandle, Runtime};
-use weft_standard::{AgentDefinition, Project, ProjectError, StandardSessions};
+use weft_standard::{AgentDefinition, Launch, Project, ProjectError, StandardSessions};
 use weft_store::{Durability, Runs as _, Store, Threads as _};
 
 /// `weft run` flags.
@@ -209,12 +208,13 @@ fn run_once(args: RunArgs, started: &mut Started) -> anyhow::Result<ExitCode> {
         eprintln!("weft: warning: {warning}");
     }
     super::telemetry::start(&project.telemetry().unwrap_or_default());
-    let base_urls = match super::preflight::check(
+    let base_urls = match weft_standard::preflight::check(
         &project,
         agent,
         args.model.as_deref(),
         args.base_url.as_deref(),
         &providers(),
+        super::models::local_model_check,
     ) {
         Ok(base_urls) => base_urls,
         Err(problems) => {
@@ -299,10 +299,6 @@ async fn drive(
     ),
     started: &mut Started,
 ) -> anyhow::Result<ExitCode> {
-    let project_dir =
-        std::fs::canonicalize(project.dir()).context("cannot resolve the project folder")?;
-    let workspace = std::fs::canonicalize(args.workspace.as_deref().unwrap_or(project.dir()))
-        .context("cannot resolve the workspace folder")?;
     let store_url = super::location::store_url(args.store.as_deref(), Some(project.dir()))?;
     let store = super::location::open_or_create(&store_url).await?;
     super::confine::announce(project, args.sandbox);
@@ -317,34 +313,25 @@ async fn drive(
         }
         model_override = Some(reference.to_reference_string());
     }
-    let program = SessionProgram {
-        project: Some(project.snapshot()?),
-        project_dir: (project_dir != workspace).then_some(project_dir),
-        workspace,
-        agent: agent.name.clone(),
-        model_override,
+    let launch = Launch {
+        workspace: args.workspace.clone(),
+        model: model_override,
         sandbox: args.sandbox.map(|m| m.as_str().to_owned()),
         base_urls,
+        durability: if args.durability == "async" {
+            Durability::Async
+        } else {
+            Durability::Sync
+        },
+        pricing,
+        budget: Budget {
+            max_steps: args.max_steps,
+            max_total_tokens: args.max_total_tokens,
+            max_cost: args.max_cost,
+            max_time: args.max_time,
+        },
     };
-    let mut spec = RunSpec::new(input, Program::Session(program));
-    spec.durability = if args.durability == "async" {
-        Durability::Async
-    } else {
-        Durability::Sync
-    };
-    spec.pricing = pricing;
-    // The flags, then the project's `[budget]`, then the default step limit of sessions.
-    spec.budget = Budget {
-        max_steps: args.max_steps,
-        max_total_tokens: args.max_total_tokens,
-        max_cost: args.max_cost,
-        max_time: args.max_time,
-    }
-    .or(project.config().budget.unwrap_or_default())
-    .or(Budget {
-        max_steps: Some(DEFAULT_SESSION_MAX_STEPS),
-        ..Budget::default()
-    });
+    let spec = launch.spec(project, agent, input)?;
     let runtime = interactive(runtime(store, prices), args.no_input);
     // `--continue`: a thread id, or a run (id or prefix) whose thread goes on.
     let thread = match &args.continue_thread {

@@ -35,7 +35,7 @@ use weft_store::EventRecord;
 pub use emitter::Emitter;
 pub use kind::{AgentType, EventKind, SessionStatus, Side, StopReason};
 pub use stream::RunEvents;
-pub use ui_stream::UiStreamEncoder;
+pub use ui_stream::{ApprovalChunks, UiStreamEncoder};
 
 /// Which agent of a run acted: the root agent's name, then each sub-agent's, joined by `/`
 /// (`main`, `main/researcher`). Cheap to clone.

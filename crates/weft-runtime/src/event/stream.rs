@@ -2,10 +2,11 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
-use weft_store::{EventLog as _, EventQuery, Store};
+use weft_store::{EventLog as _, EventQuery, Runs as _, Store};
 
 use super::{EventKind, RunEvent};
 
@@ -27,6 +28,9 @@ pub struct RunEvents {
     backlog: VecDeque<RunEvent>,
     ended: bool,
     stop_on_drop: Option<CancellationToken>,
+    /// Set for a run driven by no emitter of this process: how often the log is read again
+    /// while the run is running elsewhere.
+    poll: Option<Duration>,
 }
 
 impl std::fmt::Debug for RunEvents {
@@ -53,7 +57,19 @@ impl RunEvents {
             backlog: VecDeque::new(),
             ended: false,
             stop_on_drop: None,
+            poll: None,
         }
+    }
+
+    /// A stream of a run this process does not drive: the log is read every `interval`
+    /// while the run is running (in another process), and the stream ends after `run_end`
+    /// or when the run is no longer running and everything logged was handed out.
+    pub(crate) fn polling(store: Store, run_id: &str, after_seq: u64, interval: Duration) -> Self {
+        // A channel whose sender is gone: every receive reports `Closed` at once.
+        let (_, live) = broadcast::channel(1);
+        let mut events = RunEvents::new(live, Some(store), run_id, after_seq);
+        events.poll = Some(interval);
+        events
     }
 
     /// This stream, stopping the run through `abort` when it is dropped undetached.
@@ -94,7 +110,19 @@ impl RunEvents {
                 Err(RecvError::Lagged(_)) => self.read_back(None).await,
                 Err(RecvError::Closed) => {
                     self.read_back(None).await;
-                    self.ended = true;
+                    if let Some(interval) = self.poll
+                        && self.backlog.is_empty()
+                    {
+                        if self.running_elsewhere().await {
+                            tokio::time::sleep(interval).await;
+                        } else {
+                            // One last read: the run may have logged its end since.
+                            self.read_back(None).await;
+                            self.ended = true;
+                        }
+                    } else if self.poll.is_none() {
+                        self.ended = true;
+                    }
                 }
             }
         }
@@ -109,6 +137,24 @@ impl RunEvents {
             self.stop_on_drop = None;
         }
         event
+    }
+
+    /// Whether another process is driving the run now (its record says running and its
+    /// owner is alive).
+    async fn running_elsewhere(&self) -> bool {
+        let Some(store) = &self.store else {
+            return false;
+        };
+        match store.run(&self.run_id).await {
+            Ok(Some(record)) => {
+                crate::ownership::effective_status(store, &record) == weft_store::RunStatus::Running
+            }
+            Ok(None) => false,
+            Err(error) => {
+                tracing::warn!(%error, "reading a followed run's record failed");
+                false
+            }
+        }
     }
 
     /// Queues the logged events after the last one handed out (before `until`, if given).

@@ -30,6 +30,9 @@ use super::{EventKind, RunEvent};
 #[derive(Debug)]
 pub struct UiStreamEncoder {
     message_id: String,
+    approvals: ApprovalChunks,
+    /// Calls a person denied: their error result is the `tool-output-denied` already sent.
+    denied: Vec<String>,
     started: bool,
     in_step: bool,
     /// The open text or reasoning part: its id and whether it is reasoning.
@@ -38,17 +41,38 @@ pub struct UiStreamEncoder {
     finished: bool,
 }
 
+/// How the stream tells a client of a call that waits for a person's decision.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ApprovalChunks {
+    /// The AI SDK v6 way: `tool-approval-request` (`approvalId`, `toolCallId`), and
+    /// `tool-output-denied` for a call a person denied.
+    #[default]
+    ToolApprovalRequest,
+    /// A `data-approval` part (`approvalId`, `toolCallId`, `tool`, `arguments`, `kind`,
+    /// `reason`), which AI SDK v5 clients accept (they know no approval chunk).
+    DataPart,
+}
+
 impl UiStreamEncoder {
     /// An encoder of the assistant message `message_id`.
     pub fn new(message_id: &str) -> Self {
         UiStreamEncoder {
             message_id: message_id.to_owned(),
+            approvals: ApprovalChunks::default(),
+            denied: Vec::new(),
             started: false,
             in_step: false,
             open: None,
             parts: 0,
             finished: false,
         }
+    }
+
+    /// This encoder, telling of calls that wait for a person's decision with `approvals`.
+    #[must_use]
+    pub fn with_approvals(mut self, approvals: ApprovalChunks) -> Self {
+        self.approvals = approvals;
+        self
     }
 
     /// The chunks `event` adds to the message.
@@ -84,6 +108,49 @@ impl UiStreamEncoder {
                     input: arguments.clone(),
                 });
             }
+            EventKind::DecisionPending {
+                decision,
+                kind,
+                tool,
+                arguments,
+                reason,
+                ..
+            } => {
+                self.step(&mut chunks);
+                chunks.push(match self.approvals {
+                    ApprovalChunks::ToolApprovalRequest => {
+                        let mut chunk = serde_json::Map::new();
+                        chunk.insert("type".into(), "tool-approval-request".into());
+                        chunk.insert("approvalId".into(), Value::String(decision.clone()));
+                        chunk.insert("toolCallId".into(), Value::String(call_id()));
+                        UiChunk::Other(chunk)
+                    }
+                    ApprovalChunks::DataPart => UiChunk::Data {
+                        name: "data-approval".to_owned(),
+                        id: Some(decision.clone()),
+                        data: serde_json::json!({
+                            "approvalId": decision,
+                            "toolCallId": call_id(),
+                            "tool": tool,
+                            "arguments": arguments,
+                            "kind": kind,
+                            "reason": reason,
+                        }),
+                        transient: false,
+                    },
+                });
+            }
+            EventKind::Decision {
+                approved: false, ..
+            } if self.approvals == ApprovalChunks::ToolApprovalRequest => {
+                self.step(&mut chunks);
+                self.denied.push(call_id());
+                let mut chunk = serde_json::Map::new();
+                chunk.insert("type".into(), "tool-output-denied".into());
+                chunk.insert("toolCallId".into(), Value::String(call_id()));
+                chunks.push(UiChunk::Other(chunk));
+            }
+            EventKind::ToolCallEnd { is_error: true, .. } if self.denied.contains(&call_id()) => {}
             EventKind::ToolCallEnd {
                 is_error,
                 result,

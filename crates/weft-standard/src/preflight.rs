@@ -1,4 +1,4 @@
-//! What `weft run` checks before it records a run: every model the run may call resolves
+//! What `weft run` and `weft serve` check before they record a run: every model the run may call resolves
 //! (a known provider, `PROVIDER:MODEL`), its script file loads (`scripted:`,
 //! `scripted-turns:`), its key is set, its endpoint is known (`openai-compatible` needs a base
 //! URL) and well formed, and the build can run it (`local:` needs the `local` feature). A
@@ -14,18 +14,28 @@ use std::path::PathBuf;
 
 use weft_provider::adapters::openai_chat::COMPATIBLE_BASE_URL_ENV;
 use weft_provider::{ModelReference, ProviderRegistry};
-use weft_standard::{AgentDefinition, ModelSite, Project};
+
+use crate::{AgentDefinition, ModelSite, Project};
+
+/// A check of one model that this build of Weft adds (`weft` without the `local` feature
+/// cannot run the embedded model): `Some(sentence)` when the model cannot be used.
+pub type ModelCheck = fn(&ModelReference) -> Option<String>;
 
 /// The provider that has no default endpoint.
 const COMPATIBLE: &str = "openai-compatible";
 
 /// The base URLs of the run, or every problem found (one line each, file and key first).
-pub(crate) fn check(
+/// `model_check` adds what this build cannot run (see [`ModelCheck`]).
+///
+/// # Errors
+/// Every problem found, each a line naming the file and key.
+pub fn check(
     project: &Project,
     agent: &AgentDefinition,
     model_override: Option<&str>,
     base_url_flag: Option<&str>,
     registry: &ProviderRegistry,
+    model_check: ModelCheck,
 ) -> Result<BTreeMap<String, String>, Vec<String>> {
     let mut problems = Vec::new();
     let config_file = project.config_file();
@@ -66,7 +76,7 @@ pub(crate) fn check(
             }
         };
         let provider = resolved.provider.name.clone();
-        if let Some(problem) = unusable(&resolved) {
+        if let Some(problem) = unusable(&resolved).or_else(|| model_check(&resolved)) {
             problems.push(format!("{at}: {problem}"));
         }
         if let Some(variable) = missing_key(&provider) {
@@ -123,26 +133,28 @@ pub(crate) fn check(
     }
 }
 
-/// Why `model` cannot be used by this build, when it cannot: a script file that does not
-/// load (`scripted:`, `scripted-turns:`), or the local model without the `local` feature.
-pub(crate) fn unusable(model: &ModelReference) -> Option<String> {
+/// Why `model` cannot be used, when a script file does not load (`scripted:`,
+/// `scripted-turns:`).
+pub fn unusable(model: &ModelReference) -> Option<String> {
     match model.provider.name.as_str() {
         "scripted" | "scripted-turns" => {
             weft_provider::adapters::scripted::Script::load(std::path::Path::new(&model.model_id))
                 .err()
                 .map(|error| error.to_string())
         }
-        weft_local::NAME if !weft_local::INFERENCE_ENABLED => {
-            Some(super::models::no_local_inference())
-        }
         _ => None,
     }
 }
 
 /// `weft llm`'s and `weft embed`'s check of `model`: a definition problem that no request
-/// would fix (see [`unusable`]), or an `openai-compatible` model without a base URL.
-pub(crate) fn check_one(model: &ModelReference, base_url: Option<&str>) -> Option<String> {
-    if let Some(problem) = unusable(model) {
+/// would fix (see [`unusable`] and `model_check`), or an `openai-compatible` model without a
+/// base URL.
+pub fn check_one(
+    model: &ModelReference,
+    base_url: Option<&str>,
+    model_check: ModelCheck,
+) -> Option<String> {
+    if let Some(problem) = unusable(model).or_else(|| model_check(model)) {
         return Some(problem);
     }
     let known = base_url.is_some()
@@ -159,7 +171,7 @@ pub(crate) fn check_one(model: &ModelReference, base_url: Option<&str>) -> Optio
 ///
 /// # Errors
 /// The sentence saying what is wrong.
-pub(crate) fn check_base_url(url: &str) -> Result<(), String> {
+pub fn check_base_url(url: &str) -> Result<(), String> {
     let rest = url
         .strip_prefix("http://")
         .or_else(|| url.strip_prefix("https://"));

@@ -1,0 +1,138 @@
+//! A thread as the Vercel AI SDK's `UIMessage`s: what a `useChat` page shows of a stored
+//! conversation, with the ids its live stream used.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::{Map, Value, json};
+use weft_provider::{ContentBlock, Message};
+
+use crate::event::Side;
+use crate::transcript::{Item, Transcript};
+
+/// The id of the assistant message a run adds to a chat: one message per run (all its
+/// steps), the same in the live stream ([`crate::event::UiStreamEncoder`]'s `start` chunk)
+/// and in the stored history, across resumes.
+///
+/// ```
+/// assert_eq!(weft_runtime::ui_messages::assistant_message_id("r1"), "msg-r1");
+/// ```
+pub fn assistant_message_id(run_id: &str) -> String {
+    format!("msg-{run_id}")
+}
+
+/// The id of the user message that is a run's input, when the client gave none.
+///
+/// ```
+/// assert_eq!(weft_runtime::ui_messages::input_message_id("r1"), "user-r1");
+/// ```
+pub fn input_message_id(run_id: &str) -> String {
+    format!("user-{run_id}")
+}
+
+impl Transcript {
+    /// Side A's conversation as `UIMessage` objects: each run's input is a user message
+    /// (with the id the client gave it, from `input_ids` by run id, else
+    /// [`input_message_id`]); everything a run's agents said and did is one assistant
+    /// message ([`assistant_message_id`]) with a `step-start` part per model response, its
+    /// reasoning and text parts, and a `tool-NAME` part per call (`output-available` or
+    /// `output-error` once its result is known, `input-available` before).
+    pub fn to_ui_messages(&self, input_ids: &HashMap<String, String>) -> Vec<Value> {
+        let mut messages: Vec<Value> = Vec::new();
+        // The assistant message being built: its run and parts; where each call's part is.
+        let mut current: Option<(String, Vec<Value>)> = None;
+        let mut calls: BTreeMap<String, usize> = BTreeMap::new();
+        let flush = |current: &mut Option<(String, Vec<Value>)>, messages: &mut Vec<Value>| {
+            if let Some((run, parts)) = current.take() {
+                messages.push(json!({
+                    "id": assistant_message_id(&run),
+                    "role": "assistant",
+                    "parts": parts,
+                }));
+            }
+        };
+        for entry in &self.entries {
+            if entry.side != Side::A {
+                continue;
+            }
+            let run = entry.run_id.clone().unwrap_or_default();
+            let Item::Message(message) = &entry.item else {
+                continue;
+            };
+            match message {
+                Message::User(_) => {
+                    flush(&mut current, &mut messages);
+                    calls.clear();
+                    let id = input_ids
+                        .get(&run)
+                        .cloned()
+                        .unwrap_or_else(|| input_message_id(&run));
+                    messages.push(json!({
+                        "id": id,
+                        "role": "user",
+                        "parts": [{"type": "text", "text": message.text()}],
+                    }));
+                }
+                Message::Assistant(assistant) => {
+                    if current.as_ref().is_none_or(|(r, _)| *r != run) {
+                        flush(&mut current, &mut messages);
+                        calls.clear();
+                        current = Some((run.clone(), Vec::new()));
+                    }
+                    let Some((_, parts)) = current.as_mut() else {
+                        continue;
+                    };
+                    parts.push(json!({"type": "step-start"}));
+                    for block in &assistant.content {
+                        match block {
+                            ContentBlock::Reasoning(r) if !r.text.is_empty() => parts.push(
+                                json!({"type": "reasoning", "text": r.text, "state": "done"}),
+                            ),
+                            ContentBlock::Text(t) if !t.text.is_empty() => {
+                                parts.push(json!({"type": "text", "text": t.text, "state": "done"}))
+                            }
+                            _ => {}
+                        }
+                    }
+                    for call in &assistant.tool_calls {
+                        calls.insert(call.tool_call_id.clone(), parts.len());
+                        parts.push(json!({
+                            "type": format!("tool-{}", call.tool_name),
+                            "toolCallId": call.tool_call_id,
+                            "state": "input-available",
+                            "input": call.arguments,
+                        }));
+                    }
+                }
+                Message::ToolResult(results) => {
+                    let Some((_, parts)) = current.as_mut() else {
+                        continue;
+                    };
+                    for result in &results.results {
+                        let Some(Value::Object(part)) = calls
+                            .get(&result.tool_call_id)
+                            .and_then(|at| parts.get_mut(*at))
+                        else {
+                            continue;
+                        };
+                        complete(part, &result.result, result.is_error);
+                    }
+                }
+            }
+        }
+        flush(&mut current, &mut messages);
+        messages
+    }
+}
+
+fn complete(part: &mut Map<String, Value>, result: &Value, is_error: bool) {
+    if is_error {
+        part.insert("state".into(), "output-error".into());
+        let text = result
+            .as_str()
+            .map_or_else(|| result.to_string(), str::to_owned);
+        part.insert("errorText".into(), Value::String(text));
+    } else {
+        part.insert("state".into(), "output-available".into());
+        part.insert("output".into(), result.clone());
+    }
+}

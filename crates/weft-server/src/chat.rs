@@ -1,0 +1,451 @@
+//! The Vercel AI SDK chat contract, so `useChat` with `DefaultChatTransport` works against
+//! Weft unchanged: `POST /api/chat` (and `/api/agents/{agent}/chat`), `GET …/{id}/stream`
+//! (rejoin the assistant message in progress; 204 when nothing runs), `POST …/{id}/stop`,
+//! and `GET /api/chat/{id}/messages` (the stored conversation as `UIMessage`s).
+//!
+//! The chat id is a Weft thread. **The stored thread is the truth**: from a request only the
+//! new user message, or the approval answers inside the replayed assistant message, are
+//! taken; a history that differs from the stored one is answered 409. An approval answer is
+//! matched against the run's pending decisions in the store — by id, bound to the call and
+//! the hash of its arguments, single use — never taken from the replayed history alone.
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::Value;
+use weft_runtime::RunError;
+use weft_runtime::event::ApprovalChunks;
+use weft_runtime::transcript::Transcript;
+use weft_runtime::ui_messages::assistant_message_id;
+use weft_store::{
+    DecisionStatus, Decisions as _, EventLog as _, EventQuery, RunRecord, RunStatus, Runs as _,
+    Verdict,
+};
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::sse;
+use crate::state::AppState;
+
+/// A `UIMessage` as a client sends it (only what the server reads of it).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClientMessage {
+    /// Its id.
+    pub id: String,
+    /// `user`, `assistant` or `system`.
+    pub role: String,
+    /// Its parts.
+    #[serde(default)]
+    pub parts: Vec<Value>,
+}
+
+impl ClientMessage {
+    /// The text of its text parts.
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter(|p| p["type"] == "text")
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("")
+    }
+}
+
+/// The body of `POST /api/chat`: `{id, messages, trigger, messageId}`, or `{id, message}`
+/// with only the last message.
+#[derive(Debug, Deserialize)]
+struct ChatRequest {
+    id: String,
+    #[serde(default)]
+    messages: Option<Vec<ClientMessage>>,
+    #[serde(default)]
+    message: Option<ClientMessage>,
+    #[serde(default)]
+    trigger: Option<String>,
+}
+
+/// `?ui=v5`: a client of the AI SDK v5, which knows no approval chunk.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct UiQuery {
+    #[serde(default)]
+    ui: Option<String>,
+}
+
+impl UiQuery {
+    fn approvals(&self) -> ApprovalChunks {
+        if self.ui.as_deref() == Some("v5") {
+            ApprovalChunks::DataPart
+        } else {
+            ApprovalChunks::ToolApprovalRequest
+        }
+    }
+}
+
+/// `POST /api/chat`.
+pub(crate) async fn post_default(
+    state: State<AppState>,
+    caller: Extension<Caller>,
+    query: Query<UiQuery>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    post(state, caller, None, query, body).await
+}
+
+/// `POST /api/agents/{agent}/chat`.
+pub(crate) async fn post_agent(
+    state: State<AppState>,
+    caller: Extension<Caller>,
+    Path(agent): Path<String>,
+    query: Query<UiQuery>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    post(state, caller, Some(agent), query, body).await
+}
+
+async fn post(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    agent: Option<String>,
+    Query(query): Query<UiQuery>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!("the request body is not a chat request: {e}"))
+    })?;
+    if request.trigger.as_deref() == Some("regenerate-message") {
+        return Err(ApiError::conflict(
+            "regenerating a message is not supported: the stored thread keeps every answer; fork the thread from a checkpoint instead",
+        ));
+    }
+    let (last, history) = match (&request.message, &request.messages) {
+        (Some(message), _) => (message.clone(), None),
+        (None, Some(messages)) => match messages.split_last() {
+            Some((last, before)) => (last.clone(), Some(before)),
+            None => return Err(ApiError::bad_request("the request has no messages")),
+        },
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "the request has neither messages nor message",
+            ));
+        }
+    };
+    let thread = request.id.clone();
+    let lock = state.thread_lock(&thread);
+    let guard = lock.lock().await;
+    if let Some(active) = state.active_run(&thread).await? {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "busy",
+            format!(
+                "run {} is in progress on this chat: rejoin it with GET /api/chat/{thread}/stream or stop it first",
+                active.run_id
+            ),
+        ));
+    }
+    let latest = state.latest_run(&thread).await?;
+    let (started, message_id) = match last.role.as_str() {
+        "assistant" => {
+            let Some(run) = latest.filter(|r| assistant_message_id(&r.run_id) == last.id) else {
+                return Err(ApiError::conflict(format!(
+                    "the message {:?} is not this chat's latest answer: reload the chat",
+                    last.id
+                )));
+            };
+            answer_approvals(&state, &run, &last).await?;
+            let started = state.resume_run(&caller, &run).await?;
+            (started, last.id.clone())
+        }
+        "user" => {
+            if let Some(history) = history {
+                check_history(&state, &thread, history).await?;
+            }
+            let text = last.text();
+            if let Some(run) = latest.filter(|r| r.status == RunStatus::Suspended) {
+                deny_pending(&state, &caller, &run, &text).await?;
+            }
+            let started = state
+                .start_run(
+                    &caller,
+                    agent.as_deref(),
+                    &thread,
+                    text,
+                    Some(last.id.clone()),
+                )
+                .await?;
+            let id = assistant_message_id(&started.run_id);
+            (started, id)
+        }
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "the last message is a {other:?} message: send a user message, or the assistant message with approval answers"
+            )));
+        }
+    };
+    drop(guard);
+    sse::ui_stream(
+        &state,
+        &started.run_id,
+        started.after_seq,
+        &message_id,
+        query.approvals(),
+    )
+    .await
+}
+
+/// The approval answers inside a replayed assistant message, each checked against the
+/// run's pending decision it names (id, call, arguments; single use).
+async fn answer_approvals(
+    state: &AppState,
+    run: &RunRecord,
+    message: &ClientMessage,
+) -> Result<(), ApiError> {
+    let mut answered = 0;
+    for part in &message.parts {
+        let Some(approval) = part.get("approval").filter(|a| a.get("approved").is_some()) else {
+            continue;
+        };
+        let (Some(id), Some(call)) = (approval["id"].as_str(), part["toolCallId"].as_str()) else {
+            return Err(ApiError::bad_request(
+                "an approval answer has no id or toolCallId",
+            ));
+        };
+        let pending = state
+            .store()
+            .decisions(&run.run_id)
+            .await?
+            .into_iter()
+            .any(|d| d.id == id && d.status == DecisionStatus::Pending);
+        if !pending {
+            // Answered before (a replayed message carries every earlier answer): skip it
+            // only if it is recorded as this very answer; anything else is stale or forged.
+            let decisions = state.store().decisions(&run.run_id).await?;
+            let known = decisions
+                .iter()
+                .find(|d| d.id == id && d.tool_call_id == call);
+            let approved = approval["approved"].as_bool() == Some(true);
+            match known {
+                Some(d)
+                    if d.status != DecisionStatus::Pending
+                        && (d.status == DecisionStatus::Denied) != approved =>
+                {
+                    continue;
+                }
+                _ => {
+                    return Err(ApiError::new(
+                        StatusCode::CONFLICT,
+                        "decision_refused",
+                        format!(
+                            "the approval {id:?} answers no pending call of run {}",
+                            run.run_id
+                        ),
+                    ));
+                }
+            }
+        }
+        let verdict = if approval["approved"].as_bool() == Some(true) {
+            Verdict::Approve
+        } else {
+            Verdict::Deny(
+                approval["reason"]
+                    .as_str()
+                    .filter(|r| !r.trim().is_empty())
+                    .unwrap_or("the user denied this call")
+                    .to_owned(),
+            )
+        };
+        state
+            .runtime()
+            .decide_bound(&run.run_id, id, call, part.get("input"), verdict)
+            .await?;
+        answered += 1;
+    }
+    let still: Vec<String> = state
+        .store()
+        .decisions(&run.run_id)
+        .await?
+        .into_iter()
+        .filter(|d| d.status == DecisionStatus::Pending)
+        .map(|d| d.id)
+        .collect();
+    if !still.is_empty() {
+        return Err(ApiError::conflict(format!(
+            "run {} still waits for a decision on {}: answer every pending call",
+            run.run_id,
+            still.join(", ")
+        )));
+    }
+    if answered == 0 && run.status != RunStatus::Suspended {
+        return Err(ApiError::conflict(format!(
+            "run {} waits for nothing: send a user message",
+            run.run_id
+        )));
+    }
+    Ok(())
+}
+
+/// A user who types a new message instead of answering denies the pending calls, with that
+/// reason; the run then finishes (the model hears why) before the new message runs.
+async fn deny_pending(
+    state: &AppState,
+    caller: &Caller,
+    run: &RunRecord,
+    text: &str,
+) -> Result<(), ApiError> {
+    let pending: Vec<String> = state
+        .store()
+        .decisions(&run.run_id)
+        .await?
+        .into_iter()
+        .filter(|d| d.status == DecisionStatus::Pending)
+        .map(|d| d.id)
+        .collect();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let reason = format!("the user did not answer and sent a new message instead: {text}");
+    for id in &pending {
+        match state
+            .runtime()
+            .decide(&run.run_id, id, Verdict::Deny(reason.clone()))
+            .await
+        {
+            Ok(_) | Err(RunError::Decision(_)) => {}
+            Err(error) => return Err(error.into()),
+        }
+    }
+    let started = state.resume_run(caller, run).await?;
+    let mut events = state
+        .runtime()
+        .follow(&started.run_id, started.after_seq)
+        .await?;
+    while events.next().await.is_some() {}
+    Ok(())
+}
+
+/// The request's history (every message before the new one) must be the stored one: same
+/// messages in order, user messages by text, assistant messages by id.
+async fn check_history(
+    state: &AppState,
+    thread: &str,
+    history: &[ClientMessage],
+) -> Result<(), ApiError> {
+    let stored = stored_messages(state, thread).await?;
+    let diverges = |why: String| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "history_diverged",
+            format!("the chat's history differs from the stored thread ({why}): reload the chat"),
+        )
+    };
+    if stored.len() != history.len() {
+        return Err(diverges(format!(
+            "{} messages stored, {} sent",
+            stored.len(),
+            history.len()
+        )));
+    }
+    for (at, (stored, sent)) in stored.iter().zip(history).enumerate() {
+        if stored["role"] != sent.role.as_str() {
+            return Err(diverges(format!("message {at} has another role")));
+        }
+        let same = if sent.role == "user" {
+            let text: String = stored["parts"]
+                .as_array()
+                .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect())
+                .unwrap_or_default();
+            text == sent.text()
+        } else {
+            stored["id"] == sent.id.as_str()
+        };
+        if !same {
+            return Err(diverges(format!("message {at} differs")));
+        }
+    }
+    Ok(())
+}
+
+/// The thread's conversation as `UIMessage`s (empty for a thread with nothing yet).
+pub(crate) async fn stored_messages(
+    state: &AppState,
+    thread: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let runs = state.store().thread_runs(thread).await?;
+    let input_ids: HashMap<String, String> = runs
+        .iter()
+        .filter_map(|r| {
+            Some((
+                r.run_id.clone(),
+                r.spec.get("inputId")?.as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    match Transcript::load(state.store(), thread, None).await {
+        Ok(transcript) => Ok(transcript.to_ui_messages(&input_ids)),
+        Err(RunError::UnknownThread(_)) => Ok(Vec::new()),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// `GET /api/chat/{id}/messages`.
+pub(crate) async fn messages(
+    State(state): State<AppState>,
+    Path(thread): Path<String>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    Ok(Json(stored_messages(&state, &thread).await?))
+}
+
+/// `GET /api/chat/{id}/stream` (and under `/api/agents/{agent}`): the assistant message in
+/// progress, replayed from its `start` chunk and then live; 204 when nothing runs.
+pub(crate) async fn stream(
+    State(state): State<AppState>,
+    Path(params): Path<HashMap<String, String>>,
+    Query(query): Query<UiQuery>,
+) -> Result<Response, ApiError> {
+    let Some(thread) = params.get("id") else {
+        return Err(ApiError::bad_request("no chat id"));
+    };
+    let Some(run) = state.active_run(thread).await? else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    // This drive of the run starts after the run's last `run_end` (a resumed run ended
+    // once, suspended, before it was resumed).
+    let ends = state
+        .store()
+        .events(&EventQuery {
+            run_id: Some(run.run_id.clone()),
+            types: vec!["run_end".to_owned()],
+            ..EventQuery::default()
+        })
+        .await?;
+    let after = ends.last().map_or(0, |e| e.seq);
+    sse::ui_stream(
+        &state,
+        &run.run_id,
+        after,
+        &assistant_message_id(&run.run_id),
+        query.approvals(),
+    )
+    .await
+}
+
+/// `POST /api/chat/{id}/stop`: stops the run in progress (it keeps what it said and can be
+/// resumed); the client's own `stop()` only disconnects.
+pub(crate) async fn stop(
+    State(state): State<AppState>,
+    Path(params): Path<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let Some(thread) = params.get("id") else {
+        return Err(ApiError::bad_request("no chat id"));
+    };
+    let lock = state.thread_lock(thread);
+    let _guard = lock.lock().await;
+    let stopped = state.stop_thread(thread).await?;
+    Ok(Json(
+        serde_json::json!({"stopped": stopped.is_some(), "runId": stopped}),
+    ))
+}

@@ -1,0 +1,217 @@
+//! Starting, resuming and stopping runs for requests. The runs themselves are the
+//! runtime's (`weft_runtime::Runtime`): this module only decides which to start, on which
+//! thread, for whom, and lets them go on when the request that started them is gone.
+
+use axum::http::StatusCode;
+use weft_runtime::ownership::effective_status;
+use weft_runtime::{ResumeOptions, RunHandle};
+use weft_store::{EventLog as _, RunRecord, RunStatus, Runs as _, ThreadRecord, Threads as _};
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::{AppState, RunPermit};
+
+/// Longest thread id a client may choose.
+const MAX_THREAD_ID: usize = 128;
+
+/// A run a request started or resumed: its id and the `seq` its new events come after.
+#[derive(Debug, Clone)]
+pub struct Started {
+    /// The run.
+    pub run_id: String,
+    /// The thread.
+    pub thread_id: String,
+    /// The events of this drive are those after this `seq`.
+    pub after_seq: u64,
+}
+
+/// Whether `id` may name a thread (letters, digits, `-`, `_`, `.`, `:`; not `.` or `..`).
+pub fn valid_thread_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_THREAD_ID
+        && id != "."
+        && id != ".."
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+}
+
+impl AppState {
+    /// The thread's newest run, if any.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn latest_run(&self, thread: &str) -> Result<Option<RunRecord>, ApiError> {
+        Ok(self.store().thread_runs(thread).await?.into_iter().next())
+    }
+
+    /// The thread's run in progress (driven here or by another live process), if any.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn active_run(&self, thread: &str) -> Result<Option<RunRecord>, ApiError> {
+        Ok(self
+            .latest_run(thread)
+            .await?
+            .filter(|run| self.is_running(run)))
+    }
+
+    /// Whether `run` is being driven now.
+    pub fn is_running(&self, run: &RunRecord) -> bool {
+        self.runtime().is_live(&run.run_id)
+            || effective_status(self.store(), run) == RunStatus::Running
+    }
+
+    /// Starts a run of `agent` on `thread` (created when new) with `input` as the next user
+    /// message; `input_id` is the id the client gave that message.
+    ///
+    /// # Errors
+    /// 400 for a bad thread id or input, 422 when the project cannot run the agent (a
+    /// missing key, an unknown model: the preflight's problems), 429 when the caller
+    /// drives as many runs as it may; runtime and storage failures.
+    pub async fn start_run(
+        &self,
+        caller: &Caller,
+        agent: Option<&str>,
+        thread: &str,
+        input: String,
+        input_id: Option<String>,
+    ) -> Result<Started, ApiError> {
+        if !valid_thread_id(thread) {
+            return Err(ApiError::bad_request(format!(
+                "{thread:?} is not a valid thread id: use letters, digits, '-', '_', '.' or ':' (at most {MAX_THREAD_ID})"
+            )));
+        }
+        self.check_input(&input)?;
+        let agent = self.agent(agent)?;
+        let base_urls = weft_standard::preflight::check(
+            self.project(),
+            agent,
+            self.config().launch.model.as_deref(),
+            None,
+            self.runtime().providers(),
+            self.config().model_check,
+        )
+        .map_err(|problems| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "cannot_run",
+                format!(
+                    "the agent {} cannot run: {}",
+                    agent.name,
+                    problems.join("; ")
+                ),
+            )
+        })?;
+        let permit = self.permit(caller)?;
+        let mut launch = self.config().launch.clone();
+        launch.base_urls.extend(base_urls);
+        let mut spec = launch
+            .spec(self.project(), agent, input)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        spec.input_id = input_id;
+        if self.store().thread(thread).await?.is_none() {
+            self.store().put_thread(&ThreadRecord::new(thread)).await?;
+        }
+        let handle = self.runtime().start_on(Some(thread), spec, true).await?;
+        Ok(self.let_run(handle, thread, 0, permit))
+    }
+
+    /// Resumes `run` (its decisions taken), streaming from its next event.
+    ///
+    /// # Errors
+    /// 429 at the caller's limit; runtime and storage failures.
+    pub async fn resume_run(&self, caller: &Caller, run: &RunRecord) -> Result<Started, ApiError> {
+        let permit = self.permit(caller)?;
+        let after = self.store().last_event_seq(&run.run_id).await?;
+        let handle = self
+            .runtime()
+            .resume(&run.run_id, ResumeOptions::default(), true)
+            .await?;
+        Ok(self.let_run(handle, &run.thread_id, after, permit))
+    }
+
+    /// Rejects a message longer than the limit.
+    pub(crate) fn check_input(&self, input: &str) -> Result<(), ApiError> {
+        if input.trim().is_empty() {
+            return Err(ApiError::bad_request("the message is empty"));
+        }
+        let limit = self.config().limits.message_chars;
+        if input.chars().count() > limit {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "message_too_large",
+                format!("the message is longer than {limit} characters"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn permit(&self, caller: &Caller) -> Result<RunPermit, ApiError> {
+        self.admit(caller).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_runs",
+                format!(
+                    "this caller already drives {} runs, the most it may at once",
+                    self.config().limits.runs_per_token
+                ),
+            )
+        })
+    }
+
+    /// Lets a started run go on without the request: its events are read from the log by
+    /// whoever streams them, and its permit is given back when it stops.
+    fn let_run(
+        &self,
+        mut handle: RunHandle,
+        thread: &str,
+        after_seq: u64,
+        permit: RunPermit,
+    ) -> Started {
+        if let Some(mut events) = handle.take_events() {
+            events.detach();
+        }
+        let run_id = handle.id().to_owned();
+        tokio::spawn(async move {
+            match handle.outcome().await {
+                Ok(outcome) => {
+                    tracing::info!(run = %outcome.run_id, code = outcome.exit_code(), "run stopped")
+                }
+                Err(error) => tracing::warn!(%error, "a run failed to drive"),
+            }
+            drop(permit);
+        });
+        Started {
+            run_id,
+            thread_id: thread.to_owned(),
+            after_seq,
+        }
+    }
+
+    /// Stops the thread's run in progress, if this process drives it; waits (briefly) for it
+    /// to record its end. Returns the run stopped.
+    ///
+    /// # Errors
+    /// 409 when another process drives it; storage failures.
+    pub async fn stop_thread(&self, thread: &str) -> Result<Option<String>, ApiError> {
+        let Some(run) = self.active_run(thread).await? else {
+            return Ok(None);
+        };
+        if !self.runtime().stop(&run.run_id) {
+            return Err(ApiError::conflict(format!(
+                "run {} is driven by another process; stop it there",
+                run.run_id
+            )));
+        }
+        // The run records `interrupted` at its next safe point; wait for that so a client
+        // that asks right after sees it stopped.
+        for _ in 0..200 {
+            if !self.runtime().is_live(&run.run_id) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        Ok(Some(run.run_id))
+    }
+}

@@ -1,0 +1,218 @@
+//! Server-sent event streams of a run: the Vercel AI SDK's UI message stream (a chat's
+//! assistant message) and the run's own events. Both read the run through
+//! `Runtime::follow` — live when this process drives it, from the durable log otherwise —
+//! so a client that reconnects, a restarted server and another server process all serve
+//! the same stream. Each response has a bounded queue: a slow client holds back its
+//! producer, which then reads the run's events back from the log instead of buffering them.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::http::{HeaderValue, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
+use tokio::sync::mpsc;
+use weft_runtime::event::{ApprovalChunks, RunEvent, RunEvents, UiStreamEncoder};
+use weft_store::Runs as _;
+use weft_thread::ui_stream::UiChunk;
+
+use crate::config::StreamSettings;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Events queued for one response before its producer waits for the client.
+const QUEUE: usize = 64;
+
+/// The header of a UI message stream.
+pub const UI_STREAM_HEADER: &str = "x-vercel-ai-ui-message-stream";
+
+/// A response streaming `rx`, with a keep-alive comment every `settings.ping`.
+fn respond(
+    rx: mpsc::Receiver<Event>,
+    settings: StreamSettings,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|event| (Ok(event), rx))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(settings.ping).text("ping"))
+}
+
+/// What ended a followed run's events.
+enum Next {
+    Event(RunEvent),
+    /// The run's events ended (after `run_end`).
+    End,
+    /// Nothing came for too long and no process drives the run any more.
+    Abandoned,
+}
+
+/// The next event of `events`, checking every idle timeout that the run is still driven.
+async fn next(state: &AppState, events: &mut RunEvents, run_id: &str, first: bool) -> Next {
+    let settings = state.config().stream;
+    let mut waited = Duration::ZERO;
+    loop {
+        match tokio::time::timeout(settings.idle_timeout, events.next()).await {
+            Ok(Some(event)) => return Next::Event(event),
+            Ok(None) => return Next::End,
+            Err(_) => {
+                waited += settings.idle_timeout;
+                let driven = match state.store().run(run_id).await {
+                    Ok(Some(run)) => state.is_running(&run),
+                    _ => false,
+                };
+                if !driven || (first && waited >= settings.stream_timeout) {
+                    return Next::Abandoned;
+                }
+            }
+        }
+    }
+}
+
+/// The UI message stream of `run_id`'s assistant message `message_id`, from the events
+/// after `after_seq`: `start` … `finish`, then `[DONE]`.
+///
+/// # Errors
+/// 404 for an unknown run.
+pub async fn ui_stream(
+    state: &AppState,
+    run_id: &str,
+    after_seq: u64,
+    message_id: &str,
+    approvals: ApprovalChunks,
+) -> Result<Response, ApiError> {
+    let mut events = state.runtime().follow(run_id, after_seq).await?;
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let mut encoder = UiStreamEncoder::new(message_id).with_approvals(approvals);
+    let producer = state.clone();
+    let run = run_id.to_owned();
+    tokio::spawn(async move {
+        let send = |chunks: Vec<UiChunk>| {
+            let tx = tx.clone();
+            async move {
+                for chunk in chunks {
+                    let event = Event::default().data(chunk.to_value().to_string());
+                    if tx.send(event).await.is_err() {
+                        return false;
+                    }
+                }
+                true
+            }
+        };
+        let mut first = true;
+        loop {
+            match next(&producer, &mut events, &run, first).await {
+                Next::Event(event) => {
+                    first = false;
+                    if !send(encoder.push(&event)).await {
+                        // The client went away; the run goes on.
+                        return;
+                    }
+                }
+                Next::End => break,
+                Next::Abandoned => {
+                    let error = UiChunk::Error {
+                        error_text: format!(
+                            "run {run} is not being driven any more (its process stopped); resume it to go on"
+                        ),
+                    };
+                    if !send(vec![error]).await {
+                        return;
+                    }
+                    break;
+                }
+            }
+        }
+        if send(encoder.finish()).await {
+            let _ = tx.send(Event::default().data("[DONE]")).await;
+        }
+    });
+    let mut response = respond(rx, state.config().stream).into_response();
+    response
+        .headers_mut()
+        .insert(UI_STREAM_HEADER, HeaderValue::from_static("v1"));
+    no_buffering(&mut response);
+    Ok(response)
+}
+
+/// The events of `run_id` after `after_seq` as SSE: `id:` the event's `seq` (so
+/// `Last-Event-ID` rejoins where a client left off), `event:` its type, `data:` the
+/// `RunEvent` JSON; ends after `run_end`. `map` turns an event into the SSE events sent for
+/// it (the run API's stream modes), the default sends it as it is.
+///
+/// # Errors
+/// 404 for an unknown run.
+pub async fn run_events(
+    state: &AppState,
+    run_id: &str,
+    after_seq: u64,
+    map: impl Fn(&RunEvent) -> Vec<Event> + Send + 'static,
+    first: Vec<Event>,
+    last: Vec<Event>,
+) -> Result<Response, ApiError> {
+    let mut events = state.runtime().follow(run_id, after_seq).await?;
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let producer = state.clone();
+    let run = run_id.to_owned();
+    tokio::spawn(async move {
+        for event in first {
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+        let mut first = true;
+        loop {
+            match next(&producer, &mut events, &run, first).await {
+                Next::Event(event) => {
+                    first = false;
+                    for sse in map(&event) {
+                        if tx.send(sse).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Next::End => break,
+                Next::Abandoned => {
+                    let data = serde_json::json!({
+                        "error": "abandoned",
+                        "message": format!("run {run} is not being driven any more (its process stopped)"),
+                    });
+                    if tx
+                        .send(Event::default().event("error").data(data.to_string()))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    break;
+                }
+            }
+        }
+        for event in last {
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut response = respond(rx, state.config().stream).into_response();
+    no_buffering(&mut response);
+    Ok(response)
+}
+
+/// One run event as it is: `id: seq`, `event: type`, `data: RunEvent`.
+pub fn raw_event(event: &RunEvent) -> Vec<Event> {
+    let value = serde_json::to_value(event).unwrap_or_default();
+    let kind = value["type"].as_str().unwrap_or("event").to_owned();
+    vec![
+        Event::default()
+            .id(event.seq.to_string())
+            .event(kind)
+            .data(value.to_string()),
+    ]
+}
+
+fn no_buffering(response: &mut Response) {
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+}
