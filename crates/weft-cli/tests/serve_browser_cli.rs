@@ -59,7 +59,10 @@ fn browser() -> Result<Browser, String> {
         .map(PathBuf::from)
         .or_else(|| find_on_path("chromium"))
         .ok_or("`chromium` is not installed (apt-get install chromium, or set WEFT_CHROMIUM)")?;
-    if !dir.join("node_modules/playwright-core/package.json").is_file() {
+    if !dir
+        .join("node_modules/playwright-core/package.json")
+        .is_file()
+    {
         return Err(format!(
             "playwright-core is not installed: run `npm ci` in {}",
             dir.display()
@@ -85,19 +88,10 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Starts `weft serve PROJECT` and waits for the page's URL (with its token) on its output.
 fn serve(project: &Path) -> Server {
-    let port = free_port().to_string();
     let mut child = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(["serve", &project.to_string_lossy(), "--port", &port])
+        .args(["serve", &project.to_string_lossy(), "--port", "0"])
         .current_dir(project)
         .env_remove("WEFT_DATABASE_URL")
         .stdin(Stdio::null())
@@ -225,7 +219,9 @@ async fn the_page_chats_approves_resumes_and_browses_runs_in_chromium() {
             panic!("the browser test cannot run in CI: {missing}")
         }
         Err(missing) => {
-            eprintln!("skipped: the browser test needs node, chromium and playwright-core: {missing}");
+            eprintln!(
+                "skipped: the browser test needs node, chromium and playwright-core: {missing}"
+            );
             return;
         }
     };
@@ -286,7 +282,11 @@ async fn the_page_chats_approves_resumes_and_browses_runs_in_chromium() {
         "export",
     ] {
         assert!(
-            result["steps"].as_array().unwrap().iter().any(|s| s == step),
+            result["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s == step),
             "step {step} missing: {result}"
         );
     }

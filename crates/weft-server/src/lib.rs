@@ -86,7 +86,7 @@ impl Server {
             .route("/api/runs/{run}", get(runs::get))
             .route("/api/runs/{run}/events", get(runs::events))
             .route("/api/runs/{run}/decisions/{id}", post(runs::decide))
-            .route("/", get(page::index));
+            .merge(page::router());
         api.layer(DefaultBodyLimit::max(state.config().limits.body_bytes))
             .layer(axum::middleware::from_fn_with_state(
                 state.clone(),

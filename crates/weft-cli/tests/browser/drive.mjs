@@ -130,6 +130,17 @@ await step("reload mid-stream", async () => {
   await shot("resume");
 });
 
+if (opts["nested-run"]) {
+  await step("nested view", async () => {
+    await page.goto(new URL(`#/runs/${encodeURIComponent(opts["nested-run"])}`, page.url()).toString());
+    const nested = page.locator('[data-testid="run-tool"] .children [data-testid="agent-node"][data-depth="1"]');
+    await nested.first().waitFor();
+    const inner = await nested.first().locator('[data-testid="run-tool"]').count();
+    if (inner < 1) throw new Error("the sub-agent's own tool call is not nested under it");
+    await shot("nested");
+  });
+}
+
 let threadHash = "";
 await step("runs and checkpoints", async () => {
   await page.getByTestId("nav-runs").click();
@@ -167,17 +178,6 @@ await step("run view", async () => {
   result.inputTokens = input;
   await shot("run");
 });
-
-if (opts["nested-run"]) {
-  await step("nested view", async () => {
-    await page.goto(new URL(`#/runs/${encodeURIComponent(opts["nested-run"])}`, page.url()).toString());
-    const nested = page.locator('[data-testid="run-tool"] .children [data-testid="agent-node"][data-depth="1"]');
-    await nested.first().waitFor();
-    const inner = await nested.first().locator('[data-testid="run-tool"]').count();
-    if (inner < 1) throw new Error("the sub-agent's own tool call is not nested under it");
-    await shot("nested");
-  });
-}
 
 await step("fork", async () => {
   await page.goto(new URL(threadHash, page.url()).toString());
