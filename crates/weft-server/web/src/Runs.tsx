@@ -138,8 +138,10 @@ export function ThreadPage({ threadId }: { threadId: string }) {
         </button>
       </div>
       {threadError && <p className="error">{threadError}</p>}
-      {thread?.metadata && typeof thread.metadata.forked_from === "string" && (
-        <p className="muted">forked from {String(thread.metadata.forked_from)}</p>
+      {thread?.metadata && thread.metadata.forkedFrom != null && (
+        <p className="muted" data-testid="forked-from">
+          forked from <ForkOrigin origin={thread.metadata.forkedFrom} />
+        </p>
       )}
 
       <h3>Runs</h3>
@@ -216,6 +218,32 @@ export function ThreadPage({ threadId }: { threadId: string }) {
         </table>
       )}
     </section>
+  );
+}
+
+/** `forkedFrom` metadata: a thread id, or `{threadId, checkpointId}`-like object. */
+function ForkOrigin({ origin }: { origin: unknown }) {
+  const record = (typeof origin === "object" && origin !== null ? origin : {}) as Record<string, unknown>;
+  const threadId =
+    typeof origin === "string"
+      ? origin
+      : typeof record.threadId === "string"
+        ? record.threadId
+        : typeof record.thread_id === "string"
+          ? record.thread_id
+          : null;
+  const checkpoint = record.checkpointId ?? record.checkpoint_id;
+  if (!threadId) return <code>{pretty(origin)}</code>;
+  return (
+    <>
+      <a href={href({ view: "thread", threadId })}>{shortId(threadId)}</a>
+      {typeof checkpoint === "string" && (
+        <>
+          {" "}
+          at <code>{shortId(checkpoint)}</code>
+        </>
+      )}
+    </>
   );
 }
 
@@ -452,7 +480,6 @@ function ToolView({ item }: { item: ToolItem }) {
       </div>
       {item.arguments !== undefined && <pre className="json">{pretty(item.arguments)}</pre>}
       {item.note && <p className="muted">{item.note}</p>}
-      {item.result !== undefined && <pre className="json output">{pretty(item.result)}</pre>}
       {item.children.length > 0 && (
         <div className="children">
           {item.children.map((child) => (
@@ -460,6 +487,7 @@ function ToolView({ item }: { item: ToolItem }) {
           ))}
         </div>
       )}
+      {item.result !== undefined && <pre className="json output">{pretty(item.result)}</pre>}
     </div>
   );
 }
