@@ -13,7 +13,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use tokio::sync::mpsc;
-use weft_runtime::event::{ApprovalChunks, RunEvent, RunEvents, UiStreamEncoder};
+use weft_runtime::event::{RunEvent, RunEvents, UiStreamEncoder};
 use weft_store::Runs as _;
 use weft_thread::ui_stream::UiChunk;
 
@@ -69,8 +69,8 @@ async fn next(state: &AppState, events: &mut RunEvents, run_id: &str, first: boo
     }
 }
 
-/// The UI message stream of `run_id`'s assistant message `message_id`, from the events
-/// after `after_seq`: `start` … `finish`, then `[DONE]`.
+/// The UI message stream of `run_id`'s assistant message, from the events after
+/// `after_seq`, as `encoder` makes it: `start` … `finish`, then `[DONE]`.
 ///
 /// # Errors
 /// 404 for an unknown run.
@@ -78,12 +78,10 @@ pub async fn ui_stream(
     state: &AppState,
     run_id: &str,
     after_seq: u64,
-    message_id: &str,
-    approvals: ApprovalChunks,
+    mut encoder: UiStreamEncoder,
 ) -> Result<Response, ApiError> {
     let mut events = state.runtime().follow(run_id, after_seq).await?;
     let (tx, rx) = mpsc::channel(QUEUE);
-    let mut encoder = UiStreamEncoder::new(message_id).with_approvals(approvals);
     let producer = state.clone();
     let run = run_id.to_owned();
     tokio::spawn(async move {
