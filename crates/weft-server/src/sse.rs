@@ -40,7 +40,7 @@ fn respond(
 
 /// What ended a followed run's events.
 enum Next {
-    Event(RunEvent),
+    Event(Box<RunEvent>),
     /// The run's events ended (after `run_end`).
     End,
     /// Nothing came for too long and no process drives the run any more.
@@ -53,7 +53,7 @@ async fn next(state: &AppState, events: &mut RunEvents, run_id: &str, first: boo
     let mut waited = Duration::ZERO;
     loop {
         match tokio::time::timeout(settings.idle_timeout, events.next()).await {
-            Ok(Some(event)) => return Next::Event(event),
+            Ok(Some(event)) => return Next::Event(Box::new(event)),
             Ok(None) => return Next::End,
             Err(_) => {
                 waited += settings.idle_timeout;
