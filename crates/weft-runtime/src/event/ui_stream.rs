@@ -33,6 +33,12 @@ pub struct UiStreamEncoder {
     approvals: ApprovalChunks,
     /// Calls a person denied: their error result is the `tool-output-denied` already sent.
     denied: Vec<String>,
+    /// Calls the client's message already shows (a continued message): their input is not
+    /// sent again, only what happens to them.
+    known: Vec<String>,
+    /// The client's message ends inside a step (a continued message): the first turn's
+    /// `start-step` is that step's, already sent.
+    continued: bool,
     started: bool,
     in_step: bool,
     /// The open text or reasoning part: its id and whether it is reasoning.
@@ -60,6 +66,8 @@ impl UiStreamEncoder {
             message_id: message_id.to_owned(),
             approvals: ApprovalChunks::default(),
             denied: Vec::new(),
+            known: Vec::new(),
+            continued: false,
             started: false,
             in_step: false,
             open: None,
@@ -72,6 +80,18 @@ impl UiStreamEncoder {
     #[must_use]
     pub fn with_approvals(mut self, approvals: ApprovalChunks) -> Self {
         self.approvals = approvals;
+        self
+    }
+
+    /// This encoder, continuing a message the client holds up to a step in progress whose
+    /// calls `known` it shows (the run resumed after the client answered approvals): that
+    /// step is not started again and those calls' inputs are not sent again, so the client
+    /// updates its parts instead of adding copies.
+    #[must_use]
+    pub fn continuing(mut self, known: Vec<String>) -> Self {
+        self.known = known;
+        self.continued = true;
+        self.in_step = true;
         self
     }
 
@@ -90,6 +110,7 @@ impl UiStreamEncoder {
         }
         let call_id = || event.tool_call_id.clone().unwrap_or_default();
         match &event.kind {
+            EventKind::TurnStart { .. } if self.continued => self.continued = false,
             EventKind::TurnStart { .. } => {
                 self.end_step(&mut chunks);
                 self.in_step = true;
@@ -97,6 +118,7 @@ impl UiStreamEncoder {
             }
             EventKind::TextDelta { text, .. } => self.delta(text, false, &mut chunks),
             EventKind::ReasoningDelta { text, .. } => self.delta(text, true, &mut chunks),
+            EventKind::ToolCallStart { .. } if self.known.contains(&call_id()) => {}
             EventKind::ToolCallStart {
                 tool, arguments, ..
             } => {
