@@ -192,10 +192,14 @@ function ChatSession({ agent, chatId, history }: { agent: string; chatId: string
   );
 }
 
+/** The run behind the latest answer: `metadata.runId` if the server sends it, else the
+ * server's assistant message id, `msg-RUN` (one message per run). */
 function latestRunId(messages: UIMessage[]): string | null {
   for (let i = messages.length - 1; i >= 0; i--) {
-    const metadata = messages[i].metadata as { runId?: unknown } | undefined;
+    const message = messages[i];
+    const metadata = message.metadata as { runId?: unknown } | undefined;
     if (metadata && typeof metadata.runId === "string") return metadata.runId;
+    if (message.role === "assistant" && message.id.startsWith("msg-")) return message.id.slice(4);
   }
   return null;
 }
