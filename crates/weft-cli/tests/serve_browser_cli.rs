@@ -108,28 +108,26 @@ fn serve(project: &Path) -> Server {
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines().map_while(Result::ok) {
                 eprintln!("[weft serve] {line}");
-                if tx.send(line).is_err() {
-                    // nobody listens any more: keep draining so the server never blocks
-                }
+                // Once nobody listens, keep draining so the server never blocks on a pipe.
+                let _ = tx.send(line);
             }
         });
     }
     drop(tx);
+    // Owned by the guard from here on, so the process is killed and waited for on every path.
+    let mut server = Server {
+        child,
+        url: String::new(),
+    };
     let mut seen = Vec::new();
-    loop {
-        match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(line) => {
-                if let Some(url) = page_url(&line) {
-                    return Server { child, url };
-                }
-                seen.push(line);
-            }
-            Err(_) => {
-                let _ = child.kill();
-                panic!("weft serve printed no page URL:\n{}", seen.join("\n"));
-            }
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(120)) {
+        if let Some(url) = page_url(&line) {
+            server.url = url;
+            return server;
         }
+        seen.push(line);
     }
+    panic!("weft serve printed no page URL:\n{}", seen.join("\n"));
 }
 
 /// The page's URL in a line `weft serve` printed: `http://HOST:PORT/?token=…`.
