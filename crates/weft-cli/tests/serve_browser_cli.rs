@@ -33,7 +33,7 @@ fn script() -> Value {
         {"text": "Reading the note first.", "toolCalls": [{"id": "r1", "name": "read_file",
             "arguments": {"path": "note.txt"}}], "usage": usage},
         // Late, so the page can be reloaded while this answer runs.
-        {"text": "The note says: hello note.", "usage": usage, "delayMs": 6000}
+        {"text": "The note says: hello note.", "usage": usage, "delayMs": 10000}
     ]})
 }
 

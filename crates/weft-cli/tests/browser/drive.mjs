@@ -123,7 +123,9 @@ await step("reload mid-stream", async () => {
   }
   await page.reload();
   await page.getByTestId("messages").waitFor();
-  // After the reload the page loads the thread and rejoins the running answer.
+  // After the reload the page loads the thread and rejoins the running answer: the chat is
+  // streaming again (the answer's last part is seconds away) and shows what came before.
+  await page.locator('[data-testid="chat-status"][data-status="streaming"]').waitFor();
   await waitForText(assistantText(), "Reading the note first");
   await waitForText(assistantText(), "The note says");
   await page.locator('[data-testid="chat-status"][data-status="ready"]').waitFor();
