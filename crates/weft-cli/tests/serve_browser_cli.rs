@@ -259,6 +259,7 @@ async fn the_page_chats_approves_resumes_and_browses_runs_in_chromium() {
     .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stdout}");
     assert!(
         output.status.success(),
         "the browser run failed:\n{stdout}\n{stderr}"

@@ -98,6 +98,8 @@ await step("chat", async () => {
   await waitForText(page.locator('[data-testid="message-user"] .text'), "hello");
   await waitForText(assistantText(), "Hello from the scripted model");
   await page.locator('[data-testid="chat-status"][data-status="ready"]').waitFor();
+  // The answer's run: its tokens under the chat.
+  await page.getByTestId("chat-usage").filter({ hasText: "120 tokens in · 30 out" }).waitFor();
   await shot("chat");
 });
 
@@ -166,7 +168,8 @@ await step("run view", async () => {
   for (const link of links) {
     await page.goto(new URL(link, page.url()).toString());
     await page.getByTestId("run-tree").waitFor();
-    await page.locator('[data-testid="run-status"]').filter({ hasText: /completed|suspended|failed|stopped|interrupted/ }).waitFor();
+    // The run's whole log streamed in (the stream closes after run_end).
+    await page.locator('[data-testid="events-state"][data-state="ended"]').waitFor();
     if ((await page.locator('[data-testid="run-tool"][data-tool="write_file"]').count()) > 0) {
       found = true;
       break;
@@ -193,6 +196,10 @@ await step("fork", async () => {
   }, result.chatId);
   result.forkId = await page.getByTestId("thread-page").getAttribute("data-thread-id");
   await page.getByTestId("checkpoints").waitFor();
+  // The fork names its origin and can be chatted on.
+  const origin = await page.getByTestId("forked-from").innerText();
+  if (!origin.includes(result.chatId.slice(0, 8))) throw new Error(`the fork does not name its origin: ${origin}`);
+  await page.getByTestId("open-chat").waitFor();
   await shot("fork");
 });
 

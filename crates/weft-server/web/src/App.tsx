@@ -62,7 +62,11 @@ export function App() {
         )}
         {info && route.view === "chat" && info.agents.length === 0 && <p className="muted">This project has no agents.</p>}
         {info && route.view === "threads" && <ThreadsPage />}
-        {info && route.view === "thread" && <ThreadPage key={route.threadId} threadId={route.threadId} />}
+        {info && route.view === "thread" && <ThreadPage
+            key={route.threadId}
+            threadId={route.threadId}
+            defaultAgent={info.defaultAgent ?? info.agents[0]?.name ?? null}
+          />}
         {info && route.view === "run" && <RunPage key={route.runId} runId={route.runId} />}
       </main>
     </div>

@@ -161,7 +161,7 @@ function ChatSession({ agent, chatId, history }: { agent: string; chatId: string
       {usage && (
         <p className="usage muted" data-testid="chat-usage">
           last run <a href={href({ view: "run", runId: usage.runId })}>{usage.runId.slice(0, 8)}</a>:{" "}
-          {usage.usage.inputTokens} in · {usage.usage.outputTokens} out · {formatCost(usage.usage.cost)}
+          {usage.usage.inputTokens} tokens in · {usage.usage.outputTokens} out · cost {formatCost(usage.usage.cost)}
         </p>
       )}
       <form className="composer" onSubmit={submit}>

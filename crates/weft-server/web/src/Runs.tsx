@@ -1,6 +1,6 @@
 // Past and live runs: the threads list, a thread's runs and checkpoints (fork, export), and
 // a run's live event tree with its token and cost totals.
-import { useCallback, useEffect, useMemo, useState } from "react";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import {
   api,
   formatCost,
@@ -82,7 +82,7 @@ export function ThreadsPage() {
   );
 }
 
-export function ThreadPage({ threadId }: { threadId: string }) {
+export function ThreadPage({ threadId, defaultAgent }: { threadId: string; defaultAgent: string | null }) {
   const enc = encodeURIComponent(threadId);
   const [thread, threadError] = useLoad(() => api.get<Thread>(`/threads/${enc}`), [threadId]);
   const [runs, runsError, reloadRuns] = useLoad(() => api.get<LgRun[]>(`/threads/${enc}/runs?limit=100`), [threadId]);
@@ -106,7 +106,11 @@ export function ThreadPage({ threadId }: { threadId: string }) {
     }
   };
 
-  const agent = String(thread?.metadata?.assistant_id ?? thread?.metadata?.graph_id ?? runs?.[0]?.assistant_id ?? "");
+  // The agent to chat on with: the thread's (its runs'), else the project's default (a fork
+  // has no run yet).
+  const agent = String(
+    thread?.metadata?.assistant_id ?? thread?.metadata?.graph_id ?? runs?.[0]?.assistant_id ?? defaultAgent ?? "",
+  );
 
   return (
     <section data-testid="thread-page" data-thread-id={threadId}>
@@ -221,23 +225,20 @@ export function ThreadPage({ threadId }: { threadId: string }) {
   );
 }
 
-/** `forkedFrom` metadata: a thread id, or `{threadId, checkpointId}`-like object. */
+/** `forkedFrom` metadata: a thread id, or `{thread, checkpoint, step}`. */
 function ForkOrigin({ origin }: { origin: unknown }) {
   const record = (typeof origin === "object" && origin !== null ? origin : {}) as Record<string, unknown>;
-  const threadId =
-    typeof origin === "string"
-      ? origin
-      : typeof record.threadId === "string"
-        ? record.threadId
-        : typeof record.thread_id === "string"
-          ? record.thread_id
-          : null;
-  const checkpoint = record.checkpointId ?? record.checkpoint_id;
+  const firstString = (...keys: string[]) => {
+    for (const key of keys) if (typeof record[key] === "string") return record[key] as string;
+    return null;
+  };
+  const threadId = typeof origin === "string" ? origin : firstString("thread", "threadId", "thread_id");
+  const checkpoint = firstString("checkpoint", "checkpointId", "checkpoint_id");
   if (!threadId) return <code>{pretty(origin)}</code>;
   return (
     <>
       <a href={href({ view: "thread", threadId })}>{shortId(threadId)}</a>
-      {typeof checkpoint === "string" && (
+      {checkpoint && (
         <>
           {" "}
           at <code>{shortId(checkpoint)}</code>
@@ -264,11 +265,20 @@ export function RunPage({ runId }: { runId: string }) {
   const [summary, summaryError, reloadSummary] = useLoad(() => api.get<RunSummary>(`/api/runs/${enc}`), [runId]);
   const [events, setEvents] = useState<RunEvent[]>([]);
   const [live, setLive] = useState<"connecting" | "live" | "ended" | "error">("connecting");
+  // Bumped to follow the run again after its last event: a run that suspended for a decision
+  // ends one drive with `run_end` and goes on (same run) once the decision is taken.
+  const [drive, setDrive] = useState(0);
+  const lastSeq = useRef(0);
 
   useEffect(() => {
     setEvents([]);
+    lastSeq.current = 0;
+  }, [enc]);
+
+  useEffect(() => {
     setLive("connecting");
-    const source = new EventSource(withToken(`/api/runs/${enc}/events`));
+    const after = lastSeq.current;
+    const source = new EventSource(withToken(`/api/runs/${enc}/events${after > 0 ? `?after=${after}` : ""}`));
     let ended = false;
     const onEvent = (message: MessageEvent<string>) => {
       let event: RunEvent;
@@ -276,6 +286,10 @@ export function RunPage({ runId }: { runId: string }) {
         event = JSON.parse(message.data) as RunEvent;
       } catch {
         return;
+      }
+      if (typeof event.seq === "number") {
+        if (event.seq <= lastSeq.current) return;
+        lastSeq.current = event.seq;
       }
       setLive("live");
       setEvents((previous) => [...previous, event]);
@@ -292,18 +306,33 @@ export function RunPage({ runId }: { runId: string }) {
     source.onopen = () => setLive("live");
     source.onerror = () => {
       if (ended) return;
-      // The server closes the stream after run_end; a closed stream means the run's log ended.
       if (source.readyState === EventSource.CLOSED) setLive("error");
     };
     return () => source.close();
-  }, [enc]);
+  }, [enc, drive]);
 
-  // Refresh the stored summary when the stream ends or a decision shows up.
+  // After a drive ends (and when a decision shows up) read the run's record; a run that went
+  // on since (decided and resumed) is followed again from where its events stopped.
   const decisionsSeen = events.filter((e) => e.type === "decision_pending" || e.type === "decision").length;
   useEffect(() => {
     if (live === "ended" || decisionsSeen > 0) reloadSummary();
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [live, decisionsSeen]);
+  const lastEnd = [...events].reverse().find((e) => e.type === "run_end");
+  const endedAs = lastEnd ? String(lastEnd.payload?.status ?? "") : "";
+  useEffect(() => {
+    if (live !== "ended" || !summary) return;
+    const goesOn = summary.status === "running" || (endedAs !== summary.status && summary.status !== "interrupted");
+    if (goesOn) setDrive((d) => d + 1);
+  }, [live, summary, endedAs]);
+  // While the run waits for a decision, look again now and then (someone may decide it
+  // elsewhere: the chat, `weft approve`).
+  useEffect(() => {
+    if (live !== "ended" || endedAs !== "suspended") return;
+    const timer = window.setInterval(reloadSummary, 3000);
+    return () => window.clearInterval(timer);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [live, endedAs]);
 
   const tree = useMemo(() => buildTree(events), [events]);
   const usage = summary?.usage;
@@ -315,6 +344,7 @@ export function RunPage({ runId }: { runId: string }) {
     async (decisionId: string, approve: boolean) => {
       await api.post(`/api/runs/${enc}/decisions/${encodeURIComponent(decisionId)}`, { approve });
       reloadSummary();
+      setDrive((d) => d + 1);
     },
     // eslint-disable-next-line react-hooks/exhaustive-deps
     [enc],
@@ -329,7 +359,9 @@ export function RunPage({ runId }: { runId: string }) {
         <span className={`badge status-${tree.totals.status ?? summary?.status}`} data-testid="run-status">
           {tree.totals.status ?? summary?.status ?? "…"}
         </span>
-        <span className="muted">events: {live}</span>
+        <span className="muted" data-testid="events-state" data-state={live}>
+          events: {live}
+        </span>
         {summary && (
           <a href={href({ view: "thread", threadId: summary.threadId })} data-testid="run-thread">
             thread {shortId(summary.threadId)}

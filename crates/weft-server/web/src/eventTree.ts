@@ -180,9 +180,15 @@ export function buildTree(events: RunEvent[]): RunTree {
         tree.totals.status = "running";
         node.items.push({ kind: "note", type: event.type, text: `run started (${str(p.agent) ?? event.agentId})` });
         break;
-      case "completion":
-        node.items.push({ kind: "note", type: event.type, text: str(p.summary) ?? "completed" });
+      case "completion": {
+        // The summary is usually the answer just streamed: shown only when it says more.
+        const summary = str(p.summary);
+        const last = node.items[node.items.length - 1];
+        if (summary && !(last && last.kind === "text" && last.text.trim() === summary.trim())) {
+          node.items.push({ kind: "note", type: event.type, text: summary });
+        }
         break;
+      }
       case "error":
         node.items.push({ kind: "note", type: event.type, text: str(p.message) ?? "error" });
         break;
