@@ -4,7 +4,7 @@
 //! agent, send a message and see the streamed answer, approve a call whose arguments the page
 //! shows, reload in the middle of an answer and see it resume, open the thread's runs and
 //! checkpoints, watch a run's nested view (a sub-agent under the call that started it), fork
-//! from a checkpoint and export the thread. With `WEFT_UPDATE_SCREENSHOTS=1` its screenshots
+//! from a checkpoint, export the thread, and stop a slow answer. With `WEFT_UPDATE_SCREENSHOTS=1` its screenshots
 //! replace `docs/images/serve-*.png`.
 //!
 //! Needs `node`, `chromium` (or `WEFT_CHROMIUM`) and `npm ci` in `tests/browser/`; without
@@ -33,7 +33,9 @@ fn script() -> Value {
         {"text": "Reading the note first.", "toolCalls": [{"id": "r1", "name": "read_file",
             "arguments": {"path": "note.txt"}}], "usage": usage},
         // Late, so the page can be reloaded while this answer runs.
-        {"text": "The note says: hello note.", "usage": usage, "delayMs": 10000}
+        {"text": "The note says: hello note.", "usage": usage, "delayMs": 10000},
+        // Slower than the test: stopped from the page.
+        {"text": "Too late.", "usage": usage, "delayMs": 120_000}
     ]})
 }
 
@@ -279,6 +281,7 @@ async fn the_page_chats_approves_resumes_and_browses_runs_in_chromium() {
         "nested view",
         "fork",
         "export",
+        "stop",
     ] {
         assert!(
             result["steps"]

@@ -214,5 +214,35 @@ await step("export", async () => {
   result.exportBytes = text.length;
 });
 
+await step("stop", async () => {
+  await page.goto(new URL(`#/chat/${encodeURIComponent(opts.agent)}/${encodeURIComponent(result.chatId)}`, page.url()).toString());
+  await page.getByTestId("chat-input").waitFor();
+  // The status of the chat's stream route until it is `want` (200: a run is going on, 204:
+  // nothing runs on the thread).
+  const streamStatus = (want) =>
+    page.evaluate(
+      async ([id, want]) => {
+        let status = 0;
+        for (let i = 0; i < 240 && status !== want; i++) {
+          if (i > 0) await new Promise((resolve) => setTimeout(resolve, 250));
+          const response = await fetch(`/api/chat/${encodeURIComponent(id)}/stream`, {
+            headers: { Authorization: `Bearer ${sessionStorage.getItem("weft_token")}` },
+          });
+          status = response.status;
+          await response.body?.cancel();
+        }
+        return status;
+      },
+      [result.chatId, want],
+    );
+  await send("take your time");
+  // The answer is slow: once its run is going on, Stop ends it here and on the server (the
+  // run stops, nothing runs on the thread any more), not only the page's connection.
+  if ((await streamStatus(200)) !== 200) throw new Error("the answer's run never started");
+  await page.getByTestId("stop").click();
+  await page.locator('[data-testid="chat-status"][data-status="ready"]').waitFor();
+  if ((await streamStatus(204)) !== 204) throw new Error("the run still runs after Stop");
+});
+
 await browser.close();
 console.log(`DRIVE-RESULT ${JSON.stringify(result)}`);
