@@ -13,12 +13,13 @@ export default defineConfig({
     assetsInlineLimit: 0,
     modulePreload: { polyfill: false },
     sourcemap: false,
-    rollupOptions: {
+    rolldownOptions: {
       output: {
         entryFileNames: "assets/index.js",
         chunkFileNames: "assets/[name].js",
         assetFileNames: "assets/[name][extname]",
-        inlineDynamicImports: true,
+        // One script: the server embeds exactly the files named here.
+        codeSplitting: false,
       },
     },
   },
