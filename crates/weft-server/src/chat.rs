@@ -267,14 +267,7 @@ async fn answer_approvals(
             .await?;
         answered += 1;
     }
-    let still: Vec<String> = state
-        .store()
-        .decisions(&run.run_id)
-        .await?
-        .into_iter()
-        .filter(|d| d.status == DecisionStatus::Pending)
-        .map(|d| d.id)
-        .collect();
+    let still = pending_decisions(state, run).await?;
     if !still.is_empty() {
         return Err(ApiError::conflict(format!(
             "run {} still waits for a decision on {}: answer every pending call",
@@ -291,6 +284,18 @@ async fn answer_approvals(
     Ok(())
 }
 
+/// The ids of `run`'s pending decisions.
+async fn pending_decisions(state: &AppState, run: &RunRecord) -> Result<Vec<String>, ApiError> {
+    Ok(state
+        .store()
+        .decisions(&run.run_id)
+        .await?
+        .into_iter()
+        .filter(|d| d.status == DecisionStatus::Pending)
+        .map(|d| d.id)
+        .collect())
+}
+
 /// A user who types a new message instead of answering denies the pending calls, with that
 /// reason; the run then finishes (the model hears why) before the new message runs.
 async fn deny_pending(
@@ -299,14 +304,7 @@ async fn deny_pending(
     run: &RunRecord,
     text: &str,
 ) -> Result<(), ApiError> {
-    let pending: Vec<String> = state
-        .store()
-        .decisions(&run.run_id)
-        .await?
-        .into_iter()
-        .filter(|d| d.status == DecisionStatus::Pending)
-        .map(|d| d.id)
-        .collect();
+    let pending = pending_decisions(state, run).await?;
     if pending.is_empty() {
         return Ok(());
     }

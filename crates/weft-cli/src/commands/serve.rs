@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::Args;
 use weft_runtime::budget::Budget;
 use weft_server::{Auth, Server, ServerConfig};
-use weft_standard::{Launch, Project, ProjectError};
+use weft_standard::Launch;
 use weft_store::Durability;
 
 /// `weft serve` flags.
@@ -81,13 +81,9 @@ pub(crate) struct ServeArgs {
 /// Runs `weft serve`.
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let dir = args.project.clone().unwrap_or_else(|| PathBuf::from("."));
-    let project = match Project::load(&dir) {
+    let project = match super::location::load_project(&dir)? {
         Ok(project) => project,
-        Err(error @ ProjectError::Invalid(_)) => {
-            eprintln!("weft: {} is not a valid project: {error}", dir.display());
-            return Ok(ExitCode::from(2));
-        }
-        Err(error) => return Err(error.into()),
+        Err(code) => return Ok(code),
     };
     let addr = SocketAddr::new(args.host, args.port);
     let mut config = ServerConfig::new(addr);

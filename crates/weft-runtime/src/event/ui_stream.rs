@@ -302,3 +302,121 @@ impl UiStreamEncoder {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::event::AgentPath;
+
+    fn event(seq: u64, call: Option<&str>, kind: EventKind) -> RunEvent {
+        RunEvent {
+            seq,
+            timestamp: "2026-11-24T10:00:00.000Z".into(),
+            run_id: "R".into(),
+            agent: AgentPath::root("main"),
+            turn: 1,
+            tool_call_id: call.map(str::to_owned),
+            kind,
+        }
+    }
+
+    fn types(chunks: &[UiChunk]) -> Vec<String> {
+        chunks
+            .iter()
+            .map(|c| c.to_value()["type"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    fn start() -> EventKind {
+        EventKind::ToolCallStart {
+            tool: "write_file".into(),
+            arguments: json!({"path": "a"}),
+            side: None,
+        }
+    }
+
+    fn end(is_error: bool) -> EventKind {
+        EventKind::ToolCallEnd {
+            tool: "write_file".into(),
+            is_error,
+            result: Some(json!("denied: no")),
+            result_bytes: None,
+            result_ref: None,
+            side: None,
+        }
+    }
+
+    fn pending() -> EventKind {
+        EventKind::DecisionPending {
+            decision: "d-1".into(),
+            kind: "approval".into(),
+            tool: "write_file".into(),
+            arguments: json!({"path": "a"}),
+            position: "main@1#0".into(),
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_pending_call_asks_for_approval_the_v6_way_or_as_a_data_part() {
+        let mut v6 = UiStreamEncoder::new("m");
+        let mut chunks = v6.push(&event(1, Some("c1"), start()));
+        chunks.extend(v6.push(&event(2, Some("c1"), pending())));
+        let last = chunks.last().map(UiChunk::to_value).unwrap_or_default();
+        assert_eq!(last["type"], "tool-approval-request");
+        assert_eq!(last["approvalId"], "d-1");
+        assert_eq!(last["toolCallId"], "c1");
+
+        let mut v5 = UiStreamEncoder::new("m").with_approvals(ApprovalChunks::DataPart);
+        let chunks = v5.push(&event(1, Some("c1"), pending()));
+        let last = chunks.last().map(UiChunk::to_value).unwrap_or_default();
+        assert_eq!(last["type"], "data-approval");
+        assert_eq!(last["data"]["approvalId"], "d-1");
+        assert_eq!(last["data"]["arguments"], json!({"path": "a"}));
+    }
+
+    #[test]
+    fn a_continued_message_goes_on_in_its_step_without_resending_known_calls() {
+        let mut encoder = UiStreamEncoder::new("m").continuing(vec!["c1".into()]);
+        let mut chunks = encoder.push(&event(
+            1,
+            None,
+            EventKind::TurnStart {
+                messages: 2,
+                side: None,
+            },
+        ));
+        chunks.extend(encoder.push(&event(2, Some("c1"), start())));
+        chunks.extend(encoder.push(&event(
+            3,
+            Some("c1"),
+            EventKind::Decision {
+                decision: "d-1".into(),
+                tool: "write_file".into(),
+                approved: false,
+                reason: Some("no".into()),
+            },
+        )));
+        chunks.extend(encoder.push(&event(4, Some("c1"), end(true))));
+        chunks.extend(encoder.push(&event(
+            5,
+            None,
+            EventKind::TurnEnd {
+                tool_calls: 1,
+                input_tokens: 0,
+                output_tokens: 0,
+                run_input_tokens: 0,
+                run_output_tokens: 0,
+                cost: None,
+                side: None,
+            },
+        )));
+        assert_eq!(
+            types(&chunks),
+            ["start", "tool-output-denied", "finish-step"],
+            "no new step, no second input, the denial instead of an error"
+        );
+    }
+}
