@@ -4,7 +4,7 @@
 //! agent, send a message and see the streamed answer, approve a call whose arguments the page
 //! shows, reload in the middle of an answer and see it resume, open the thread's runs and
 //! checkpoints, watch a run's nested view (a sub-agent under the call that started it), fork
-//! from a checkpoint, export the thread, and stop a slow answer. With `WEFT_UPDATE_SCREENSHOTS=1` its screenshots
+//! from a checkpoint, export the thread, deny a call, and stop a slow answer. With `WEFT_UPDATE_SCREENSHOTS=1` its screenshots
 //! replace `docs/images/serve-*.png`.
 //!
 //! Needs `node`, `chromium` (or `WEFT_CHROMIUM`) and `npm ci` in `tests/browser/`; without
@@ -34,6 +34,9 @@ fn script() -> Value {
             "arguments": {"path": "note.txt"}}], "usage": usage},
         // Late, so the page can be reloaded while this answer runs.
         {"text": "The note says: hello note.", "usage": usage, "delayMs": 10000},
+        {"toolCalls": [{"id": "w2", "name": "write_file",
+            "arguments": {"path": "other.txt", "content": "never\n"}}], "usage": usage},
+        {"text": "Not written, as you wish.", "usage": usage},
         // Slower than the test: stopped from the page.
         {"text": "Too late.", "usage": usage, "delayMs": 120_000}
     ]})
@@ -281,6 +284,7 @@ async fn the_page_chats_approves_resumes_and_browses_runs_in_chromium() {
         "nested view",
         "fork",
         "export",
+        "deny",
         "stop",
     ] {
         assert!(
@@ -296,6 +300,10 @@ async fn the_page_chats_approves_resumes_and_browses_runs_in_chromium() {
     assert_eq!(
         std::fs::read_to_string(project.join("note.txt")).unwrap(),
         "hello note\n"
+    );
+    assert!(
+        !project.join("other.txt").exists(),
+        "a denied call never runs"
     );
     assert_ne!(result["forkId"], result["chatId"]);
     drop(server);

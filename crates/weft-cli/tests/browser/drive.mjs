@@ -214,9 +214,18 @@ await step("export", async () => {
   result.exportBytes = text.length;
 });
 
-await step("stop", async () => {
+await step("deny", async () => {
   await page.goto(new URL(`#/chat/${encodeURIComponent(opts.agent)}/${encodeURIComponent(result.chatId)}`, page.url()).toString());
   await page.getByTestId("chat-input").waitFor();
+  await send("write another");
+  await page.getByTestId("approval").waitFor();
+  await page.getByTestId("deny").click();
+  await page.locator('[data-testid="tool-part"][data-tool="write_file"][data-state="output-denied"]').first().waitFor();
+  await waitForText(assistantText(), "Not written, as you wish");
+  await page.locator('[data-testid="chat-status"][data-status="ready"]').waitFor();
+});
+
+await step("stop", async () => {
   // The status of the chat's stream route until it is `want` (200: a run is going on, 204:
   // nothing runs on the thread).
   const streamStatus = (want) =>
