@@ -4,7 +4,7 @@
 //! agent, send a message and see the streamed answer, approve a call whose arguments the page
 //! shows, reload in the middle of an answer and see it resume, open the thread's runs and
 //! checkpoints, watch a run's nested view (a sub-agent under the call that started it), fork
-//! from a checkpoint, export the thread, deny a call, and stop a slow answer. With `WEFT_UPDATE_SCREENSHOTS=1` its screenshots
+//! from a checkpoint, export the thread, deny a call after a reload, and stop a slow answer. With `WEFT_UPDATE_SCREENSHOTS=1` its screenshots
 //! replace `docs/images/serve-*.png`.
 //!
 //! Needs `node`, `chromium` (or `WEFT_CHROMIUM`) and `npm ci` in `tests/browser/`; without

@@ -219,9 +219,16 @@ await step("deny", async () => {
   await page.getByTestId("chat-input").waitFor();
   await send("write another");
   await page.getByTestId("approval").waitFor();
+  // Reloaded while the call waits: the page still shows it with its arguments, and the
+  // answer goes on once it is decided.
+  await page.locator('[data-testid="chat-status"][data-status="ready"]').waitFor();
+  await page.reload();
+  await page.getByTestId("approval").waitFor();
+  const input = await page.locator('[data-testid="tool-part"][data-state="approval-requested"] [data-testid="tool-input"]').innerText();
+  if (!input.includes("other.txt")) throw new Error(`the waiting call's arguments are not shown: ${input}`);
   await page.getByTestId("deny").click();
-  await page.locator('[data-testid="tool-part"][data-tool="write_file"][data-state="output-denied"]').first().waitFor();
   await waitForText(assistantText(), "Not written, as you wish");
+  await page.getByTestId("approval").waitFor({ state: "detached" });
   await page.locator('[data-testid="chat-status"][data-status="ready"]').waitFor();
 });
 

@@ -91,7 +91,7 @@ function ChatSession({ agent, chatId, history }: { agent: string; chatId: string
       }),
     [agent],
   );
-  const { messages, sendMessage, status, stop, error, addToolApprovalResponse, clearError } = useChat({
+  const { messages, sendMessage, status, stop, error, addToolApprovalResponse, clearError, resumeStream } = useChat({
     id: chatId,
     messages: history,
     transport,
@@ -107,27 +107,57 @@ function ChatSession({ agent, chatId, history }: { agent: string; chatId: string
     bottom.current?.scrollIntoView({ block: "end" });
   }, [messages]);
 
-  // Token and cost totals of the chat's latest run, refreshed when an answer ends.
-  // The run id comes from the message's metadata when the server sends it, else from the
-  // thread's latest run.
+  // The chat's latest run (its tokens and cost, its pending decisions), read again whenever an
+  // answer ends: the thread's newest run, else the run behind the last answer.
   const metadataRunId = latestRunId(messages);
-  const answers = messages.filter((m) => m.role === "assistant").length;
+  const [refresh, setRefresh] = useState(0);
   useEffect(() => {
-    if (busy || answers === 0) return;
+    if (busy || messages.length === 0) return;
     let cancelled = false;
-    const runId = metadataRunId
-      ? Promise.resolve(metadataRunId)
-      : api
-          .get<LgRun[]>(`/threads/${encodeURIComponent(chatId)}/runs?limit=1`)
-          .then((runs) => (Array.isArray(runs) && runs[0] ? runs[0].run_id : null));
-    runId
+    api
+      .get<LgRun[]>(`/threads/${encodeURIComponent(chatId)}/runs?limit=1`)
+      .then((runs) => (Array.isArray(runs) && runs[0] ? runs[0].run_id : metadataRunId))
+      .catch(() => metadataRunId)
       .then((id) => (id ? api.get<RunSummary>(`/api/runs/${encodeURIComponent(id)}`) : null))
-      .then((run) => !cancelled && run && setUsage(run))
+      .then((run) => !cancelled && setUsage(run))
       .catch(() => undefined);
     return () => {
       cancelled = true;
     };
-  }, [busy, metadataRunId, answers, chatId]);
+  }, [busy, metadataRunId, messages.length, chatId, refresh]);
+
+  // Decisions the run waits for that no message on the page shows (the page was opened or
+  // reloaded while the run waited): answered here, then the chat rejoins the run's answer.
+  const shownApprovals = new Set(
+    messages.flatMap((m) =>
+      m.parts.flatMap((part) =>
+        isToolOrDynamicToolUIPart(part) && part.approval ? [part.approval.id] : [],
+      ),
+    ),
+  );
+  const [decided, setDecided] = useState<string[]>([]);
+  const waiting =
+    busy || !usage ? [] : usage.pendingDecisions.filter((d) => !shownApprovals.has(d.id) && !decided.includes(d.id));
+  const [deciding, setDeciding] = useState(false);
+  const [decideError, setDecideError] = useState<string | null>(null);
+  const decide = async (decisionId: string, approve: boolean) => {
+    if (!usage) return;
+    setDeciding(true);
+    setDecideError(null);
+    try {
+      await api.post(`/api/runs/${encodeURIComponent(usage.runId)}/decisions/${encodeURIComponent(decisionId)}`, {
+        approve,
+        ...(approve ? {} : { reason: "denied in the web page" }),
+      });
+      setDecided((ids) => [...ids, decisionId]);
+      await resumeStream();
+    } catch (err) {
+      setDecideError(err instanceof Error ? err.message : String(err));
+    } finally {
+      setDeciding(false);
+      setRefresh((r) => r + 1);
+    }
+  };
 
   const submit = (e: React.FormEvent) => {
     e.preventDefault();
@@ -150,6 +180,39 @@ function ChatSession({ agent, chatId, history }: { agent: string; chatId: string
         {messages.map((message) => (
           <Message key={message.id} message={message} onApproval={addToolApprovalResponse} />
         ))}
+        {waiting.map((d) => (
+          <div key={d.id} className="message assistant" data-testid="message-pending">
+            <div className="role">assistant</div>
+            <div className="parts">
+              <div className="tool tool-approval-requested" data-testid="tool-part" data-tool={d.tool} data-state="approval-requested">
+                <div className="tool-head">
+                  <span className="tool-name">{d.tool}</span>
+                  <span className="badge state-approval-requested">needs approval</span>
+                </div>
+                <pre className="json" data-testid="tool-input">
+                  {pretty(d.arguments)}
+                </pre>
+                {d.reason && <p className="muted">{d.reason}</p>}
+                <div className="approval" data-testid="approval">
+                  <span>Run this call?</span>
+                  <button type="button" data-testid="approve" disabled={deciding} onClick={() => void decide(d.id, true)}>
+                    Approve
+                  </button>
+                  <button
+                    type="button"
+                    className="danger"
+                    data-testid="deny"
+                    disabled={deciding}
+                    onClick={() => void decide(d.id, false)}
+                  >
+                    Deny
+                  </button>
+                </div>
+              </div>
+            </div>
+          </div>
+        ))}
+        {decideError && <p className="error">{decideError}</p>}
         {status === "submitted" && <p className="muted thinking">…</p>}
         <div ref={bottom} />
       </div>
