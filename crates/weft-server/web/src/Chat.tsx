@@ -107,45 +107,61 @@ function ChatSession({ agent, chatId, history }: { agent: string; chatId: string
     bottom.current?.scrollIntoView({ block: "end" });
   }, [messages]);
 
-  // The chat's latest run (its tokens and cost, its pending decisions), read again whenever an
-  // answer ends: the thread's newest run, else the run behind the last answer.
+  // The chat's runs, read again whenever an answer ends: the newest one's tokens and cost, and
+  // the decisions any run of the thread waits for (LangGraph status `interrupted`).
   const metadataRunId = latestRunId(messages);
+  const [waitingRuns, setWaitingRuns] = useState<RunSummary[]>([]);
   const [refresh, setRefresh] = useState(0);
   useEffect(() => {
     if (busy || messages.length === 0) return;
     let cancelled = false;
-    api
-      .get<LgRun[]>(`/threads/${encodeURIComponent(chatId)}/runs?limit=1`)
-      .then((runs) => (Array.isArray(runs) && runs[0] ? runs[0].run_id : metadataRunId))
-      .catch(() => metadataRunId)
-      .then((id) => (id ? api.get<RunSummary>(`/api/runs/${encodeURIComponent(id)}`) : null))
-      .then((run) => !cancelled && setUsage(run))
-      .catch(() => undefined);
+    const load = async () => {
+      let runs: LgRun[] = [];
+      try {
+        const listed = await api.get<LgRun[]>(`/threads/${encodeURIComponent(chatId)}/runs?limit=20`);
+        if (Array.isArray(listed)) runs = [...listed].sort((a, b) => b.created_at.localeCompare(a.created_at));
+      } catch {
+        // no run API: the run behind the last answer still gives the totals
+      }
+      const newest = runs[0]?.run_id ?? metadataRunId;
+      const suspended = runs.filter((r) => r.status === "interrupted").map((r) => r.run_id);
+      const ids = [...new Set([newest, ...suspended.slice(0, 5)])].filter((id): id is string => Boolean(id));
+      const summaries = await Promise.all(
+        ids.map((id) => api.get<RunSummary>(`/api/runs/${encodeURIComponent(id)}`).catch(() => null)),
+      );
+      if (cancelled) return;
+      const found = summaries.filter((run): run is RunSummary => run !== null);
+      setUsage(found.find((run) => run.runId === newest) ?? null);
+      setWaitingRuns(found.filter((run) => run.pendingDecisions.length > 0));
+    };
+    void load();
     return () => {
       cancelled = true;
     };
   }, [busy, metadataRunId, messages.length, chatId, refresh]);
 
-  // Decisions the run waits for that no message on the page shows (the page was opened or
+  // Decisions a run waits for that no message on the page shows (the page was opened or
   // reloaded while the run waited): answered here, then the chat rejoins the run's answer.
   const shownApprovals = new Set(
     messages.flatMap((m) =>
-      m.parts.flatMap((part) =>
-        isToolOrDynamicToolUIPart(part) && part.approval ? [part.approval.id] : [],
-      ),
+      m.parts.flatMap((part) => (isToolOrDynamicToolUIPart(part) && part.approval ? [part.approval.id] : [])),
     ),
   );
   const [decided, setDecided] = useState<string[]>([]);
-  const waiting =
-    busy || !usage ? [] : usage.pendingDecisions.filter((d) => !shownApprovals.has(d.id) && !decided.includes(d.id));
+  const waiting = busy
+    ? []
+    : waitingRuns.flatMap((run) =>
+        run.pendingDecisions
+          .filter((d) => !shownApprovals.has(d.id) && !decided.includes(d.id))
+          .map((d) => ({ ...d, runId: run.runId })),
+      );
   const [deciding, setDeciding] = useState(false);
   const [decideError, setDecideError] = useState<string | null>(null);
-  const decide = async (decisionId: string, approve: boolean) => {
-    if (!usage) return;
+  const decide = async (runId: string, decisionId: string, approve: boolean) => {
     setDeciding(true);
     setDecideError(null);
     try {
-      await api.post(`/api/runs/${encodeURIComponent(usage.runId)}/decisions/${encodeURIComponent(decisionId)}`, {
+      await api.post(`/api/runs/${encodeURIComponent(runId)}/decisions/${encodeURIComponent(decisionId)}`, {
         approve,
         ...(approve ? {} : { reason: "denied in the web page" }),
       });
@@ -195,7 +211,7 @@ function ChatSession({ agent, chatId, history }: { agent: string; chatId: string
                 {d.reason && <p className="muted">{d.reason}</p>}
                 <div className="approval" data-testid="approval">
                   <span>Run this call?</span>
-                  <button type="button" data-testid="approve" disabled={deciding} onClick={() => void decide(d.id, true)}>
+                  <button type="button" data-testid="approve" disabled={deciding} onClick={() => void decide(d.runId, d.id, true)}>
                     Approve
                   </button>
                   <button
@@ -203,7 +219,7 @@ function ChatSession({ agent, chatId, history }: { agent: string; chatId: string
                     className="danger"
                     data-testid="deny"
                     disabled={deciding}
-                    onClick={() => void decide(d.id, false)}
+                    onClick={() => void decide(d.runId, d.id, false)}
                   >
                     Deny
                   </button>
