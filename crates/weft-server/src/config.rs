@@ -71,7 +71,17 @@ impl Default for StreamSettings {
 
 /// What a message does when its thread already has a run in progress (a run API request's
 /// `multitask_strategy`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Deserialize,
+    serde::Serialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Busy {
     /// Wait for the run in progress, then run (the thread's queue).

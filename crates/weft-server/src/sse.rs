@@ -28,7 +28,7 @@ const QUEUE: usize = 64;
 pub const UI_STREAM_HEADER: &str = "x-vercel-ai-ui-message-stream";
 
 /// A response streaming `rx`, with a keep-alive comment every `settings.ping`.
-fn respond(
+pub(crate) fn respond(
     rx: mpsc::Receiver<Event>,
     settings: StreamSettings,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
@@ -39,7 +39,7 @@ fn respond(
 }
 
 /// What ended a followed run's events.
-enum Next {
+pub(crate) enum Next {
     Event(RunEvent),
     /// The run's events ended (after `run_end`).
     End,
@@ -48,7 +48,12 @@ enum Next {
 }
 
 /// The next event of `events`, checking every idle timeout that the run is still driven.
-async fn next(state: &AppState, events: &mut RunEvents, run_id: &str, first: bool) -> Next {
+pub(crate) async fn next(
+    state: &AppState,
+    events: &mut RunEvents,
+    run_id: &str,
+    first: bool,
+) -> Next {
     let settings = state.config().stream;
     let mut waited = Duration::ZERO;
     loop {
@@ -211,7 +216,7 @@ pub fn raw_event(event: &RunEvent) -> Vec<Event> {
     ]
 }
 
-fn no_buffering(response: &mut Response) {
+pub(crate) fn no_buffering(response: &mut Response) {
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));

@@ -27,6 +27,8 @@ struct Inner {
     threads: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Runs each caller drives now.
     running: Mutex<HashMap<String, usize>>,
+    /// When the server started (ISO 8601).
+    started_at: String,
 }
 
 impl AppState {
@@ -38,12 +40,18 @@ impl AppState {
             runtime,
             threads: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
+            started_at: weft_store::now_string(),
         }))
     }
 
     /// The configuration.
     pub fn config(&self) -> &ServerConfig {
         &self.0.config
+    }
+
+    /// When the server started (ISO 8601).
+    pub fn started_at(&self) -> &str {
+        &self.0.started_at
     }
 
     /// The project served.
