@@ -115,9 +115,11 @@ impl Server {
         // Runs a previous server queued start when their turn comes.
         tokio::spawn(api::runs::restart_queues(self.state.clone()));
         let router = self.router();
+        let closing = self.state.closing().clone();
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 shutdown.await;
+                closing.cancel();
                 // Open streams end when their runs do: stop the runs first.
                 for run in runtime.live_runs() {
                     runtime.stop(&run);

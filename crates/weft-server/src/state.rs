@@ -29,6 +29,9 @@ struct Inner {
     running: Mutex<HashMap<String, usize>>,
     /// When the server started (ISO 8601).
     started_at: String,
+    /// Cancelled when the server stops taking requests: background work (a queued run
+    /// waiting for its turn) stops then, and the next server takes it up.
+    closing: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -41,6 +44,7 @@ impl AppState {
             threads: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
             started_at: weft_store::now_string(),
+            closing: tokio_util::sync::CancellationToken::new(),
         }))
     }
 
@@ -52,6 +56,11 @@ impl AppState {
     /// When the server started (ISO 8601).
     pub fn started_at(&self) -> &str {
         &self.0.started_at
+    }
+
+    /// Cancelled when the server stops taking requests.
+    pub fn closing(&self) -> &tokio_util::sync::CancellationToken {
+        &self.0.closing
     }
 
     /// The project served.

@@ -667,3 +667,35 @@ async fn the_openapi_document_is_openapi_3_and_documents_every_route() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_run_is_kept_when_the_server_stops_and_starts_with_the_next_server() {
+    let script = json!({"responses": [{"text": "never", "delayMs": 60000}]});
+    let s = Served::start("", &[], &script).await;
+    let thread = s.thread().await;
+    let runs = format!("/threads/{thread}/runs");
+    let (_, first) = s
+        .post(&runs, &json!({"assistant_id": "a", "input": input("one")}))
+        .await;
+    let (_, queued) = s
+        .post(&runs, &json!({"assistant_id": "a", "input": input("two")}))
+        .await;
+    assert_eq!(queued["status"], "pending");
+    let queued_id = queued["run_id"].as_str().unwrap().to_owned();
+
+    // The server stops: its run stops (resumable), the queued one stays queued.
+    let dir = s.shutdown().await;
+    let s = Served::serve(dir).await;
+    let first_id = first["run_id"].as_str().unwrap();
+    let (_, stopped) = s.get(&format!("{runs}/{first_id}")).await;
+    assert_eq!(stopped["status"], "interrupted");
+    until(|| async {
+        let (_, run) = s.get(&format!("{runs}/{queued_id}")).await;
+        run["status"] == "running"
+    })
+    .await;
+    let (status, _) = s
+        .post(&format!("{runs}/{queued_id}/cancel?wait=1"), &Value::Null)
+        .await;
+    assert_eq!(status, 200);
+}

@@ -398,12 +398,22 @@ async fn launch(
 /// progress on the thread and it heads the queue.
 async fn drain(state: AppState, caller: Caller, thread: String, run_id: String) {
     loop {
+        if state.closing().is_cancelled() {
+            // The server stops: the run stays queued for the next one.
+            return;
+        }
         if let Ok(Some(active)) = state.active_run(&thread).await {
-            wait_end(&state, &active.run_id).await;
+            tokio::select! {
+                () = wait_end(&state, &active.run_id) => {}
+                () = state.closing().cancelled() => return,
+            }
             continue;
         }
         let lock = state.thread_lock(&thread);
         let guard = lock.lock().await;
+        if state.closing().is_cancelled() {
+            return;
+        }
         let Ok(Some(record)) = state.store().thread(&thread).await else {
             return;
         };
