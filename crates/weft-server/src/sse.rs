@@ -39,6 +39,8 @@ pub(crate) fn respond(
 }
 
 /// What ended a followed run's events.
+// Made once per event and matched at once: boxing the event would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Next {
     Event(RunEvent),
     /// The run's events ended (after `run_end`).
