@@ -136,3 +136,86 @@ fn complete(part: &mut Map<String, Value>, result: &Value, is_error: bool) {
         part.insert("output".into(), result.clone());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use weft_provider::{
+        AssistantMessage, ContentBlock, MessageOptions, ToolCall, ToolResult, ToolResultMessage,
+    };
+
+    use super::*;
+    use crate::transcript::Entry;
+
+    fn entry(run: &str, input: bool, message: Message) -> Entry {
+        Entry {
+            side: Side::A,
+            agent: "main".into(),
+            run_id: Some(run.into()),
+            input,
+            item: Item::Message(message),
+        }
+    }
+
+    #[test]
+    fn each_run_is_its_input_and_one_assistant_message_with_its_calls_completed() {
+        let call = ToolCall::new("c1", "write_file", json!({"path": "a"}));
+        let asked = AssistantMessage::new(
+            vec![ContentBlock::text("Writing.")],
+            vec![call],
+            MessageOptions::default(),
+        )
+        .expect("no binary content");
+        let result = ToolResultMessage::new(vec![ToolResult {
+            tool_call_id: "c1".into(),
+            result: json!("denied: no"),
+            is_error: true,
+        }]);
+        let transcript = Transcript {
+            thread_id: "t".into(),
+            forked_from: None,
+            dual: false,
+            entries: vec![
+                entry("r1", true, Message::user("Write a")),
+                entry("r1", false, Message::Assistant(asked)),
+                entry("r1", false, Message::ToolResult(result)),
+                entry("r1", false, Message::assistant("Could not.")),
+                entry("r2", true, Message::user("Why?")),
+            ],
+            created_at: "2026-11-24T10:00:00Z".into(),
+        };
+        let ids = HashMap::from([("r1".to_owned(), "client-1".to_owned())]);
+        let messages = transcript.to_ui_messages(&ids);
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "user"]);
+        assert_eq!(
+            messages[0]["id"], "client-1",
+            "the client's id of the input"
+        );
+        assert_eq!(
+            messages[1]["id"], "msg-r1",
+            "one message per run, the stream's id"
+        );
+        assert_eq!(messages[2]["id"], "user-r2", "no client id: the run's");
+        let parts = messages[1]["parts"].as_array().cloned().unwrap_or_default();
+        let kinds: Vec<&str> = parts
+            .iter()
+            .map(|p| p["type"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "step-start",
+                "text",
+                "tool-write_file",
+                "step-start",
+                "text"
+            ]
+        );
+        assert_eq!(parts[2]["state"], "output-error");
+        assert_eq!(parts[2]["errorText"], "denied: no");
+        assert_eq!(parts[2]["input"], json!({"path": "a"}));
+    }
+}

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 use weft_runtime::RunError;
-use weft_runtime::event::ApprovalChunks;
+use weft_runtime::event::{ApprovalChunks, UiStreamEncoder};
 use weft_runtime::transcript::Transcript;
 use weft_runtime::ui_messages::assistant_message_id;
 use weft_store::{
@@ -148,7 +148,7 @@ async fn post(
         ));
     }
     let latest = state.latest_run(&thread).await?;
-    let (started, message_id) = match last.role.as_str() {
+    let (started, encoder) = match last.role.as_str() {
         "assistant" => {
             let Some(run) = latest.filter(|r| assistant_message_id(&r.run_id) == last.id) else {
                 return Err(ApiError::conflict(format!(
@@ -158,7 +158,16 @@ async fn post(
             };
             answer_approvals(&state, &run, &last).await?;
             let started = state.resume_run(&caller, &run).await?;
-            (started, last.id.clone())
+            // The client holds the message up to the step that waited: it goes on from there.
+            let known = last
+                .parts
+                .iter()
+                .filter_map(|p| p["toolCallId"].as_str().map(str::to_owned))
+                .collect();
+            let encoder = UiStreamEncoder::new(&last.id)
+                .with_approvals(query.approvals())
+                .continuing(known);
+            (started, encoder)
         }
         "user" => {
             if let Some(history) = history {
@@ -177,8 +186,9 @@ async fn post(
                     Some(last.id.clone()),
                 )
                 .await?;
-            let id = assistant_message_id(&started.run_id);
-            (started, id)
+            let encoder = UiStreamEncoder::new(&assistant_message_id(&started.run_id))
+                .with_approvals(query.approvals());
+            (started, encoder)
         }
         other => {
             return Err(ApiError::bad_request(format!(
@@ -187,14 +197,7 @@ async fn post(
         }
     };
     drop(guard);
-    sse::ui_stream(
-        &state,
-        &started.run_id,
-        started.after_seq,
-        &message_id,
-        query.approvals(),
-    )
-    .await
+    sse::ui_stream(&state, &started.run_id, started.after_seq, encoder).await
 }
 
 /// The approval answers inside a replayed assistant message, each checked against the
@@ -264,14 +267,7 @@ async fn answer_approvals(
             .await?;
         answered += 1;
     }
-    let still: Vec<String> = state
-        .store()
-        .decisions(&run.run_id)
-        .await?
-        .into_iter()
-        .filter(|d| d.status == DecisionStatus::Pending)
-        .map(|d| d.id)
-        .collect();
+    let still = pending_decisions(state, run).await?;
     if !still.is_empty() {
         return Err(ApiError::conflict(format!(
             "run {} still waits for a decision on {}: answer every pending call",
@@ -288,6 +284,18 @@ async fn answer_approvals(
     Ok(())
 }
 
+/// The ids of `run`'s pending decisions.
+async fn pending_decisions(state: &AppState, run: &RunRecord) -> Result<Vec<String>, ApiError> {
+    Ok(state
+        .store()
+        .decisions(&run.run_id)
+        .await?
+        .into_iter()
+        .filter(|d| d.status == DecisionStatus::Pending)
+        .map(|d| d.id)
+        .collect())
+}
+
 /// A user who types a new message instead of answering denies the pending calls, with that
 /// reason; the run then finishes (the model hears why) before the new message runs.
 async fn deny_pending(
@@ -296,14 +304,7 @@ async fn deny_pending(
     run: &RunRecord,
     text: &str,
 ) -> Result<(), ApiError> {
-    let pending: Vec<String> = state
-        .store()
-        .decisions(&run.run_id)
-        .await?
-        .into_iter()
-        .filter(|d| d.status == DecisionStatus::Pending)
-        .map(|d| d.id)
-        .collect();
+    let pending = pending_decisions(state, run).await?;
     if pending.is_empty() {
         return Ok(());
     }
@@ -423,14 +424,9 @@ pub(crate) async fn stream(
         })
         .await?;
     let after = ends.last().map_or(0, |e| e.seq);
-    sse::ui_stream(
-        &state,
-        &run.run_id,
-        after,
-        &assistant_message_id(&run.run_id),
-        query.approvals(),
-    )
-    .await
+    let encoder =
+        UiStreamEncoder::new(&assistant_message_id(&run.run_id)).with_approvals(query.approvals());
+    sse::ui_stream(&state, &run.run_id, after, encoder).await
 }
 
 /// `POST /api/chat/{id}/stop`: stops the run in progress (it keeps what it said and can be

@@ -132,8 +132,8 @@ pub(crate) async fn events(
         &run_id,
         from,
         sse::raw_event,
-        Vec::new(),
-        Vec::new(),
+        (Vec::new(), Vec::new()),
+        true,
     )
     .await
 }

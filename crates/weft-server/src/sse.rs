@@ -13,7 +13,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use tokio::sync::mpsc;
-use weft_runtime::event::{ApprovalChunks, RunEvent, RunEvents, UiStreamEncoder};
+use weft_runtime::event::{RunEvent, RunEvents, UiStreamEncoder};
 use weft_store::Runs as _;
 use weft_thread::ui_stream::UiChunk;
 
@@ -27,22 +27,37 @@ const QUEUE: usize = 64;
 /// The header of a UI message stream.
 pub const UI_STREAM_HEADER: &str = "x-vercel-ai-ui-message-stream";
 
-/// A response streaming `rx`, with a keep-alive comment every `settings.ping`.
+/// How a stream keeps its connection alive every `StreamSettings::ping`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Ping {
+    /// A comment line (`: ping`): invisible to clients, the only safe kind on a UI message
+    /// stream (the AI SDK parses every event's data as a chunk).
+    Comment,
+    /// A `ping` event with empty data (ThreadProtocol's heartbeat: a client that sees none
+    /// for two intervals treats the stream as dead).
+    Event,
+}
+
+/// A response streaming `rx`, with a keep-alive every `settings.ping`.
 pub(crate) fn respond(
     rx: mpsc::Receiver<Event>,
     settings: StreamSettings,
+    ping: Ping,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|event| (Ok(event), rx))
     });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(settings.ping).text("ping"))
+    let keep_alive = KeepAlive::new().interval(settings.ping);
+    let keep_alive = match ping {
+        Ping::Comment => keep_alive.text("ping"),
+        Ping::Event => keep_alive.event(Event::default().event("ping").data("")),
+    };
+    Sse::new(stream).keep_alive(keep_alive)
 }
 
 /// What ended a followed run's events.
-// Made once per event and matched at once: boxing the event would only add an allocation.
-#[allow(clippy::large_enum_variant)]
 pub(crate) enum Next {
-    Event(RunEvent),
+    Event(Box<RunEvent>),
     /// The run's events ended (after `run_end`).
     End,
     /// Nothing came for too long and no process drives the run any more.
@@ -60,7 +75,7 @@ pub(crate) async fn next(
     let mut waited = Duration::ZERO;
     loop {
         match tokio::time::timeout(settings.idle_timeout, events.next()).await {
-            Ok(Some(event)) => return Next::Event(event),
+            Ok(Some(event)) => return Next::Event(Box::new(event)),
             Ok(None) => return Next::End,
             Err(_) => {
                 waited += settings.idle_timeout;
@@ -76,8 +91,8 @@ pub(crate) async fn next(
     }
 }
 
-/// The UI message stream of `run_id`'s assistant message `message_id`, from the events
-/// after `after_seq`: `start` … `finish`, then `[DONE]`.
+/// The UI message stream of `run_id`'s assistant message, from the events after
+/// `after_seq`, as `encoder` makes it: `start` … `finish`, then `[DONE]`.
 ///
 /// # Errors
 /// 404 for an unknown run.
@@ -85,12 +100,10 @@ pub async fn ui_stream(
     state: &AppState,
     run_id: &str,
     after_seq: u64,
-    message_id: &str,
-    approvals: ApprovalChunks,
+    mut encoder: UiStreamEncoder,
 ) -> Result<Response, ApiError> {
     let mut events = state.runtime().follow(run_id, after_seq).await?;
     let (tx, rx) = mpsc::channel(QUEUE);
-    let mut encoder = UiStreamEncoder::new(message_id).with_approvals(approvals);
     let producer = state.clone();
     let run = run_id.to_owned();
     tokio::spawn(async move {
@@ -134,7 +147,7 @@ pub async fn ui_stream(
             let _ = tx.send(Event::default().data("[DONE]")).await;
         }
     });
-    let mut response = respond(rx, state.config().stream).into_response();
+    let mut response = respond(rx, state.config().stream, Ping::Comment).into_response();
     response
         .headers_mut()
         .insert(UI_STREAM_HEADER, HeaderValue::from_static("v1"));
@@ -145,7 +158,8 @@ pub async fn ui_stream(
 /// The events of `run_id` after `after_seq` as SSE: `id:` the event's `seq` (so
 /// `Last-Event-ID` rejoins where a client left off), `event:` its type, `data:` the
 /// `RunEvent` JSON; ends after `run_end`. `map` turns an event into the SSE events sent for
-/// it (the run API's stream modes), the default sends it as it is.
+/// it (the run API's stream modes), the default sends it as it is. `ping_events`: keep the
+/// connection alive with `ping` events (ThreadProtocol's heartbeat) rather than comments.
 ///
 /// # Errors
 /// 404 for an unknown run.
@@ -154,9 +168,14 @@ pub async fn run_events(
     run_id: &str,
     after_seq: u64,
     map: impl Fn(&RunEvent) -> Vec<Event> + Send + 'static,
-    first: Vec<Event>,
-    last: Vec<Event>,
+    (first, last): (Vec<Event>, Vec<Event>),
+    ping_events: bool,
 ) -> Result<Response, ApiError> {
+    let ping = if ping_events {
+        Ping::Event
+    } else {
+        Ping::Comment
+    };
     let mut events = state.runtime().follow(run_id, after_seq).await?;
     let (tx, rx) = mpsc::channel(QUEUE);
     let producer = state.clone();
@@ -201,7 +220,7 @@ pub async fn run_events(
             }
         }
     });
-    let mut response = respond(rx, state.config().stream).into_response();
+    let mut response = respond(rx, state.config().stream, ping).into_response();
     no_buffering(&mut response);
     Ok(response)
 }

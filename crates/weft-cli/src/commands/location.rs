@@ -68,3 +68,18 @@ pub(crate) async fn open_existing(url: &StoreUrl) -> anyhow::Result<Store> {
     }
     open_or_create(url).await
 }
+
+/// Loads the project in `dir` for a command: `Ok(Err(code))` (exit 2, the problems printed)
+/// when its definitions are invalid.
+pub(crate) fn load_project(
+    dir: &Path,
+) -> anyhow::Result<Result<weft_standard::Project, std::process::ExitCode>> {
+    match weft_standard::Project::load(dir) {
+        Ok(project) => Ok(Ok(project)),
+        Err(error @ weft_standard::ProjectError::Invalid(_)) => {
+            eprintln!("weft: {} is not a valid project: {error}", dir.display());
+            Ok(Err(std::process::ExitCode::from(2)))
+        }
+        Err(error) => Err(error.into()),
+    }
+}

@@ -33,6 +33,12 @@ pub struct UiStreamEncoder {
     approvals: ApprovalChunks,
     /// Calls a person denied: their error result is the `tool-output-denied` already sent.
     denied: Vec<String>,
+    /// Calls the client's message already shows (a continued message): their input is not
+    /// sent again, only what happens to them.
+    known: Vec<String>,
+    /// The client's message ends inside a step (a continued message): the first turn's
+    /// `start-step` is that step's, already sent.
+    continued: bool,
     started: bool,
     in_step: bool,
     /// The open text or reasoning part: its id and whether it is reasoning.
@@ -60,6 +66,8 @@ impl UiStreamEncoder {
             message_id: message_id.to_owned(),
             approvals: ApprovalChunks::default(),
             denied: Vec::new(),
+            known: Vec::new(),
+            continued: false,
             started: false,
             in_step: false,
             open: None,
@@ -72,6 +80,18 @@ impl UiStreamEncoder {
     #[must_use]
     pub fn with_approvals(mut self, approvals: ApprovalChunks) -> Self {
         self.approvals = approvals;
+        self
+    }
+
+    /// This encoder, continuing a message the client holds up to a step in progress whose
+    /// calls `known` it shows (the run resumed after the client answered approvals): that
+    /// step is not started again and those calls' inputs are not sent again, so the client
+    /// updates its parts instead of adding copies.
+    #[must_use]
+    pub fn continuing(mut self, known: Vec<String>) -> Self {
+        self.known = known;
+        self.continued = true;
+        self.in_step = true;
         self
     }
 
@@ -90,6 +110,7 @@ impl UiStreamEncoder {
         }
         let call_id = || event.tool_call_id.clone().unwrap_or_default();
         match &event.kind {
+            EventKind::TurnStart { .. } if self.continued => self.continued = false,
             EventKind::TurnStart { .. } => {
                 self.end_step(&mut chunks);
                 self.in_step = true;
@@ -97,6 +118,7 @@ impl UiStreamEncoder {
             }
             EventKind::TextDelta { text, .. } => self.delta(text, false, &mut chunks),
             EventKind::ReasoningDelta { text, .. } => self.delta(text, true, &mut chunks),
+            EventKind::ToolCallStart { .. } if self.known.contains(&call_id()) => {}
             EventKind::ToolCallStart {
                 tool, arguments, ..
             } => {
@@ -278,5 +300,123 @@ impl UiStreamEncoder {
             self.in_step = false;
             chunks.push(UiChunk::FinishStep);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::event::AgentPath;
+
+    fn event(seq: u64, call: Option<&str>, kind: EventKind) -> RunEvent {
+        RunEvent {
+            seq,
+            timestamp: "2026-11-24T10:00:00.000Z".into(),
+            run_id: "R".into(),
+            agent: AgentPath::root("main"),
+            turn: 1,
+            tool_call_id: call.map(str::to_owned),
+            kind,
+        }
+    }
+
+    fn types(chunks: &[UiChunk]) -> Vec<String> {
+        chunks
+            .iter()
+            .map(|c| c.to_value()["type"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    fn start() -> EventKind {
+        EventKind::ToolCallStart {
+            tool: "write_file".into(),
+            arguments: json!({"path": "a"}),
+            side: None,
+        }
+    }
+
+    fn end(is_error: bool) -> EventKind {
+        EventKind::ToolCallEnd {
+            tool: "write_file".into(),
+            is_error,
+            result: Some(json!("denied: no")),
+            result_bytes: None,
+            result_ref: None,
+            side: None,
+        }
+    }
+
+    fn pending() -> EventKind {
+        EventKind::DecisionPending {
+            decision: "d-1".into(),
+            kind: "approval".into(),
+            tool: "write_file".into(),
+            arguments: json!({"path": "a"}),
+            position: "main@1#0".into(),
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn a_pending_call_asks_for_approval_the_v6_way_or_as_a_data_part() {
+        let mut v6 = UiStreamEncoder::new("m");
+        let mut chunks = v6.push(&event(1, Some("c1"), start()));
+        chunks.extend(v6.push(&event(2, Some("c1"), pending())));
+        let last = chunks.last().map(UiChunk::to_value).unwrap_or_default();
+        assert_eq!(last["type"], "tool-approval-request");
+        assert_eq!(last["approvalId"], "d-1");
+        assert_eq!(last["toolCallId"], "c1");
+
+        let mut v5 = UiStreamEncoder::new("m").with_approvals(ApprovalChunks::DataPart);
+        let chunks = v5.push(&event(1, Some("c1"), pending()));
+        let last = chunks.last().map(UiChunk::to_value).unwrap_or_default();
+        assert_eq!(last["type"], "data-approval");
+        assert_eq!(last["data"]["approvalId"], "d-1");
+        assert_eq!(last["data"]["arguments"], json!({"path": "a"}));
+    }
+
+    #[test]
+    fn a_continued_message_goes_on_in_its_step_without_resending_known_calls() {
+        let mut encoder = UiStreamEncoder::new("m").continuing(vec!["c1".into()]);
+        let mut chunks = encoder.push(&event(
+            1,
+            None,
+            EventKind::TurnStart {
+                messages: 2,
+                side: None,
+            },
+        ));
+        chunks.extend(encoder.push(&event(2, Some("c1"), start())));
+        chunks.extend(encoder.push(&event(
+            3,
+            Some("c1"),
+            EventKind::Decision {
+                decision: "d-1".into(),
+                tool: "write_file".into(),
+                approved: false,
+                reason: Some("no".into()),
+            },
+        )));
+        chunks.extend(encoder.push(&event(4, Some("c1"), end(true))));
+        chunks.extend(encoder.push(&event(
+            5,
+            None,
+            EventKind::TurnEnd {
+                tool_calls: 1,
+                input_tokens: 0,
+                output_tokens: 0,
+                run_input_tokens: 0,
+                run_output_tokens: 0,
+                cost: None,
+                side: None,
+            },
+        )));
+        assert_eq!(
+            types(&chunks),
+            ["start", "tool-output-denied", "finish-step"],
+            "no new step, no second input, the denial instead of an error"
+        );
     }
 }

@@ -1113,7 +1113,7 @@ fn stream_response(
         }
         let _ = tx.send(Event::default().event("end")).await;
     });
-    let mut response = sse::respond(rx, state.config().stream).into_response();
+    let mut response = sse::respond(rx, state.config().stream, sse::Ping::Comment).into_response();
     sse::no_buffering(&mut response);
     if let Ok(value) = HeaderValue::from_str(&format!("/threads/{thread}/runs/{run_id}/stream")) {
         response.headers_mut().insert(header::LOCATION, value);
