@@ -186,6 +186,22 @@ async fn wait_and_join_answer_the_final_values_and_history_has_a_state_per_check
         history[0]["parent_checkpoint"]["checkpoint_id"],
         history[1]["checkpoint"]["checkpoint_id"]
     );
+    // `before` as the SDK may send it: an id, or a checkpoint.
+    let second = history[1]["checkpoint"]["checkpoint_id"].as_str().unwrap();
+    let (_, older) = s
+        .post(
+            &format!("/threads/{thread}/history"),
+            &json!({"before": latest, "limit": 1}),
+        )
+        .await;
+    assert_eq!(older[0]["checkpoint"]["checkpoint_id"], second);
+    let (_, older) = s
+        .post(
+            &format!("/threads/{thread}/history"),
+            &json!({"before": {"checkpoint_id": latest}, "limit": 1}),
+        )
+        .await;
+    assert_eq!(older[0]["checkpoint"]["checkpoint_id"], second);
     let oldest = history.last().unwrap();
     assert!(texts(&oldest["values"]).len() < 4);
     let id = oldest["checkpoint"]["checkpoint_id"].as_str().unwrap();
@@ -622,6 +638,12 @@ async fn the_openapi_document_is_openapi_3_and_documents_every_route() {
         doc["openapi"]
     );
     assert!(doc["info"]["title"].is_string());
+    // It parses as an OpenAPI document.
+    let parsed: utoipa::openapi::OpenApi = serde_json::from_value(doc.clone()).unwrap();
+    assert_eq!(
+        parsed.paths.paths.len(),
+        doc["paths"].as_object().unwrap().len()
+    );
     let paths = doc["paths"].as_object().unwrap();
     for (method, path) in weft_server::api::ROUTES {
         let operation = &paths

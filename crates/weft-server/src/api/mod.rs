@@ -137,11 +137,12 @@ pub(crate) async fn thread_status(
     state: &AppState,
     record: &ThreadRecord,
 ) -> Result<(ThreadStatus, Option<(RunRecord, Vec<Interrupt>)>), ApiError> {
+    // Runs waiting in the queue (not those that could not start).
     let queued = record
         .metadata
         .get(QUEUE_KEY)
         .and_then(Value::as_array)
-        .is_some_and(|q| !q.is_empty());
+        .is_some_and(|q| q.iter().any(|e| e.get("error").is_none_or(Value::is_null)));
     let Some(latest) = state.latest_run(&record.id).await? else {
         let status = if queued {
             ThreadStatus::Busy

@@ -86,6 +86,20 @@ impl RunStatus {
     }
 }
 
+impl RunStatus {
+    /// Its word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Running => "running",
+            RunStatus::Error => "error",
+            RunStatus::Success => "success",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// A call waiting for a person's decision, as the thread's `interrupts` show it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Interrupt {
@@ -341,8 +355,9 @@ pub struct CheckpointRef {
 pub struct HistoryRequest {
     /// At most this many states, newest first (default 10).
     pub limit: Option<usize>,
-    /// Only states older than this checkpoint.
-    pub before: Option<CheckpointRef>,
+    /// Only states older than this checkpoint: a checkpoint id, or `{"checkpoint_id"}`.
+    #[schema(value_type = Option<Object>)]
+    pub before: Option<Value>,
 }
 
 /// The body of `POST /threads/{thread_id}/state/checkpoint`.

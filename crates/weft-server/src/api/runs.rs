@@ -494,17 +494,19 @@ async fn ends(state: &AppState, run_id: &str) -> Result<Vec<u64>, ApiError> {
 
 /// Waits until the run's current drive ends (at once when nothing drives it).
 async fn wait_end(state: &AppState, run_id: &str) {
+    // Where the drive in progress starts, read before asking whether one is: a drive that
+    // ends in between still has its `run_end` after this.
+    let after = ends(state, run_id)
+        .await
+        .ok()
+        .and_then(|e| e.last().copied())
+        .unwrap_or(0);
     let Ok(Some(run)) = state.store().run(run_id).await else {
         return;
     };
     if !state.is_running(&run) {
         return;
     }
-    let after = ends(state, run_id)
-        .await
-        .ok()
-        .and_then(|e| e.last().copied())
-        .unwrap_or(0);
     if let Ok(mut events) = state.runtime().follow(run_id, after).await {
         loop {
             match sse::next(state, &mut events, run_id, false).await {
@@ -732,18 +734,17 @@ pub(crate) async fn join_stream(
         Modes::parse(Some(&Value::Array(requested)), Modes::default_for_join())?
     };
     let after = match run_of_thread(&state, &thread, &run_id).await? {
+        Some(_) if headers.contains_key("last-event-id") => resume_point(&headers, None),
         Some(run) => {
-            let ends = ends(&state, &run_id).await?;
-            let from_drive = if state.is_running(&run) {
-                ends.last().copied().unwrap_or(0)
+            // The drive in progress starts after the last `run_end` (read first: a drive that
+            // ends in between still has its end after it); a finished run's last drive after
+            // the end before its last (read again: the drive may just have ended).
+            let before = ends(&state, &run_id).await?;
+            if state.is_running(&run) {
+                before.last().copied().unwrap_or(0)
             } else {
+                let ends = ends(&state, &run_id).await?;
                 ends.len().checked_sub(2).map_or(0, |i| ends[i])
-            };
-            let given = headers.contains_key("last-event-id");
-            if given {
-                resume_point(&headers, None)
-            } else {
-                from_drive
             }
         }
         None => {
@@ -1278,19 +1279,6 @@ pub(crate) async fn cancel(
     }
     let run = state.store().run(&run_id).await?.unwrap_or(run);
     Ok(Json(Run::of(&run, state.is_running(&run), Busy::Enqueue)))
-}
-
-impl RunStatus {
-    fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Pending => "pending",
-            RunStatus::Running => "running",
-            RunStatus::Error => "error",
-            RunStatus::Success => "success",
-            RunStatus::Timeout => "timeout",
-            RunStatus::Interrupted => "interrupted",
-        }
-    }
 }
 
 #[cfg(test)]

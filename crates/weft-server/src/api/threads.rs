@@ -325,7 +325,15 @@ pub(crate) async fn history(
     let request: HistoryRequest = parse_body(&body)?;
     let record = thread_record(&state, &thread).await?;
     let summaries = state.store().list_checkpoints(&thread).await?;
-    let end = match request.before.and_then(|b| b.checkpoint_id) {
+    let before = match &request.before {
+        Some(Value::String(id)) => Some(id.clone()),
+        Some(Value::Object(o)) => o
+            .get("checkpoint_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        _ => None,
+    };
+    let end = match before {
         Some(id) => summaries.iter().position(|c| c.id == id).ok_or_else(|| {
             ApiError::not_found(format!("thread {thread} has no checkpoint {id}"))
         })?,
