@@ -5,6 +5,7 @@
 //! ThreadProtocol export and import, and the OpenAPI document.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
 #[path = "langgraph/support.rs"]
 mod support;
 

@@ -6,6 +6,7 @@
 //! set: then it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
 #[path = "langgraph/support.rs"]
 mod support;
 

@@ -1,20 +1,19 @@
-//! A project with a scripted model served in-process, and an HTTP client for it (shared by
-//! the run API's tests).
+//! The run API's tests' client side over `tests/common`'s in-process server: requests with
+//! the token in `x-api-key`, JSON helpers, SSE parts with their ids.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use weft_server::{Auth, Server, ServerConfig};
-use weft_standard::{Launch, Project};
-use weft_store::{Durability, Store};
+use weft_standard::Launch;
+use weft_store::Durability;
 
-/// A served project.
+use crate::common;
+
+/// A served project (the tests' harness, `tests/common`, with the run API's client side).
 pub(crate) struct Served {
-    /// The temporary directory (project in `p/`, store in `weft.db`).
+    /// The temporary directory (the project in `p/`).
     pub(crate) dir: tempfile::TempDir,
     /// `http://127.0.0.1:PORT`.
     pub(crate) base: String,
@@ -22,98 +21,44 @@ pub(crate) struct Served {
     pub(crate) token: String,
     /// A client.
     pub(crate) http: reqwest::Client,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-/// Writes a project whose agent `a` answers with `script` (a `scripted-turns` script: the
-/// k-th answer of a thread is response k), with `tools`, and `extra` lines in `weft.toml`.
-pub(crate) fn project(dir: &Path, extra: &str, tools: &[&str], script: &Value) {
-    for sub in ["agents", "prompts"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-    }
-    std::fs::write(
-        dir.join("weft.toml"),
-        format!("model = \"scripted-turns:script.json\"\n{extra}"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("agents/a.toml"),
-        "name = \"a\"\ndescription = \"The test agent\"\n[sideA]\nprompt = \"p\"\n",
-    )
-    .unwrap();
-    let tools: Vec<String> = tools.iter().map(|t| format!("{t:?}")).collect();
-    std::fs::write(
-        dir.join("prompts/p.toml"),
-        format!("name = \"p\"\ntools = [{}]\n", tools.join(", ")),
-    )
-    .unwrap();
-    std::fs::write(dir.join("script.json"), script.to_string()).unwrap();
+    server: Option<common::TestServer>,
 }
 
 impl Served {
-    /// Serves a project made by [`project`] on 127.0.0.1, port 0.
+    /// Serves a project of one agent `a` answering with `script` (a `scripted-turns`
+    /// script: the k-th answer of a thread is response k), with `tools`, and `extra` lines
+    /// in `weft.toml`.
     pub(crate) async fn start(extra: &str, tools: &[&str], script: &Value) -> Served {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("p");
-        project(&p, extra, tools, script);
+        common::scripted_project(&dir.path().join("p"), extra, tools, script);
         Self::serve(dir).await
     }
 
-    /// Serves the project in `dir/p` with the store `dir/weft.db`.
+    /// Serves the project in `dir/p` (its store in the project's `.weft/`).
     pub(crate) async fn serve(dir: tempfile::TempDir) -> Served {
-        let p = dir.path().join("p");
-        let project = Project::load(&p).unwrap();
-        let db: PathBuf = dir.path().join("weft.db");
-        let store = Store::open(&format!("sqlite:{}", db.display()))
-            .await
-            .unwrap();
-        let runtime = weft_runtime::Runtime::new(store)
-            .with_providers(weft_runtime::default_providers())
-            .with_sessions(Arc::new(weft_standard::StandardSessions));
-        let mut config = ServerConfig::new("127.0.0.1:0".parse::<SocketAddr>().unwrap());
-        let token = "test-token-0123456789abcdef".to_owned();
-        config.auth = Auth::Token(token.clone());
-        config.launch = Launch {
-            durability: Durability::Sync,
-            ..Launch::default()
-        };
-        config.stream.idle_timeout = Duration::from_millis(200);
-        let server = Server::new(config, project, runtime);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            server
-                .serve(listener, async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
+        let server = common::start_with(&dir.path().join("p"), |config| {
+            config.launch = Launch {
+                durability: Durability::Sync,
+                ..Launch::default()
+            };
+            config.stream.idle_timeout = Duration::from_millis(200);
+        })
+        .await;
         Served {
             dir,
-            base,
-            token,
-            http: {
-                weft_provider::http::install_crypto_provider();
-                reqwest::Client::new()
-            },
-            stop: Some(stop),
-            task: Some(task),
+            base: server.base.clone(),
+            token: server.token.clone(),
+            http: reqwest::Client::new(),
+            server: Some(server),
         }
     }
 
     /// Stops the server (its runs stop, resumable) and gives the directory back.
     pub(crate) async fn shutdown(mut self) -> tempfile::TempDir {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        if let Some(server) = self.server.take() {
+            server.stop().await;
         }
-        if let Some(task) = self.task.take() {
-            task.await.unwrap();
-        }
-        let empty = tempfile::tempdir().unwrap();
-        std::mem::replace(&mut self.dir, empty)
+        self.dir
     }
 
     /// The project's directory.
@@ -171,14 +116,6 @@ impl Served {
             .expect("the stream ended")
             .unwrap();
         (status, parse_sse(&text))
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
     }
 }
 
