@@ -319,6 +319,10 @@ mod tests {
     fn searches_are_reads_and_runs_are_writes() {
         assert!(!is_write(&Method::POST, "/threads/search"));
         assert!(!is_write(&Method::POST, "/threads/t1/history"));
+        assert!(!is_write(&Method::POST, "/threads/count"));
+        assert!(!is_write(&Method::POST, "/threads/t1/state/checkpoint"));
+        assert!(is_write(&Method::POST, "/threads/t1/copy"));
+        assert!(is_write(&Method::POST, "/threads/t1/runs/t2/cancel"));
         assert!(is_write(&Method::POST, "/threads/t1/runs"));
         assert!(is_write(&Method::POST, "/api/chat"));
         assert!(!is_write(&Method::GET, "/api/chat/t1/stream"));

@@ -611,6 +611,34 @@ async fn threads_and_assistants_are_searched_and_bad_requests_are_answered_not_p
         .await;
     assert_eq!(status, 200, "{values}");
 
+    // A read-only token reads (searches, history and states are POSTs) but writes nothing.
+    let reader = s.read_only_token().await;
+    for (method, path, expected) in [
+        (Method::POST, "/threads/search", 200),
+        (Method::POST, "/threads/count", 200),
+        (Method::POST, "/assistants/search", 200),
+        (Method::POST, "/threads/chosen-1/history", 200),
+        (Method::POST, "/threads/chosen-1/state/checkpoint", 200),
+        (Method::GET, "/threads/chosen-1/runs", 200),
+        (Method::POST, "/threads", 403),
+        (Method::POST, "/threads/chosen-1/runs", 403),
+        (Method::POST, "/threads/chosen-1/runs/wait", 403),
+        (Method::POST, "/threads/chosen-1/copy", 403),
+        (Method::POST, "/threads/import", 403),
+        (Method::PATCH, "/threads/chosen-1", 403),
+        (Method::DELETE, "/threads/chosen-1", 403),
+    ] {
+        let response = s
+            .http
+            .request(method.clone(), format!("{}{path}", s.base))
+            .header("x-api-key", &reader)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), expected, "{method} {path}");
+    }
+
     // Without a token: 401.
     let response = s
         .http

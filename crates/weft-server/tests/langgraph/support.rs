@@ -53,6 +53,19 @@ impl Served {
         }
     }
 
+    /// A new read-only token (`weft tokens create --read-only`).
+    pub(crate) async fn read_only_token(&self) -> String {
+        use weft_store::Tokens as _;
+        let server = self.server.as_ref().unwrap();
+        let (_, secret) = server
+            .state
+            .store()
+            .create_token("read-only", weft_store::TokenScope::Read)
+            .await
+            .unwrap();
+        secret.expose().to_owned()
+    }
+
     /// Stops the server (its runs stop, resumable) and gives the directory back.
     pub(crate) async fn shutdown(mut self) -> tempfile::TempDir {
         if let Some(server) = self.server.take() {
