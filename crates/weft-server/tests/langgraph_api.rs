@@ -461,6 +461,16 @@ async fn threads_copy_from_a_checkpoint_export_import_and_delete() {
     let checkpoint = first["checkpoint"]["checkpoint_id"].as_str().unwrap();
 
     // Copy from the first checkpoint: the new thread holds that state.
+    // Running from the latest checkpoint (named) is running on the thread.
+    let (_, state) = s.get(&format!("/threads/{thread}/state")).await;
+    let latest = state["checkpoint"]["checkpoint_id"].as_str().unwrap();
+    let (status, values) = s
+        .post(
+            &format!("/threads/{thread}/runs/wait"),
+            &json!({"assistant_id": "a", "input": input("two"), "checkpoint": {"checkpoint_id": latest}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{values}");
     let (status, copy) = s
         .post(
             &format!("/threads/{thread}/copy"),
@@ -479,7 +489,7 @@ async fn threads_copy_from_a_checkpoint_export_import_and_delete() {
         .unwrap();
     assert_eq!(response.status().as_u16(), 200);
     let latest_copy: Value = response.json().await.unwrap();
-    assert_eq!(texts(&latest_copy["values"]).len(), 2);
+    assert_eq!(texts(&latest_copy["values"]).len(), 4);
 
     // Export as ThreadProtocol, import as a new thread with the same conversation.
     let (status, exported) = s.get(&format!("/threads/{thread}/thread-protocol")).await;
@@ -499,7 +509,7 @@ async fn threads_copy_from_a_checkpoint_export_import_and_delete() {
         )
         .await;
     assert_eq!(status, 200, "{values}");
-    assert_eq!(texts(&values).last().unwrap().1, "hello two");
+    assert_eq!(texts(&values).last().unwrap().1, "hello three");
     let (status, invalid) = s
         .post("/threads/import", &json!({"thread_id": "x", "turns": 3}))
         .await;
@@ -602,6 +612,17 @@ async fn threads_and_assistants_are_searched_and_bad_requests_are_answered_not_p
         .post("/threads/chosen-1/runs", &json!({"command": {"goto": "x"}}))
         .await;
     assert_eq!(status, 422);
+    // What Weft does not do is refused, not ignored.
+    for body in [
+        json!({"input": input("x"), "interrupt_before": ["a"]}),
+        json!({"input": input("x"), "webhook": "http://example.invalid/hook"}),
+        json!({"input": input("x"), "after_seconds": 5}),
+        json!({"input": input("x"), "checkpoint_id": "not-the-latest"}),
+    ] {
+        let (status, refused) = s.post("/threads/chosen-1/runs", &body).await;
+        assert_eq!(status, 422, "{body}: {refused}");
+        assert_eq!(refused["error"]["code"], "unsupported");
+    }
     // if_not_exists: create.
     let (status, values) = s
         .post(

@@ -414,6 +414,55 @@ pub struct RunCreate {
     /// Accepted; Weft's run records are the run's metadata.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
+    /// Only the thread's latest checkpoint (or none): a Weft thread is linear; branch from an
+    /// earlier checkpoint with `POST /threads/{thread_id}/copy` (422 otherwise).
+    pub checkpoint_id: Option<String>,
+    /// As `checkpoint_id`: `{"checkpoint_id"}`.
+    pub checkpoint: Option<CheckpointRef>,
+    /// Not supported (422 when not empty): Weft has no graph nodes to stop at.
+    #[schema(value_type = Option<Object>)]
+    pub interrupt_before: Option<Value>,
+    /// Not supported (422 when not empty).
+    #[schema(value_type = Option<Object>)]
+    pub interrupt_after: Option<Value>,
+    /// Not supported (422).
+    pub webhook: Option<String>,
+    /// Not supported (422 when above 0).
+    pub after_seconds: Option<f64>,
+}
+
+impl RunCreate {
+    /// What the request asks that Weft does not do, as a sentence.
+    pub fn unsupported(&self) -> Option<&'static str> {
+        let set = |v: &Option<Value>| {
+            v.as_ref().is_some_and(|v| match v {
+                Value::Null => false,
+                Value::Array(a) => !a.is_empty(),
+                Value::String(s) => !s.is_empty(),
+                _ => true,
+            })
+        };
+        if set(&self.interrupt_before) || set(&self.interrupt_after) {
+            Some(
+                "interrupt_before and interrupt_after are not supported: Weft interrupts a run where a call needs approval (requiresApproval)",
+            )
+        } else if self.webhook.as_deref().is_some_and(|w| !w.is_empty()) {
+            Some("webhook is not supported: stream the run, wait for it, or join it")
+        } else if self.after_seconds.is_some_and(|s| s > 0.0) {
+            Some("after_seconds is not supported: start the run when it is due")
+        } else {
+            None
+        }
+    }
+
+    /// The checkpoint the request names, if any.
+    pub fn checkpoint(&self) -> Option<&str> {
+        self.checkpoint_id.as_deref().or_else(|| {
+            self.checkpoint
+                .as_ref()
+                .and_then(|c| c.checkpoint_id.as_deref())
+        })
+    }
 }
 
 /// The conversation of a state as LangChain message dicts.

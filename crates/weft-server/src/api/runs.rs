@@ -246,6 +246,14 @@ async fn launch(
     request: RunCreate,
 ) -> Result<Launched, ApiError> {
     let strategy = strategy_of(request.multitask_strategy.as_deref())?;
+    if let Some(why) = request.unsupported() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "unsupported",
+            why,
+        ));
+    }
+    let from = request.checkpoint().map(str::to_owned);
     let command = request.command.unwrap_or_default();
     if command.update.is_some() || command.goto.is_some() {
         return Err(ApiError::new(
@@ -268,6 +276,18 @@ async fn launch(
             return Err(ApiError::not_found(format!(
                 "no thread {thread} (create it first, or send if_not_exists: create)"
             )));
+        }
+    }
+    if let Some(checkpoint) = from {
+        let latest = state.store().latest_checkpoint(thread).await?;
+        if latest.is_none_or(|c| c.summary.id != checkpoint) {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "unsupported",
+                format!(
+                    "checkpoint {checkpoint} is not thread {thread}'s latest: a Weft thread is linear; branch from it with POST /threads/{thread}/copy {{\"checkpoint_id\"}} and run on the copy"
+                ),
+            ));
         }
     }
     let latest = state.latest_run(thread).await?;
