@@ -4,7 +4,8 @@
 //! ([`threads`]: state, history by checkpoint, copy from a checkpoint, ThreadProtocol export
 //! and import), Weft runs its **runs** ([`runs`]: background, streamed, waited for, joined,
 //! cancelled, resumed with decisions keyed by interrupt id; a second message while a run is
-//! busy is queued, rejected or interrupts it). [`openapi`] serves the OpenAPI document,
+//! busy is queued, rejected or interrupts it; `stream.rs` turns run events into the SDK's
+//! stream parts). [`openapi`] serves the OpenAPI document,
 //! generated from the handlers and [`model`]'s types.
 //!
 //! Like the rest of the server this holds no run logic: it starts, resumes, decides and stops
@@ -14,6 +15,7 @@ pub mod assistants;
 pub mod model;
 pub mod openapi;
 pub mod runs;
+mod stream;
 pub mod threads;
 
 use axum::Router;
