@@ -702,6 +702,17 @@ async fn the_openapi_document_is_openapi_3_and_documents_every_route() {
         assert!(operation.is_object(), "{method} {path} is not documented");
         assert!(operation["responses"].is_object(), "{method} {path}");
     }
+    // Operation ids are unique (OpenAPI requires it; generators name methods after them).
+    let mut ids: Vec<&str> = paths
+        .values()
+        .flat_map(|item| item.as_object().unwrap().values())
+        .filter_map(|op| op["operationId"].as_str())
+        .collect();
+    let count = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), count, "duplicate operation ids");
+    assert_eq!(count, weft_server::api::ROUTES.len());
     // Every documented path is served, and the schemas the SDK reads are there.
     assert_eq!(paths.len(), {
         let mut unique: Vec<&str> = weft_server::api::ROUTES.iter().map(|(_, p)| *p).collect();

@@ -59,7 +59,7 @@ fn matching(state: &AppState, search: &AssistantSearch) -> Vec<Assistant> {
 }
 
 /// `POST /assistants/search`: the project's agents.
-#[utoipa::path(post, path = "/assistants/search", tag = "assistants",
+#[utoipa::path(post, operation_id = "assistants_search", path = "/assistants/search", tag = "assistants",
     request_body = AssistantSearch,
     responses((status = 200, description = "The matching agents", body = [Assistant])))]
 pub(crate) async fn search(
@@ -77,7 +77,7 @@ pub(crate) async fn search(
 }
 
 /// `POST /assistants/count`.
-#[utoipa::path(post, path = "/assistants/count", tag = "assistants",
+#[utoipa::path(post, operation_id = "assistants_count", path = "/assistants/count", tag = "assistants",
     request_body = AssistantSearch,
     responses((status = 200, description = "How many agents match", body = usize)))]
 pub(crate) async fn count(
@@ -89,7 +89,7 @@ pub(crate) async fn count(
 }
 
 /// `GET /assistants/{assistant_id}`.
-#[utoipa::path(get, path = "/assistants/{assistant_id}", tag = "assistants",
+#[utoipa::path(get, operation_id = "assistants_get", path = "/assistants/{assistant_id}", tag = "assistants",
     params(("assistant_id" = String, Path, description = "The agent's name")),
     responses((status = 200, body = Assistant), (status = 404, description = "No such agent")))]
 pub(crate) async fn get(

@@ -65,7 +65,7 @@ use super::{assistants, model, runs, threads};
 pub struct ApiDoc;
 
 /// `GET /openapi.json`.
-#[utoipa::path(get, path = "/openapi.json", tag = "assistants",
+#[utoipa::path(get, operation_id = "openapi", path = "/openapi.json", tag = "assistants",
     responses((status = 200, description = "This document", body = Object)))]
 pub(crate) async fn document() -> Json<utoipa::openapi::OpenApi> {
     let mut doc = ApiDoc::openapi();

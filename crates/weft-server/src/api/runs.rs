@@ -612,7 +612,7 @@ async fn run_view(state: &AppState, launched: &Launched) -> Result<Run, ApiError
 
 /// `POST /threads/{thread_id}/runs`: starts (or queues, or resumes) a run in the background
 /// and answers it at once.
-#[utoipa::path(post, path = "/threads/{thread_id}/runs", tag = "runs", request_body = RunCreate,
+#[utoipa::path(post, operation_id = "runs_create", path = "/threads/{thread_id}/runs", tag = "runs", request_body = RunCreate,
     params(("thread_id" = String, Path, description = "The thread")),
     responses((status = 200, body = Run),
         (status = 404, description = "No such thread or agent"),
@@ -634,7 +634,7 @@ pub(crate) async fn create(
 
 /// `POST /threads/{thread_id}/runs/wait`: starts a run and answers the thread's values when
 /// it ends (`__interrupt__` when it waits for decisions, `__error__` when it failed).
-#[utoipa::path(post, path = "/threads/{thread_id}/runs/wait", tag = "runs", request_body = RunCreate,
+#[utoipa::path(post, operation_id = "runs_wait", path = "/threads/{thread_id}/runs/wait", tag = "runs", request_body = RunCreate,
     params(("thread_id" = String, Path, description = "The thread")),
     responses((status = 200, description = "The thread's values when the run ended", body = Object),
         (status = 404, description = "No such thread or agent"),
@@ -662,7 +662,7 @@ pub(crate) async fn wait(
 
 /// `POST /threads/{thread_id}/runs/stream`: starts a run and streams it (see the module's
 /// documentation for the parts).
-#[utoipa::path(post, path = "/threads/{thread_id}/runs/stream", tag = "runs", request_body = RunCreate,
+#[utoipa::path(post, operation_id = "runs_stream", path = "/threads/{thread_id}/runs/stream", tag = "runs", request_body = RunCreate,
     params(("thread_id" = String, Path, description = "The thread")),
     responses((status = 200, description = "Server-sent events: metadata, the stream modes' parts (id = the run event's seq), end", content_type = "text/event-stream", body = String),
         (status = 404, description = "No such thread or agent"),
@@ -724,7 +724,7 @@ fn decode(text: &str) -> String {
 
 /// `GET /threads/{thread_id}/runs/{run_id}/stream`: joins a run's stream — from the event
 /// after `Last-Event-ID` when given, else from the start of its current (or last) drive.
-#[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}/stream", tag = "runs",
+#[utoipa::path(get, operation_id = "runs_join_stream", path = "/threads/{thread_id}/runs/{run_id}/stream", tag = "runs",
     params(("thread_id" = String, Path, description = "The thread"),
         ("run_id" = String, Path, description = "The run"),
         ("stream_mode" = Option<Vec<String>>, Query, description = "values, updates, messages, messages-tuple (repeatable; default values, updates and messages-tuple)"),
@@ -774,7 +774,7 @@ pub(crate) async fn join_stream(
 }
 
 /// `GET /threads/{thread_id}/runs`: the thread's runs, queued ones first, then newest first.
-#[utoipa::path(get, path = "/threads/{thread_id}/runs", tag = "runs",
+#[utoipa::path(get, operation_id = "runs_list", path = "/threads/{thread_id}/runs", tag = "runs",
     params(("thread_id" = String, Path, description = "The thread"),
         ("limit" = Option<usize>, Query, description = "At most this many (default 10)"),
         ("offset" = Option<usize>, Query, description = "Skip this many"),
@@ -832,7 +832,7 @@ async fn find_run(state: &AppState, thread: &str, run_id: &str) -> Result<Run, A
 }
 
 /// `GET /threads/{thread_id}/runs/{run_id}`.
-#[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}", tag = "runs",
+#[utoipa::path(get, operation_id = "runs_get", path = "/threads/{thread_id}/runs/{run_id}", tag = "runs",
     params(("thread_id" = String, Path, description = "The thread"),
         ("run_id" = String, Path, description = "The run")),
     responses((status = 200, body = Run), (status = 404, description = "No such run on this thread")))]
@@ -845,7 +845,7 @@ pub(crate) async fn get(
 
 /// `GET /threads/{thread_id}/runs/{run_id}/join`: waits for the run to end; answers the
 /// thread's values (as `…/runs/wait`).
-#[utoipa::path(get, path = "/threads/{thread_id}/runs/{run_id}/join", tag = "runs",
+#[utoipa::path(get, operation_id = "runs_join", path = "/threads/{thread_id}/runs/{run_id}/join", tag = "runs",
     params(("thread_id" = String, Path, description = "The thread"),
         ("run_id" = String, Path, description = "The run")),
     responses((status = 200, description = "The thread's values when the run ended", body = Object),
@@ -867,7 +867,7 @@ pub(crate) async fn join(
 /// `POST /threads/{thread_id}/runs/{run_id}/cancel`: stops a run this server drives (it ends
 /// `interrupted`, resumable), or takes a queued run off the queue. `?wait=1` waits for the run
 /// to record its end.
-#[utoipa::path(post, path = "/threads/{thread_id}/runs/{run_id}/cancel", tag = "runs",
+#[utoipa::path(post, operation_id = "runs_cancel", path = "/threads/{thread_id}/runs/{run_id}/cancel", tag = "runs",
     params(("thread_id" = String, Path, description = "The thread"),
         ("run_id" = String, Path, description = "The run"),
         ("wait" = Option<String>, Query, description = "1/true: wait for the run to end"),

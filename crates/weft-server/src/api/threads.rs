@@ -25,7 +25,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 /// `POST /threads`: a new thread (`thread_id` chosen or a new UUID).
-#[utoipa::path(post, path = "/threads", tag = "threads", request_body = ThreadCreate,
+#[utoipa::path(post, operation_id = "threads_create", path = "/threads", tag = "threads", request_body = ThreadCreate,
     responses((status = 200, body = Thread), (status = 409, description = "It exists (if_exists: raise)")))]
 pub(crate) async fn create(
     State(state): State<AppState>,
@@ -58,7 +58,7 @@ pub(crate) async fn create(
 }
 
 /// `GET /threads/{thread_id}`.
-#[utoipa::path(get, path = "/threads/{thread_id}", tag = "threads",
+#[utoipa::path(get, operation_id = "threads_get", path = "/threads/{thread_id}", tag = "threads",
     params(("thread_id" = String, Path, description = "The thread")),
     responses((status = 200, body = Thread), (status = 404, description = "No such thread")))]
 pub(crate) async fn get(
@@ -70,7 +70,7 @@ pub(crate) async fn get(
 }
 
 /// `PATCH /threads/{thread_id}`: merges `metadata` into the thread's.
-#[utoipa::path(patch, path = "/threads/{thread_id}", tag = "threads", request_body = ThreadPatch,
+#[utoipa::path(patch, operation_id = "threads_patch", path = "/threads/{thread_id}", tag = "threads", request_body = ThreadPatch,
     params(("thread_id" = String, Path, description = "The thread")),
     responses((status = 200, body = Thread), (status = 404, description = "No such thread")))]
 pub(crate) async fn patch(
@@ -93,7 +93,7 @@ pub(crate) async fn patch(
 }
 
 /// `DELETE /threads/{thread_id}`: the thread with its runs, checkpoints and logs.
-#[utoipa::path(delete, path = "/threads/{thread_id}", tag = "threads",
+#[utoipa::path(delete, operation_id = "threads_delete", path = "/threads/{thread_id}", tag = "threads",
     params(("thread_id" = String, Path, description = "The thread")),
     responses((status = 204, description = "Deleted"), (status = 404, description = "No such thread"),
         (status = 409, description = "A run is in progress or queued on it")))]
@@ -164,7 +164,7 @@ async fn matching(state: &AppState, search: &ThreadSearch) -> Result<Vec<Thread>
 }
 
 /// `POST /threads/search`.
-#[utoipa::path(post, path = "/threads/search", tag = "threads", request_body = ThreadSearch,
+#[utoipa::path(post, operation_id = "threads_search", path = "/threads/search", tag = "threads", request_body = ThreadSearch,
     responses((status = 200, description = "Matching threads, newest update first", body = [Thread])))]
 pub(crate) async fn search(
     State(state): State<AppState>,
@@ -175,7 +175,7 @@ pub(crate) async fn search(
 }
 
 /// `POST /threads/count`.
-#[utoipa::path(post, path = "/threads/count", tag = "threads", request_body = ThreadSearch,
+#[utoipa::path(post, operation_id = "threads_count", path = "/threads/count", tag = "threads", request_body = ThreadSearch,
     responses((status = 200, description = "How many threads match", body = usize)))]
 pub(crate) async fn count(
     State(state): State<AppState>,
@@ -275,7 +275,7 @@ async fn state_by_id(
 }
 
 /// `GET /threads/{thread_id}/state`: the latest state, with the decisions it waits for.
-#[utoipa::path(get, path = "/threads/{thread_id}/state", tag = "threads",
+#[utoipa::path(get, operation_id = "threads_state", path = "/threads/{thread_id}/state", tag = "threads",
     params(("thread_id" = String, Path, description = "The thread")),
     responses((status = 200, body = ThreadState), (status = 404, description = "No such thread")))]
 pub(crate) async fn state(
@@ -286,7 +286,7 @@ pub(crate) async fn state(
 }
 
 /// `GET /threads/{thread_id}/state/{checkpoint_id}`: the state at a checkpoint.
-#[utoipa::path(get, path = "/threads/{thread_id}/state/{checkpoint_id}", tag = "threads",
+#[utoipa::path(get, operation_id = "threads_state_at", path = "/threads/{thread_id}/state/{checkpoint_id}", tag = "threads",
     params(("thread_id" = String, Path, description = "The thread"),
         ("checkpoint_id" = String, Path, description = "A Weft checkpoint id")),
     responses((status = 200, body = ThreadState), (status = 404, description = "No such thread or checkpoint")))]
@@ -298,7 +298,7 @@ pub(crate) async fn state_at(
 }
 
 /// `POST /threads/{thread_id}/state/checkpoint`: the state at `checkpoint.checkpoint_id`.
-#[utoipa::path(post, path = "/threads/{thread_id}/state/checkpoint", tag = "threads",
+#[utoipa::path(post, operation_id = "threads_state_checkpoint", path = "/threads/{thread_id}/state/checkpoint", tag = "threads",
     request_body = StateRequest,
     params(("thread_id" = String, Path, description = "The thread")),
     responses((status = 200, body = ThreadState), (status = 404, description = "No such thread or checkpoint")))]
@@ -313,7 +313,7 @@ pub(crate) async fn state_checkpoint(
 }
 
 /// `POST /threads/{thread_id}/history`: one state per checkpoint, newest first.
-#[utoipa::path(post, path = "/threads/{thread_id}/history", tag = "threads",
+#[utoipa::path(post, operation_id = "threads_history", path = "/threads/{thread_id}/history", tag = "threads",
     request_body = HistoryRequest,
     params(("thread_id" = String, Path, description = "The thread")),
     responses((status = 200, body = [ThreadState]), (status = 404, description = "No such thread")))]
@@ -348,7 +348,7 @@ pub(crate) async fn history(
 
 /// `POST /threads/{thread_id}/copy`: a new thread starting from the latest checkpoint, or
 /// (Weft extension) from `checkpoint_id`.
-#[utoipa::path(post, path = "/threads/{thread_id}/copy", tag = "threads", request_body = CopyRequest,
+#[utoipa::path(post, operation_id = "threads_copy", path = "/threads/{thread_id}/copy", tag = "threads", request_body = CopyRequest,
     params(("thread_id" = String, Path, description = "The thread")),
     responses((status = 200, description = "The new thread", body = Thread),
         (status = 404, description = "No such thread or checkpoint")))]
@@ -369,7 +369,7 @@ pub(crate) async fn copy(
 }
 
 /// `GET /threads/{thread_id}/thread-protocol`: the thread as a ThreadProtocol document.
-#[utoipa::path(get, path = "/threads/{thread_id}/thread-protocol", tag = "threads",
+#[utoipa::path(get, operation_id = "threads_export", path = "/threads/{thread_id}/thread-protocol", tag = "threads",
     params(("thread_id" = String, Path, description = "The thread")),
     responses((status = 200, description = "A ThreadProtocol thread", body = Object),
         (status = 404, description = "No such thread, or it holds no conversation yet")))]
@@ -395,7 +395,7 @@ pub(crate) async fn export(
 
 /// `POST /threads/import`: a ThreadProtocol thread becomes a new thread whose first
 /// checkpoint holds its conversation.
-#[utoipa::path(post, path = "/threads/import", tag = "threads",
+#[utoipa::path(post, operation_id = "threads_import", path = "/threads/import", tag = "threads",
     request_body(content = Object, description = "A ThreadProtocol thread"),
     responses((status = 201, description = "The new thread", body = Thread),
         (status = 400, description = "Not a valid ThreadProtocol thread: the problems")))]
