@@ -40,7 +40,7 @@ fn respond(
 
 /// What ended a followed run's events.
 enum Next {
-    Event(RunEvent),
+    Event(Box<RunEvent>),
     /// The run's events ended (after `run_end`, or the run had stopped before).
     End,
     /// No process drives the run any more, yet it never recorded its end (its process died
@@ -75,7 +75,7 @@ async fn next(state: &AppState, followed: &mut Followed, run_id: &str, first: bo
                 if matches!(event.kind, EventKind::RunEnd { .. }) {
                     followed.saw_end = true;
                 }
-                return Next::Event(event);
+                return Next::Event(Box::new(event));
             }
             Ok(None) if followed.saw_end => return Next::End,
             Ok(None) => {

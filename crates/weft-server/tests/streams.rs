@@ -63,7 +63,7 @@ async fn a_quiet_stream_gets_ping_comments() {
         "{body}"
     );
     let first_ping = body.find(": ping").unwrap();
-    let answer = body.find("late answer").unwrap();
+    let answer = body.find("\"text-delta\"").unwrap();
     assert!(first_ping < answer, "pings came while the model was quiet");
     server.stop().await;
 }
@@ -140,6 +140,55 @@ async fn a_stream_of_a_run_whose_driver_died_ends_with_an_error() {
             .status(),
         204
     );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_never_gets_a_first_event_gives_up_after_the_stream_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = json!({"responses": [{"text": "hello"}]});
+    scripted_project(dir.path(), "", &[], &script);
+    let server = start_with(dir.path(), |config| {
+        config.stream.idle_timeout = Duration::from_millis(100);
+        config.stream.stream_timeout = Duration::from_millis(500);
+    })
+    .await;
+    server
+        .post("/api/chat", &chat("t1", &[], "u1", "hi"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let done = stopped_run(&server, "t1").await;
+
+    // A run another host's process says it drives (no lease to expire), which never
+    // logs an event: the stream checks every idle timeout that it is still driven, and
+    // gives up once the stream timeout passes without a first event.
+    let store = server.state.store();
+    store.put_thread(&ThreadRecord::new("t-far")).await.unwrap();
+    let mut far = done.clone();
+    far.run_id = "run-far-0001".into();
+    far.thread_id = "t-far".into();
+    far.status = RunStatus::Running;
+    far.ended_at = None;
+    far.output = None;
+    far.owner_host = Some("another-host.invalid".into());
+    store.put_run(&far).await.unwrap();
+
+    let response = server
+        .get("/api/runs/run-far-0001/events")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(60), response.text())
+        .await
+        .expect("the stream gave up instead of hanging")
+        .unwrap();
+    assert!(body.contains("event: error"), "{body}");
+    assert_eq!(sse_data(&body).pop().unwrap()["error"], "abandoned");
     server.stop().await;
 }
 
