@@ -223,10 +223,6 @@ async fn one_chat(
     open: Arc<AtomicUsize>,
     peak: Arc<AtomicUsize>,
 ) -> Outcome {
-    let mut outcome = Outcome::default();
-    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-        return outcome;
-    };
     let body = json!({"id": format!("t{thread}"), "messages": [
         {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "stream"}]}
     ], "trigger": "submit-message"})
@@ -236,6 +232,37 @@ async fn one_chat(
 Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
+    one_stream(port, request, open, peak, None).await
+}
+
+/// One follower of a run's events (`GET /api/runs/{run}/events`), timing the chunks sent
+/// after it joined.
+async fn one_follower(
+    port: u16,
+    run: String,
+    open: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+) -> Outcome {
+    let request = format!(
+        "GET /api/runs/{run}/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
+Authorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+    );
+    one_stream(port, request, open, peak, Some(now_us())).await
+}
+
+/// Sends `request`, reads the SSE response to its end and times every text chunk (sent
+/// after `since`, when given). `ok` when the stream ended properly (`[DONE]` or `run_end`).
+async fn one_stream(
+    port: u16,
+    request: String,
+    open: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+    since: Option<u64>,
+) -> Outcome {
+    let mut outcome = Outcome::default();
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return outcome;
+    };
     if stream.write_all(request.as_bytes()).await.is_err() {
         return outcome;
     }
@@ -266,16 +293,26 @@ Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\
                 outcome.ok = true;
                 continue;
             }
-            if let Ok(value) = serde_json::from_str::<Value>(data)
-                && value["type"] == "text-delta"
-                && let Some(delta) = value["delta"].as_str()
+            let Ok(value) = serde_json::from_str::<Value>(data) else {
+                continue;
+            };
+            let text = match value["type"].as_str() {
+                Some("text-delta") => value["delta"].as_str(),
+                Some("text_delta") => value["payload"]["text"].as_str(),
+                Some("run_end") => {
+                    outcome.ok = true;
+                    None
+                }
+                _ => None,
+            };
+            for sent in text
+                .unwrap_or_default()
+                .split(';')
+                .filter_map(|t| t.strip_prefix("t="))
+                .filter_map(|t| t.parse::<u64>().ok())
             {
-                for sent in delta
-                    .split(';')
-                    .filter_map(|t| t.strip_prefix("t="))
-                    .filter_map(|t| t.parse::<u64>().ok())
-                {
-                    outcome.chunks += 1;
+                outcome.chunks += 1;
+                if since.is_none_or(|since| sent >= since) {
                     outcome.latencies_us.push(received.saturating_sub(sent));
                 }
             }
@@ -299,28 +336,140 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
     sorted[at] as f64 / 1000.0
 }
 
-fn level(n: usize, chunks: usize, interval_ms: u64) -> Value {
-    let exe = std::env::current_exe().unwrap();
-    let mut server = std::process::Command::new(exe)
-        .env(
-            "WEFT_SERVE_BENCH_CHILD",
-            format!("paced:{chunks}x{interval_ms}"),
-        )
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = server.id();
-    let mut line = String::new();
-    std::io::BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line.trim().parse().unwrap();
-    let client = tokio::runtime::Builder::new_multi_thread()
+/// A server child process.
+struct ServerChild {
+    child: std::process::Child,
+    pid: u32,
+    port: u16,
+}
+
+impl ServerChild {
+    fn spawn(chunks: usize, interval_ms: u64) -> ServerChild {
+        let exe = std::env::current_exe().unwrap();
+        let mut child = std::process::Command::new(exe)
+            .env(
+                "WEFT_SERVE_BENCH_CHILD",
+                format!("paced:{chunks}x{interval_ms}"),
+            )
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line.trim().parse().unwrap();
+        ServerChild { child, pid, port }
+    }
+}
+
+impl Drop for ServerChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a set of streams measured.
+struct Measured {
+    outcomes: Vec<Outcome>,
+    peak_open: usize,
+    rss_peak: u64,
+    rss_at_peak_open: u64,
+    elapsed: Duration,
+}
+
+/// Waits for `streams`, sampling the server's memory and the number of open streams.
+async fn measure(
+    pid: u32,
+    before: u64,
+    streams: Vec<tokio::task::JoinHandle<Outcome>>,
+    open: &AtomicUsize,
+    peak: &AtomicUsize,
+) -> Measured {
+    let started = Instant::now();
+    let mut rss_peak = before;
+    let mut rss_at_peak_open = before;
+    let mut max_open = 0;
+    while streams.iter().any(|c| !c.is_finished()) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let rss = rss_kib(pid);
+        rss_peak = rss_peak.max(rss);
+        let now_open = open.load(Ordering::SeqCst);
+        if now_open >= max_open && now_open > 0 {
+            max_open = now_open;
+            rss_at_peak_open = rss_at_peak_open.max(rss);
+        }
+    }
+    let elapsed = started.elapsed();
+    let mut outcomes = Vec::new();
+    for stream in streams {
+        outcomes.push(stream.await.unwrap());
+    }
+    Measured {
+        outcomes,
+        peak_open: peak.load(Ordering::SeqCst),
+        rss_peak,
+        rss_at_peak_open,
+        elapsed,
+    }
+}
+
+fn report(
+    kind: &str,
+    n: usize,
+    chunks: usize,
+    interval_ms: u64,
+    before: u64,
+    m: &Measured,
+) -> Value {
+    let held = m
+        .outcomes
+        .iter()
+        .filter(|o| o.ok && o.chunks == chunks)
+        .count();
+    let mut latencies: Vec<u64> = m
+        .outcomes
+        .iter()
+        .flat_map(|o| o.latencies_us.iter().copied())
+        .collect();
+    latencies.sort_unstable();
+    let mean = latencies.iter().sum::<u64>() as f64 / latencies.len().max(1) as f64 / 1000.0;
+    json!({
+        "kind": kind,
+        "streams": n,
+        "held": held,
+        "peak_open": m.peak_open,
+        "chunks_per_stream": chunks,
+        "chunk_interval_ms": interval_ms,
+        "chunks_timed": latencies.len(),
+        "latency_ms_p50": percentile(&latencies, 0.5),
+        "latency_ms_p90": percentile(&latencies, 0.9),
+        "latency_ms_p99": percentile(&latencies, 0.99),
+        "latency_ms_max": percentile(&latencies, 1.0),
+        "latency_ms_mean": mean,
+        "rss_before_kib": before,
+        "rss_peak_kib": m.rss_peak,
+        "rss_kib_per_open_stream":
+            m.rss_at_peak_open.saturating_sub(before) as f64 / m.peak_open.max(1) as f64,
+        "wall_s": m.elapsed.as_secs_f64(),
+    })
+}
+
+fn client_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
-        .unwrap();
-    let result = client.block_on(async {
+        .unwrap()
+}
+
+/// N concurrent chats, each its own run and stream.
+fn chats(n: usize, chunks: usize, interval_ms: u64) -> Value {
+    let server = ServerChild::spawn(chunks, interval_ms);
+    let (pid, port) = (server.pid, server.port);
+    client_runtime().block_on(async {
         // One warm-up chat (first-use costs: the store's pages, the provider), then the
         // baseline.
         let warm = one_chat(port, usize::MAX, Arc::default(), Arc::default()).await;
@@ -329,61 +478,77 @@ fn level(n: usize, chunks: usize, interval_ms: u64) -> Value {
         let before = rss_kib(pid);
         let open = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
-        let started = Instant::now();
-        let chats: Vec<_> = (0..n)
+        let streams = (0..n)
             .map(|i| tokio::spawn(one_chat(port, i, open.clone(), peak.clone())))
             .collect();
-        // Sample the server's memory while the streams are open.
-        let mut peak_rss = before;
-        let mut rss_at_peak_open = before;
-        let mut max_open = 0;
-        while chats.iter().any(|c| !c.is_finished()) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let rss = rss_kib(pid);
-            peak_rss = peak_rss.max(rss);
-            let now_open = open.load(Ordering::SeqCst);
-            if now_open >= max_open {
-                max_open = now_open;
-                rss_at_peak_open = rss_at_peak_open.max(rss);
+        let measured = measure(pid, before, streams, &open, &peak).await;
+        report("chats", n, chunks, interval_ms, before, &measured)
+    })
+}
+
+/// N followers of one run's events: the memory and latency of a stream alone.
+fn followers(n: usize, chunks: usize, interval_ms: u64) -> Value {
+    let server = ServerChild::spawn(chunks, interval_ms);
+    let (pid, port) = (server.pid, server.port);
+    client_runtime().block_on(async {
+        let warm = one_chat(port, usize::MAX, Arc::default(), Arc::default());
+        let leader = tokio::spawn(warm);
+        // The leader's run id: the newest run, read from its chat's stored messages once
+        // it has started.
+        let mut run = None;
+        for _ in 0..200 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let raw = get(port, &format!("/api/chat/t{}/messages", usize::MAX)).await;
+            if let Some(at) = raw.find("\"id\":\"msg-") {
+                let rest = &raw[at + "\"id\":\"msg-".len()..];
+                run = rest.split('"').next().map(str::to_owned);
+            }
+            if run.is_some() {
+                break;
+            }
+            // Not stored yet: the stream endpoint knows it once the run has begun.
+            let raw = get(port, &format!("/api/chat/t{}/stream", usize::MAX)).await;
+            if let Some(at) = raw.find("\"messageId\":\"msg-") {
+                let rest = &raw[at + "\"messageId\":\"msg-".len()..];
+                run = rest.split('"').next().map(str::to_owned);
+                break;
             }
         }
-        let elapsed = started.elapsed();
-        let mut outcomes = Vec::new();
-        for chat in chats {
-            outcomes.push(chat.await.unwrap());
-        }
-        let held = outcomes
-            .iter()
-            .filter(|o| o.ok && o.chunks == chunks)
-            .count();
-        let mut latencies: Vec<u64> = outcomes
-            .iter()
-            .flat_map(|o| o.latencies_us.iter().copied())
+        let run = run.expect("the leader's run started");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = rss_kib(pid);
+        let open = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let streams = (0..n)
+            .map(|_| tokio::spawn(one_follower(port, run.clone(), open.clone(), peak.clone())))
             .collect();
-        latencies.sort_unstable();
-        let mean = latencies.iter().sum::<u64>() as f64 / latencies.len().max(1) as f64 / 1000.0;
-        let peak_open = peak.load(Ordering::SeqCst);
-        json!({
-            "streams": n,
-            "held": held,
-            "peak_open": peak_open,
-            "chunks_per_stream": chunks,
-            "chunk_interval_ms": interval_ms,
-            "chunks_received": latencies.len(),
-            "latency_ms_p50": percentile(&latencies, 0.5),
-            "latency_ms_p90": percentile(&latencies, 0.9),
-            "latency_ms_p99": percentile(&latencies, 0.99),
-            "latency_ms_max": percentile(&latencies, 1.0),
-            "latency_ms_mean": mean,
-            "rss_before_kib": before,
-            "rss_peak_kib": peak_rss,
-            "rss_kib_per_open_stream": (rss_at_peak_open.saturating_sub(before)) as f64 / peak_open.max(1) as f64,
-            "wall_s": elapsed.as_secs_f64(),
-        })
-    });
-    let _ = server.kill();
-    let _ = server.wait();
-    result
+        let measured = measure(pid, before, streams, &open, &peak).await;
+        let _ = leader.await;
+        report("followers", n, chunks, interval_ms, before, &measured)
+    })
+}
+
+/// The head of a GET's response and its first bytes (enough to find an id).
+async fn get(port: u16, path: &str) -> String {
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return String::new();
+    };
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+    );
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    while out.len() < 16 * 1024 && !out.windows(9).any(|w| w == b"messageId") {
+        match tokio::time::timeout_at(deadline, stream.read(&mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => out.extend_from_slice(&chunk[..n]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn main() {
@@ -405,7 +570,15 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(250);
     for n in levels {
-        let row = level(n, chunks, interval);
-        println!("{row}");
+        println!("{}", chats(n, chunks, interval));
+    }
+    let followers_levels: Vec<usize> = std::env::var("WEFT_SERVE_BENCH_FOLLOWERS")
+        .unwrap_or_else(|_| "1000".into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
+    for n in followers_levels {
+        // A longer run, so every follower has joined well before it ends.
+        println!("{}", followers(n, chunks * 3, interval));
     }
 }
