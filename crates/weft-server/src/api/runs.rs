@@ -522,7 +522,8 @@ async fn wait_end(state: &AppState, run_id: &str) {
     if !state.is_running(&run) {
         return;
     }
-    if let Ok(mut events) = state.runtime().follow(run_id, after).await {
+    if let Ok(events) = state.runtime().follow(run_id, after).await {
+        let mut events = sse::Followed::new(events);
         loop {
             match sse::next(state, &mut events, run_id, false).await {
                 Next::Event(event) if matches!(event.kind, EventKind::RunEnd { .. }) => break,

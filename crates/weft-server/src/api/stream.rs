@@ -345,7 +345,7 @@ pub(super) fn stream_response(
             return;
         }
         let mut events = match producer.runtime().follow(&run, after_seq).await {
-            Ok(events) => events,
+            Ok(events) => sse::Followed::new(events),
             Err(e) => {
                 let _ = tx.send(error(e.to_string())).await;
                 let _ = tx.send(Event::default().event("end")).await;
