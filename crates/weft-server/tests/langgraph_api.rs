@@ -298,11 +298,12 @@ async fn a_busy_thread_queues_rejects_or_interrupts_a_second_run() {
     assert_eq!(status, 200);
     until(|| async {
         let (_, run) = s.get(&format!("{runs}/{queued_id}")).await;
-        run["status"] == "running"
+        let (_, t) = s.get(&format!("/threads/{thread}")).await;
+        run["status"] == "running" && t["metadata"].get("weftQueue").is_none()
     })
     .await;
-    let (_, t) = s.get(&format!("/threads/{thread}")).await;
-    assert!(t["metadata"].get("weftQueue").is_none(), "{t}");
+    let (_, listed) = s.get(&runs).await;
+    assert_eq!(listed.as_array().unwrap().len(), 2, "{listed}");
 
     // Interrupt: the run in progress stops (resumable) and the new one starts.
     let (status, third) = s

@@ -804,11 +804,14 @@ pub(crate) async fn list(
         ),
         None => None,
     };
+    let stored = state.store().thread_runs(&thread).await?;
+    // A queued run that has just started is stored before it leaves the queue.
     let mut runs: Vec<Run> = queue_of(&record)
         .iter()
+        .filter(|q| !stored.iter().any(|r| r.run_id == q.run_id))
         .map(|q| queued_run(&thread, q))
         .collect();
-    for run in state.store().thread_runs(&thread).await? {
+    for run in stored {
         runs.push(Run::of(&run, state.is_running(&run), Busy::Enqueue));
     }
     Ok(Json(
