@@ -59,6 +59,7 @@ fn is_public(method: &Method, path: &str) -> bool {
         && (path == "/"
             || path == "/index.html"
             || path == "/favicon.svg"
+            || path == "/openapi.json"
             || path.starts_with("/assets/"))
 }
 
@@ -69,8 +70,11 @@ fn is_write(method: &Method, path: &str) -> bool {
         return false;
     }
     let read_posts = path == "/threads/search"
+        || path == "/threads/count"
         || path == "/assistants/search"
-        || (path.starts_with("/threads/") && path.ends_with("/history"));
+        || path == "/assistants/count"
+        || (path.starts_with("/threads/")
+            && (path.ends_with("/history") || path.ends_with("/state/checkpoint")));
     !read_posts
 }
 
@@ -169,7 +173,7 @@ fn cors_headers(headers: &mut HeaderMap, origin: &str, preflight: bool) {
         );
         headers.insert(
             header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static("authorization, content-type, last-event-id"),
+            HeaderValue::from_static("authorization, content-type, last-event-id, x-api-key"),
         );
         headers.insert(
             header::ACCESS_CONTROL_MAX_AGE,
@@ -250,7 +254,8 @@ fn check_origin(state: &AppState, headers: &HeaderMap) -> Result<Option<String>,
     ))
 }
 
-/// The token a request presents: `Authorization: Bearer`, `?token=`, or the page's cookie.
+/// The token a request presents: `Authorization: Bearer`, `x-api-key` (the LangGraph SDK's
+/// header), `?token=`, or the page's cookie.
 fn token_of(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
     if let Some(value) = headers
         .get(header::AUTHORIZATION)
@@ -260,6 +265,15 @@ fn token_of(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
             .or_else(|| value.strip_prefix("bearer "))
     {
         return Some(token.trim().to_owned());
+    }
+    // The LangGraph SDK clients send their `api_key` as `x-api-key`.
+    if let Some(token) = headers
+        .get("x-api-key")
+        .and_then(|h| h.to_str().ok())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        return Some(token.to_owned());
     }
     if let Some(token) = query_token(query) {
         return Some(token);
@@ -305,6 +319,10 @@ mod tests {
     fn searches_are_reads_and_runs_are_writes() {
         assert!(!is_write(&Method::POST, "/threads/search"));
         assert!(!is_write(&Method::POST, "/threads/t1/history"));
+        assert!(!is_write(&Method::POST, "/threads/count"));
+        assert!(!is_write(&Method::POST, "/threads/t1/state/checkpoint"));
+        assert!(is_write(&Method::POST, "/threads/t1/copy"));
+        assert!(is_write(&Method::POST, "/threads/t1/runs/t2/cancel"));
         assert!(is_write(&Method::POST, "/threads/t1/runs"));
         assert!(is_write(&Method::POST, "/api/chat"));
         assert!(!is_write(&Method::GET, "/api/chat/t1/stream"));
@@ -328,6 +346,8 @@ mod tests {
             HeaderValue::from_static("x=1; weft_token=c"),
         );
         assert_eq!(token_of(&headers, None), Some("c".into()));
+        headers.insert("x-api-key", HeaderValue::from_static("k"));
+        assert_eq!(token_of(&headers, Some("token=q")), Some("k".into()));
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer h"));
         assert_eq!(token_of(&headers, Some("token=q")), Some("h".into()));
     }

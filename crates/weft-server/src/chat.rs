@@ -392,12 +392,25 @@ pub(crate) async fn stored_messages(
     }
 }
 
+/// The chat id a route names, refused (400) unless it is a valid thread id: an id in a path
+/// never reaches anything but the store's rows of that thread.
+fn chat_id(params: &HashMap<String, String>) -> Result<&str, ApiError> {
+    match params.get("id") {
+        Some(id) if crate::driver::valid_thread_id(id) => Ok(id),
+        Some(id) => Err(ApiError::bad_request(format!(
+            "{id:?} is not a valid chat id: use letters, digits, '-', '_', '.' or ':'"
+        ))),
+        None => Err(ApiError::bad_request("no chat id")),
+    }
+}
+
 /// `GET /api/chat/{id}/messages`.
 pub(crate) async fn messages(
     State(state): State<AppState>,
-    Path(thread): Path<String>,
+    Path(params): Path<HashMap<String, String>>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
-    Ok(Json(stored_messages(&state, &thread).await?))
+    let thread = chat_id(&params)?;
+    Ok(Json(stored_messages(&state, thread).await?))
 }
 
 /// `GET /api/chat/{id}/stream` (and under `/api/agents/{agent}`): the assistant message in
@@ -407,9 +420,7 @@ pub(crate) async fn stream(
     Path(params): Path<HashMap<String, String>>,
     Query(query): Query<UiQuery>,
 ) -> Result<Response, ApiError> {
-    let Some(thread) = params.get("id") else {
-        return Err(ApiError::bad_request("no chat id"));
-    };
+    let thread = chat_id(&params)?;
     let Some(run) = state.active_run(thread).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
@@ -435,9 +446,7 @@ pub(crate) async fn stop(
     State(state): State<AppState>,
     Path(params): Path<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let Some(thread) = params.get("id") else {
-        return Err(ApiError::bad_request("no chat id"));
-    };
+    let thread = chat_id(&params)?;
     let lock = state.thread_lock(thread);
     let _guard = lock.lock().await;
     let stopped = state.stop_thread(thread).await?;

@@ -49,9 +49,17 @@ pub(crate) fn store_url(url: Option<&str>, project: Option<&Path>) -> anyhow::Re
     Ok(StoreUrl::Sqlite(chosen))
 }
 
-/// Opens the store at `url`, creating it if needed (`weft run`).
+/// Opens the store at `url`, creating it if needed (`weft run`). Besides key-shaped text,
+/// the values of this process's secret variables (`…_KEY`, `…_TOKEN`, `…_PASSWORD`, …) are
+/// redacted from everything the store records.
 pub(crate) async fn open_or_create(url: &StoreUrl) -> anyhow::Result<Store> {
-    Store::open_with(url, StoreOptions::default())
+    let options = StoreOptions {
+        redactor: Some(std::sync::Arc::new(
+            weft_store::DefaultRedactor::with_secrets_from(std::env::vars()),
+        )),
+        ..StoreOptions::default()
+    };
+    Store::open_with(url, options)
         .await
         .with_context(|| format!("cannot open the store {url}"))
 }

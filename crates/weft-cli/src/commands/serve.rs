@@ -18,7 +18,9 @@ use weft_store::Durability;
     after_help = "Examples:\n  weft init demo && weft serve demo            open the printed URL in a browser\n  \
 weft serve demo --port 8080 --json             print {\"url\",\"token\",…} for a script\n\n\
 The chat API speaks the Vercel AI SDK's UI message stream: point useChat's DefaultChatTransport at \
-http://HOST:PORT/api/chat (or /api/agents/NAME/chat) with `Authorization: Bearer TOKEN`.\n\n\
+http://HOST:PORT/api/chat (or /api/agents/NAME/chat) with `Authorization: Bearer TOKEN`. \
+Programs use the run API at the server's root, in the LangGraph SDK's shape (get_client(url=…, api_key=TOKEN): \
+assistants are the project's agents); its OpenAPI document is at /openapi.json.\n\n\
 Security: the server binds to 127.0.0.1 and requires the token it prints (or one made with `weft tokens create`) \
 on every request, streams included; --no-auth is refused on any address but loopback. Requests naming another Host, \
 or sent by a page of another origin, are refused unless allowed (--allow-host, --allow-origin).\n\n\
@@ -174,7 +176,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         } else {
             let name = project.config().name.clone().unwrap_or_else(|| "the project".into());
             println!("Weft is serving {name} at {url}");
-            println!("  chat API: {base}/api/chat (Vercel AI SDK UI message stream); Ctrl-C stops");
+            println!("  chat API: {base}/api/chat (Vercel AI SDK UI message stream)");
+            println!("  run API:  {base}/threads (LangGraph SDK; OpenAPI at {base}/openapi.json); Ctrl-C stops");
         }
         let server = Server::new(config, project, weft);
         // The first Ctrl-C / SIGTERM stops the server gracefully, a second exits at once.
