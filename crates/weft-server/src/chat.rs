@@ -385,11 +385,53 @@ pub(crate) async fn stored_messages(
             ))
         })
         .collect();
-    match Transcript::load(state.store(), thread, None).await {
-        Ok(transcript) => Ok(transcript.to_ui_messages(&input_ids)),
-        Err(RunError::UnknownThread(_)) => Ok(Vec::new()),
-        Err(error) => Err(error.into()),
+    let mut messages = match Transcript::load(state.store(), thread, None).await {
+        Ok(transcript) => transcript.to_ui_messages(&input_ids),
+        Err(RunError::UnknownThread(_)) => Vec::new(),
+        Err(error) => return Err(error.into()),
+    };
+    if let Some(run) = runs.first().filter(|r| r.status == RunStatus::Suspended) {
+        add_waiting_step(state, run, &mut messages).await?;
     }
+    Ok(messages)
+}
+
+/// A suspended run's step that waits for decisions is not in the thread (it is taken again
+/// when the run resumes), but the client must see it to answer: its calls are added to the
+/// run's message as `approval-requested` tool parts, as the live stream showed them.
+async fn add_waiting_step(
+    state: &AppState,
+    run: &RunRecord,
+    messages: &mut Vec<Value>,
+) -> Result<(), ApiError> {
+    let pending: Vec<_> = state
+        .store()
+        .decisions(&run.run_id)
+        .await?
+        .into_iter()
+        .filter(|d| d.status == DecisionStatus::Pending)
+        .collect();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let id = assistant_message_id(&run.run_id);
+    if messages.last().is_none_or(|m| m["id"] != id.as_str()) {
+        messages.push(serde_json::json!({"id": id, "role": "assistant", "parts": []}));
+    }
+    let Some(Value::Array(parts)) = messages.last_mut().and_then(|m| m.get_mut("parts")) else {
+        return Ok(());
+    };
+    parts.push(serde_json::json!({"type": "step-start"}));
+    for decision in pending {
+        parts.push(serde_json::json!({
+            "type": format!("tool-{}", decision.tool_name),
+            "toolCallId": decision.tool_call_id,
+            "state": "approval-requested",
+            "input": decision.arguments,
+            "approval": {"id": decision.id},
+        }));
+    }
+    Ok(())
 }
 
 /// The chat id a route names, refused (400) unless it is a valid thread id: an id in a path

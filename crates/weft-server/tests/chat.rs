@@ -253,8 +253,27 @@ async fn a_denied_call_is_reported_denied_and_a_new_message_instead_of_an_answer
     // that reason and the new message runs.
     let (_, chunks) = post_chat(&server, &chat("t2", &[], "u1", "Write a note")).await;
     assert!(types(&chunks).contains(&"tool-approval-request".to_owned()));
+    // The waiting call is in the stored history too (a reloaded page can answer it).
     let stored: Vec<Value> = server.messages("t2").await;
-    let (status, next) = post_chat(&server, &chat("t2", &stored, "u2", "Never mind")).await;
+    let (approval, held) = answered(
+        &chunks,
+        true,
+        json!({"path": "note.txt", "content": "one\n"}),
+    );
+    assert_eq!(stored.len(), 2, "{stored:#?}");
+    assert_eq!(stored[1]["id"], held["id"]);
+    let waiting = stored[1]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["state"] == "approval-requested")
+        .unwrap_or_else(|| panic!("{stored:#?}"))
+        .clone();
+    assert_eq!(waiting["approval"]["id"], approval.as_str());
+    assert_eq!(waiting["toolCallId"], "w1");
+    // The client sends what it holds from the live stream (not a reloaded history).
+    let live = vec![user("u1", "Write a note"), held];
+    let (status, next) = post_chat(&server, &chat("t2", &live, "u2", "Never mind")).await;
     assert_eq!(status, 200, "{next:?}");
     assert!(
         !dir.path().join("note.txt").exists(),
