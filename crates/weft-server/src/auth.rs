@@ -15,7 +15,7 @@ use crate::state::AppState;
 /// The cookie the page's URL (`/?token=…`) sets, so the page's own requests carry the token.
 pub const COOKIE: &str = "weft_token";
 
-/// A new random token (256 bits, base64url).
+/// A new random token (256 bits, as 64 hex digits).
 pub fn new_token() -> String {
     use ring::rand::SecureRandom as _;
     let mut bytes = [0u8; 32];
@@ -28,9 +28,10 @@ pub fn new_token() -> String {
             .map_or(0, |d| d.as_nanos());
         bytes[..16].copy_from_slice(&nanos.to_le_bytes());
     }
-    let mut text = String::with_capacity(44);
+    let mut text = String::with_capacity(64);
     for b in bytes {
-        text.push_str(&format!("{b:02x}"));
+        use std::fmt::Write as _;
+        let _ = write!(text, "{b:02x}");
     }
     text
 }
