@@ -88,6 +88,11 @@ pub struct RunContext {
     agent: AgentPath,
     /// The run's `invoke_agent` span: parent of its `chat` and `execute_tool` spans.
     trace: weft_otel::SpanParent,
+    /// The thread's queue: whether something may be queued for this run to take (set when
+    /// the run starts and when this process queues a message on its thread), and the ids of
+    /// the queued messages the current step took (dequeued once the step is checkpointed).
+    inbox: Arc<std::sync::atomic::AtomicBool>,
+    taken: Mutex<Vec<String>>,
 }
 
 impl fmt::Debug for RunContext {
@@ -144,6 +149,82 @@ impl RunContext {
             raised: Mutex::new(Vec::new()),
             approver: None,
             trace: weft_otel::SpanParent::none(),
+            inbox: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            taken: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// This context taking its thread's queue when `inbox` is set (the flag the runtime sets
+    /// when it queues a message on the run's thread).
+    #[must_use]
+    pub fn with_inbox(mut self, inbox: Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.inbox = inbox;
+        self
+    }
+
+    /// The messages queued on the run's thread that the next model step takes (each once:
+    /// one the conversation's last messages already hold — a step checkpointed just before a
+    /// crash — is skipped and dequeued). Empty, without reading the store, unless something
+    /// may have been queued.
+    pub(crate) async fn take_queued(
+        &self,
+        state: &weft_agent::AgentState,
+    ) -> Vec<weft_provider::Message> {
+        use std::sync::atomic::Ordering;
+        use weft_store::ThreadQueue as _;
+        if !self.inbox.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        let queued = match self.store.queued(&self.thread_id).await {
+            Ok(queued) => queued,
+            Err(error) => {
+                // Taken at a later step instead.
+                self.inbox.store(true, Ordering::Release);
+                tracing::warn!(%error, "reading the thread's queue failed");
+                return Vec::new();
+            }
+        };
+        let mut taken = self
+            .taken
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut messages = Vec::new();
+        for message in queued {
+            taken.push(message.id.clone());
+            let held = state
+                .messages()
+                .rev()
+                .take(QUEUE_LOOKBACK)
+                .any(|m| m.id() == message.id);
+            if !held {
+                messages.push(weft_provider::Message::User(
+                    weft_provider::UserMessage::with_options(
+                        vec![weft_provider::ContentBlock::text(message.text)],
+                        weft_provider::MessageOptions {
+                            id: Some(message.id),
+                            metadata: None,
+                        },
+                    ),
+                ));
+            }
+        }
+        messages
+    }
+
+    /// Takes the queued messages of the step just checkpointed out of the queue.
+    pub(crate) async fn dequeue_taken(&self) {
+        use weft_store::ThreadQueue as _;
+        let taken = std::mem::take(
+            &mut *self
+                .taken
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if taken.is_empty() {
+            return;
+        }
+        if let Err(error) = self.store.dequeue(&self.thread_id, &taken).await {
+            tracing::warn!(%error, "taking messages out of the thread's queue failed");
         }
     }
 
@@ -499,6 +580,10 @@ impl RunContext {
 pub(crate) fn args_hash(arguments: &Value) -> String {
     hex(&Sha256::digest(arguments.to_string().as_bytes()))
 }
+
+/// How many of a conversation's last messages are searched for a queued message it already
+/// holds (the step that took it was checkpointed, the process died before dequeuing it).
+const QUEUE_LOOKBACK: usize = 64;
 
 /// Tool results larger than this (as JSON) are not copied into the event log: the
 /// `tool_call_end` event refers to the ledger's record (`resultRef.toolCall`, the call's

@@ -2,14 +2,16 @@
 //! it (the plain agent program, a Standard Agents side turn), is logged the same way in the
 //! run's event log (`turn_start`, `turn_end` with the step's tool calls and tokens,
 //! `checkpoint`; streamed text goes through [`RunContext::stream_tap`]), moves the ledger to the step, and is given up when a tool call of it waits
-//! for a person's decision.
+//! for a person's decision. Before each model step of the user's side it takes the messages
+//! queued on the run's thread (`Runtime::queue_message`), dequeued once the step is
+//! checkpointed.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use weft_agent::AgentState;
 use weft_agent::execution::StepObserver;
-use weft_provider::{TokenUsage, Turn};
+use weft_provider::{Message, TokenUsage, Turn};
 
 use crate::event::{EventKind, Side};
 use crate::ledger::RunContext;
@@ -40,7 +42,17 @@ impl StepObserver for RunObserver {
             .await;
     }
 
+    async fn inbox(&self, _step: u64, state: &AgentState) -> Vec<Message> {
+        // The thread's queue is the user's: side B of a `dual_ai` session hears side A.
+        if self.side == Some(Side::B) {
+            return Vec::new();
+        }
+        self.run.take_queued(state).await
+    }
+
     async fn step_ended(&self, step: u64, turn: &Turn, state: &AgentState, _usage: &TokenUsage) {
+        // The step is checkpointed: the queued messages it took leave the queue.
+        self.run.dequeue_taken().await;
         // Calls answered before the pipeline (an unknown tool, argument text that is not
         // JSON) reached no stage that logs: they are logged here, so every refusal is in the
         // run's event log. (Refusals of the pipeline's stages were logged by its replay stage.)

@@ -294,6 +294,9 @@ type LiveRuns = Arc<std::sync::Mutex<HashMap<String, LiveRun>>>;
 struct LiveRun {
     events: tokio::sync::broadcast::Sender<Arc<RunEvent>>,
     abort: CancellationToken,
+    thread: String,
+    /// Set when a message is queued on the run's thread: its next step takes the queue.
+    inbox: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Takes a run out of [`LiveRuns`] when its drive ends.
@@ -350,6 +353,30 @@ impl Runtime {
             after_seq,
             FOLLOW_POLL,
         ))
+    }
+
+    /// Queues `text` on `thread` (Standard Agents' thread queue): a run of the thread that
+    /// this process drives takes it before its next model step, as a user message; otherwise
+    /// the thread's next run takes it before its first. Durable when this returns.
+    ///
+    /// # Errors
+    /// [`RunError::UnknownThread`]; storage failures.
+    pub async fn queue_message(
+        &self,
+        thread: &str,
+        text: &str,
+    ) -> Result<weft_store::QueuedMessage, RunError> {
+        use weft_store::ThreadQueue as _;
+        if self.store.thread(thread).await?.is_none() {
+            return Err(RunError::UnknownThread(thread.to_owned()));
+        }
+        let queued = self.store.queue_message(thread, text).await?;
+        if let Ok(runs) = self.live.lock() {
+            for run in runs.values().filter(|r| r.thread == thread) {
+                run.inbox.store(true, std::sync::atomic::Ordering::Release);
+            }
+        }
+        Ok(queued)
     }
 
     /// Whether this process drives `run_id` now.
@@ -978,16 +1005,20 @@ impl Runtime {
             .stopping(abort.clone())
         });
         let id = record.run_id.clone();
+        let inbox = Arc::new(std::sync::atomic::AtomicBool::new(true));
         if let Ok(mut runs) = self.live.lock() {
             runs.insert(
                 id.clone(),
                 LiveRun {
                     events: live.clone(),
                     abort: abort.clone(),
+                    thread: record.thread_id.clone(),
+                    inbox: inbox.clone(),
                 },
             );
         }
         let drive = Drive {
+            inbox,
             runtime: self.clone(),
             record,
             spec,
@@ -1059,6 +1090,7 @@ fn initial_state(spec: &RunSpec, thread_id: &str) -> AgentState {
 }
 
 struct Drive {
+    inbox: Arc<std::sync::atomic::AtomicBool>,
     runtime: Runtime,
     record: RunRecord,
     spec: RunSpec,
@@ -1086,6 +1118,7 @@ impl Drive {
 
     async fn drive(self, fence: &Arc<weft_store::lease::Fence>) -> Result<RunOutcome, RunError> {
         let Drive {
+            inbox,
             runtime,
             mut record,
             spec,
@@ -1131,6 +1164,7 @@ impl Drive {
                 approved.clone(),
             )
             .with_live_events(live)
+            .with_inbox(inbox)
             .with_agent_name(spec.role())
             .with_trace(run_span.parent())
             .with_budget(spec.budget, runtime.prices_of(&spec))

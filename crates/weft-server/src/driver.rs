@@ -139,7 +139,13 @@ impl AppState {
             }
             None => self.runtime().start_on(Some(thread), spec, true).await?,
         };
-        Ok(self.let_run(handle, thread, 0, permit))
+        Ok(self.let_run(
+            handle,
+            thread,
+            0,
+            permit,
+            (caller.clone(), agent.name.clone()),
+        ))
     }
 
     /// Resumes `run` (its decisions taken), streaming from its next event.
@@ -153,7 +159,19 @@ impl AppState {
             .runtime()
             .resume(&run.run_id, ResumeOptions::default(), true)
             .await?;
-        Ok(self.let_run(handle, &run.thread_id, after, permit))
+        let agent = run
+            .spec
+            .pointer("/program/agent")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        Ok(self.let_run(
+            handle,
+            &run.thread_id,
+            after,
+            permit,
+            (caller.clone(), agent),
+        ))
     }
 
     /// Rejects a message longer than the limit.
@@ -186,31 +204,81 @@ impl AppState {
     }
 
     /// Lets a started run go on without the request: its events are read from the log by
-    /// whoever streams them, and its permit is given back when it stops.
+    /// whoever streams them, and its permit is given back when it stops. When it completes
+    /// with messages left in the thread's queue (queued during its last model call), the
+    /// next run starts for them, as `caller`, with the same agent.
     fn let_run(
         &self,
         mut handle: RunHandle,
         thread: &str,
         after_seq: u64,
         permit: RunPermit,
+        (caller, agent): (Caller, String),
     ) -> Started {
         if let Some(mut events) = handle.take_events() {
             events.detach();
         }
         let run_id = handle.id().to_owned();
+        let state = self.clone();
+        let thread_id = thread.to_owned();
         tokio::spawn(async move {
-            match handle.outcome().await {
+            let completed = match handle.outcome().await {
                 Ok(outcome) => {
-                    tracing::info!(run = %outcome.run_id, code = outcome.exit_code(), "run stopped")
+                    tracing::info!(run = %outcome.run_id, code = outcome.exit_code(), "run stopped");
+                    matches!(outcome.end, weft_runtime::RunEnd::Completed { .. })
                 }
-                Err(error) => tracing::warn!(%error, "a run failed to drive"),
-            }
+                Err(error) => {
+                    tracing::warn!(%error, "a run failed to drive");
+                    false
+                }
+            };
             drop(permit);
+            if completed {
+                state.run_the_queue(&caller, &agent, &thread_id).await;
+            }
         });
         Started {
             run_id,
             thread_id: thread.to_owned(),
             after_seq,
+        }
+    }
+
+    /// Starts a run for the messages left in `thread`'s queue, if any and no run is in
+    /// progress: the first is its input, the run takes the others before its first step.
+    async fn run_the_queue(&self, caller: &Caller, agent: &str, thread: &str) {
+        use weft_store::ThreadQueue as _;
+        let lock = self.thread_lock(thread);
+        let _guard = lock.lock().await;
+        let first = match self.store().queued(thread).await {
+            Ok(queued) => queued.into_iter().next(),
+            Err(error) => {
+                tracing::warn!(%error, "reading a thread's queue failed");
+                return;
+            }
+        };
+        let Some(first) = first else {
+            return;
+        };
+        if !matches!(self.active_run(thread).await, Ok(None)) {
+            // A run is in progress (or the store cannot tell): it takes the queue.
+            return;
+        }
+        let agent = (!agent.is_empty()).then_some(agent);
+        if let Err(error) = self
+            .store()
+            .dequeue(thread, std::slice::from_ref(&first.id))
+            .await
+        {
+            tracing::warn!(%error, "taking a queued message failed");
+            return;
+        }
+        let text = first.text.clone();
+        if let Err(error) =
+            Box::pin(self.start_run_as(caller, agent, thread, text, Some(first.id), None)).await
+        {
+            tracing::warn!(%error, "a queued message could not start a run; it is queued again");
+            let _ = self.store().queue_message(thread, &first.text).await;
         }
     }
 

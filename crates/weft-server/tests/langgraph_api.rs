@@ -257,9 +257,10 @@ async fn a_cancelled_run_ends_interrupted_and_the_thread_is_idle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_thread_queues_rejects_or_interrupts_a_second_run() {
     // Every run of this thread waits on the model until it is cancelled (no run finishes, so
-    // each one gets the first scripted answer).
+    // each one gets the first scripted answer). Queued runs are for agent `b` while `a` runs
+    // (a message for the same agent joins its run: see the test after this one).
     let script = json!({"responses": [{"text": "never", "delayMs": 60000}]});
-    let s = Served::start("", &[], &script).await;
+    let s = Served::start_two_agents(&script).await;
     let thread = s.thread().await;
     let runs = format!("/threads/{thread}/runs");
     let (_, first) = s
@@ -278,7 +279,7 @@ async fn a_busy_thread_queues_rejects_or_interrupts_a_second_run() {
 
     // Enqueue (the default): answered at once, pending, listed on the thread.
     let (status, queued) = s
-        .post(&runs, &json!({"assistant_id": "a", "input": input("two")}))
+        .post(&runs, &json!({"assistant_id": "b", "input": input("two")}))
         .await;
     assert_eq!(status, 200, "{queued}");
     assert_eq!(queued["status"], "pending");
@@ -320,7 +321,7 @@ async fn a_busy_thread_queues_rejects_or_interrupts_a_second_run() {
 
     // A queued run can be cancelled before it starts.
     let (_, fourth) = s
-        .post(&runs, &json!({"assistant_id": "a", "input": input("four")}))
+        .post(&runs, &json!({"assistant_id": "b", "input": input("four")}))
         .await;
     let fourth_id = fourth["run_id"].as_str().unwrap().to_owned();
     let (status, cancelled) = s
@@ -755,14 +756,14 @@ async fn the_openapi_document_is_openapi_3_and_documents_every_route() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_run_is_kept_when_the_server_stops_and_starts_with_the_next_server() {
     let script = json!({"responses": [{"text": "never", "delayMs": 60000}]});
-    let s = Served::start("", &[], &script).await;
+    let s = Served::start_two_agents(&script).await;
     let thread = s.thread().await;
     let runs = format!("/threads/{thread}/runs");
     let (_, first) = s
         .post(&runs, &json!({"assistant_id": "a", "input": input("one")}))
         .await;
     let (_, queued) = s
-        .post(&runs, &json!({"assistant_id": "a", "input": input("two")}))
+        .post(&runs, &json!({"assistant_id": "b", "input": input("two")}))
         .await;
     assert_eq!(queued["status"], "pending");
     let queued_id = queued["run_id"].as_str().unwrap().to_owned();
@@ -782,4 +783,114 @@ async fn a_queued_run_is_kept_when_the_server_stops_and_starts_with_the_next_ser
         .post(&format!("{runs}/{queued_id}/cancel?wait=1"), &Value::Null)
         .await;
     assert_eq!(status, 200);
+}
+
+/// The thread's queue (Standard Agents SA-064): a message for the agent of the run in
+/// progress joins that run, taken before its next model step; the answer names that run,
+/// and its final state holds the message before the answer to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_for_the_running_agent_joins_its_run_before_the_next_model_step() {
+    // The first step lists the folder (the model answers after 1.5 s), the second answers.
+    let script = json!({"responses": [
+        {"toolCalls": [{"id": "c1", "name": "list_dir", "arguments": {"path": "."}}], "delayMs": 1500},
+        {"text": "Both done."}
+    ]});
+    let s = Served::start("", &["list_dir"], &script).await;
+    let thread = s.thread().await;
+    let runs = format!("/threads/{thread}/runs");
+    let (_, first) = s
+        .post(&runs, &json!({"assistant_id": "a", "input": input("one")}))
+        .await;
+    let first_id = first["run_id"].as_str().unwrap().to_owned();
+    let (status, joined) = s
+        .post(
+            &runs,
+            &json!({"assistant_id": "a", "input": input("and two")}),
+        )
+        .await;
+    assert_eq!(status, 200, "{joined}");
+    assert_eq!(
+        joined["run_id"],
+        first_id.as_str(),
+        "the message joined the run in progress"
+    );
+    let (status, values) = s.get(&format!("{runs}/{first_id}/join")).await;
+    assert_eq!(status, 200, "{values}");
+    let texts: Vec<String> = values["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let at = texts
+        .iter()
+        .position(|t| t == "and two")
+        .unwrap_or_else(|| panic!("{texts:?}"));
+    assert_eq!(texts.last().map(String::as_str), Some("Both done."));
+    assert!(
+        at > 0 && at < texts.len() - 1,
+        "taken before the last model step: {texts:?}"
+    );
+    let (_, listed) = s.get(&runs).await;
+    assert_eq!(
+        listed.as_array().unwrap().len(),
+        1,
+        "no second run: {listed}"
+    );
+}
+
+/// A message that joined a run during its last model call is not lost: when that run ends,
+/// the next run starts with it (SA-065: a queued message on an idle thread starts a turn).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_queued_during_the_last_model_call_starts_the_next_run() {
+    let script = json!({"responses": [
+        {"text": "First answer.", "delayMs": 1000},
+        {"text": "Second answer."}
+    ]});
+    let s = Served::start("", &[], &script).await;
+    let thread = s.thread().await;
+    let runs = format!("/threads/{thread}/runs");
+    let (_, first) = s
+        .post(&runs, &json!({"assistant_id": "a", "input": input("one")}))
+        .await;
+    // The run's only step has begun (it took the queue, empty then) and its model call is
+    // under way (it answers after a second): a message now joins the run too late for it.
+    let first_id = first["run_id"].as_str().unwrap().to_owned();
+    let store = s.store();
+    until(|| async {
+        weft_store::EventLog::events(
+            &store,
+            &weft_store::EventQuery {
+                run_id: Some(first_id.clone()),
+                types: vec!["turn_start".into()],
+                ..Default::default()
+            },
+        )
+        .await
+        .is_ok_and(|e| !e.is_empty())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (_, joined) = s
+        .post(
+            &runs,
+            &json!({"assistant_id": "a", "input": input("and two")}),
+        )
+        .await;
+    assert_eq!(joined["run_id"], first["run_id"]);
+    until(|| async {
+        let (_, listed) = s.get(&runs).await;
+        listed
+            .as_array()
+            .is_some_and(|l| l.len() == 2 && l.iter().all(|r| r["status"] == "success"))
+    })
+    .await;
+    let (_, state) = s.get(&format!("/threads/{thread}/state")).await;
+    let texts: Vec<&str> = state["values"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(texts, ["one", "First answer.", "and two", "Second answer."]);
 }

@@ -33,6 +33,7 @@ mod error;
 pub mod lease;
 mod model;
 mod postgres;
+mod queue;
 mod redact;
 mod schema;
 mod sql;
@@ -49,6 +50,7 @@ pub use model::{
     RunStatus, ThreadRecord, ToolCallRecord, ToolCallStatus, Usage, event_type, new_id, now_string,
 };
 pub use postgres::{PgOptions, drop_schema};
+pub use queue::{QueuedMessage, ThreadQueue};
 pub use redact::{DefaultRedactor, NoRedaction, Redactor};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::{SqliteOptions, Synchronous};

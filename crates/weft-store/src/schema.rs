@@ -25,7 +25,7 @@ pub(crate) struct Migration {
 }
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -62,6 +62,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 7,
         name: "API tokens for weft serve (hashed secrets, scope, revocation)",
         sql: V7,
+    },
+    Migration {
+        version: 8,
+        name: "thread queue (messages a thread's run takes before its next model step)",
+        sql: V8,
     },
 ];
 
@@ -296,6 +301,19 @@ CREATE TABLE api_tokens (
   last_used_at TEXT
 );
 CREATE UNIQUE INDEX idx_api_tokens_active_name ON api_tokens(name) WHERE revoked_at IS NULL;
+";
+
+// A thread's queue (Standard Agents): messages queued while a run of the thread works, taken
+// in order before its next model step (`src/queue.rs`). `position` orders them.
+const V8: &str = r"
+CREATE TABLE thread_queue (
+  position INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  thread_id TEXT NOT NULL,
+  text TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX idx_thread_queue_thread ON thread_queue(thread_id, position);
 ";
 
 /// The DDL of a migration for PostgreSQL.

@@ -1056,6 +1056,32 @@ async fn api_tokens(store: &Store) {
     );
 }
 
+async fn thread_queues_keep_order_per_thread(store: &Store) {
+    use weft_store::ThreadQueue as _;
+    let first = store.queue_message("q1", "first").await.unwrap();
+    let second = store.queue_message("q1", "second").await.unwrap();
+    let other = store.queue_message("q2", "elsewhere").await.unwrap();
+    let texts = |messages: Vec<weft_store::QueuedMessage>| {
+        messages.into_iter().map(|m| m.text).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        texts(store.queued("q1").await.unwrap()),
+        ["first", "second"]
+    );
+    store
+        .dequeue("q1", &[first.id.clone(), other.id.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(store.queued("q1").await.unwrap()),
+        ["second"],
+        "only q1's first left"
+    );
+    assert_eq!(texts(store.queued("q2").await.unwrap()), ["elsewhere"]);
+    store.dequeue("q1", &[second.id]).await.unwrap();
+    assert!(store.queued("q1").await.unwrap().is_empty());
+}
+
 async fn schema_is_current(store: &Store) {
     assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
 }
@@ -1088,6 +1114,7 @@ macro_rules! backend_suite {
             case!(tool_ledger);
             case!(leases_fence_stale_owners);
             case!(api_tokens);
+            case!(thread_queues_keep_order_per_thread);
             case!(schema_is_current);
         }
     };

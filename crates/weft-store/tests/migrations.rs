@@ -134,7 +134,7 @@ async fn a_v6_database_is_upgraded_with_api_tokens() {
     let store = Store::open(&format!("sqlite:{}", path.display()))
         .await
         .unwrap();
-    assert_eq!(store.schema_version().await.unwrap(), 7);
+    assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
     assert!(
         store
             .latest_checkpoint("fixture-thread")

@@ -43,6 +43,14 @@ pub trait StepObserver: Send + Sync {
         let _ = (step, turn, state, usage);
     }
 
+    /// Messages to add to the conversation before this step's model call (a thread's queue:
+    /// messages that arrived while the run worked). They become part of the step, so they
+    /// are checkpointed with it; taken once per step, after [`StepObserver::step_started`].
+    async fn inbox(&self, step: u64, state: &AgentState) -> Vec<Message> {
+        let _ = (step, state);
+        Vec::new()
+    }
+
     /// Whether a call of the current step waits for a decision: the step is then not
     /// committed ([`StepOutcome::Suspended`]).
     fn suspended(&self) -> bool {
@@ -112,6 +120,8 @@ pub struct Steps<'a> {
     step_turn: Option<Turn>,
     total: Option<Turn>,
     pending_input: Option<Message>,
+    /// Messages the observer's inbox gave for the current step, sent with its model call.
+    inbox: Vec<Message>,
     rounds: u32,
     base_usage: TokenUsage,
     observer: Option<Arc<dyn StepObserver>>,
@@ -179,6 +189,7 @@ impl<'a> Steps<'a> {
             step_turn: None,
             total: None,
             pending_input: Some(ctx.input.clone()),
+            inbox: Vec::new(),
             conversation: None,
             rounds: 0,
             base_usage: TokenUsage::default(),
@@ -309,6 +320,7 @@ impl<'a> Steps<'a> {
         }
         if let Some(observer) = &self.observer {
             observer.step_started(step, &self.state).await;
+            self.inbox = observer.inbox(step, &self.state).await;
         }
         step
     }
@@ -351,10 +363,11 @@ impl<'a> Steps<'a> {
         if self.ctx.signal.is_cancelled() {
             return Err(self.cancelled());
         }
-        let mut inputs = Vec::with_capacity(extra.len() + 1);
+        let mut inputs = Vec::with_capacity(extra.len() + 1 + self.inbox.len());
         if let Some(input) = &self.pending_input {
             inputs.push(InferenceInput::Message(input.clone()));
         }
+        inputs.extend(self.inbox.drain(..).map(InferenceInput::Message));
         inputs.extend(extra);
         let conversation = self.shared_history();
         let result = if self.ctx.events.is_streaming() {

@@ -2,13 +2,15 @@
 //! joined (waiting, or streaming with `Last-Event-ID` = the `seq` of the run's events),
 //! cancelled, and resumed with decisions keyed by interrupt id (`command.resume`).
 //!
-//! **A second message while a run is busy** (`multitask_strategy`): `enqueue` (default) queues
-//! it — the run is answered at once with status `pending` and a run id it keeps, and starts
-//! when the thread's run in progress ends; `reject` answers 409; `interrupt` stops the run in
-//! progress (it stays resumable) and starts the new one. The queue is kept in the thread's
-//! metadata (`weftQueue`), so a server that stops with runs queued starts them when it
-//! serves again. Weft queues whole runs: the message is not injected into the run in
-//! progress before its next model step.
+//! **A second message while a run is busy** (`multitask_strategy`): `enqueue` (default) puts
+//! it in the thread's queue (Standard Agents): when this server drives the run in progress
+//! (same agent), the message joins that run, taken before its next model step, and the answer
+//! is that run (`Runtime::queue_message`; had the run been on its last model call, the next
+//! run starts for the message when it ends). Otherwise a whole run is queued — answered at
+//! once with status `pending` and a run id it keeps, started when the thread's run in
+//! progress ends; the queued runs are kept in the thread's metadata (`weftQueue`), so a
+//! server that stops with runs queued starts them when it serves again. `reject` answers 409;
+//! `interrupt` stops the run in progress (it stays resumable) and starts the new one.
 //!
 //! **Streams** send `metadata` (`{run_id, thread_id, attempt}`) first, then for each run
 //! event the parts of the requested `stream_mode`s, each with `id:` = the event's `seq`:
@@ -369,6 +371,30 @@ async fn launch(
             }
             Busy::Interrupt => {
                 state.stop_thread(thread).await?;
+            }
+            // The run in progress is driven here, by the same agent, with nothing queued
+            // before: the message joins it, taken before its next model step (the thread's
+            // queue; if that run was on its last model call, the next run starts for it).
+            Busy::Enqueue
+                if !waiting
+                    && active.as_ref().is_some_and(|run| {
+                        state.runtime().is_live(&run.run_id)
+                            && run.spec.pointer("/program/agent").and_then(Value::as_str)
+                                == Some(agent.as_str())
+                    }) =>
+            {
+                let Some(run) = active else {
+                    return Err(ApiError::internal("the run in progress went away"));
+                };
+                let after_seq = state.store().last_event_seq(&run.run_id).await?;
+                state.runtime().queue_message(thread, &text).await?;
+                return Ok(Launched {
+                    run_id: run.run_id,
+                    thread_id: thread.to_owned(),
+                    after_seq,
+                    queued: false,
+                    strategy,
+                });
             }
             Busy::Enqueue => {
                 let entry = Queued {

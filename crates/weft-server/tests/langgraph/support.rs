@@ -34,6 +34,20 @@ impl Served {
         Self::serve(dir).await
     }
 
+    /// [`Served::start`] with a second agent `b` (same prompt; `a` stays the default): a
+    /// message for `b` while `a` runs is a queued run, not a message joining `a`'s run.
+    pub(crate) async fn start_two_agents(script: &Value) -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("p");
+        common::scripted_project(&project, "defaultAgent = \"a\"\n", &[], script);
+        std::fs::write(
+            project.join("agents/b.toml"),
+            "name = \"b\"\n[sideA]\nprompt = \"p\"\n",
+        )
+        .unwrap();
+        Self::serve(dir).await
+    }
+
     /// Serves the project in `dir/p` (its store in the project's `.weft/`).
     pub(crate) async fn serve(dir: tempfile::TempDir) -> Served {
         let server = common::start_with(&dir.path().join("p"), |config| {
@@ -51,6 +65,11 @@ impl Served {
             http: reqwest::Client::new(),
             server: Some(server),
         }
+    }
+
+    /// The server's store.
+    pub(crate) fn store(&self) -> weft_store::Store {
+        self.server.as_ref().unwrap().state.store().clone()
     }
 
     /// A new read-only token (`weft tokens create --read-only`).

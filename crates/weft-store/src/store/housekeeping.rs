@@ -169,6 +169,10 @@ impl Store {
                 thread
             ));
             stmts.push(stmt!("DELETE FROM threads WHERE id = $1", thread));
+            stmts.push(stmt!(
+                "DELETE FROM thread_queue WHERE thread_id = $1",
+                thread
+            ));
         }
         let caches = [self.cache(thread_id), self.cache(&side_b)];
         let mut guard_a = caches[0].lock().await;

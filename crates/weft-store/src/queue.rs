@@ -1,0 +1,120 @@
+//! [`ThreadQueue`]: a thread's queue (Standard Agents): messages queued while one of its runs
+//! works, which that run takes, in order, before its next model step. A message leaves the
+//! queue only once the step that carries it is checkpointed, so a crash in between loses
+//! nothing (the run recognises a message it already took by its id).
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::error::StoreError;
+use crate::model::now_string;
+use crate::sql::{Row, stmt};
+use crate::store::Store;
+
+/// A message waiting in a thread's queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueuedMessage {
+    /// Its id (`q-` and 16 hex digits).
+    pub id: String,
+    /// The thread.
+    pub thread_id: String,
+    /// The user's text.
+    pub text: String,
+    /// When it was queued.
+    pub created_at: String,
+}
+
+impl QueuedMessage {
+    fn from_row(row: &Row) -> Result<Self, StoreError> {
+        Ok(QueuedMessage {
+            id: row.text(0)?,
+            thread_id: row.text(1)?,
+            text: row.text(2)?,
+            created_at: row.text(3)?,
+        })
+    }
+}
+
+/// Durable per-thread message queues.
+///
+/// # Examples
+///
+/// ```
+/// # async fn demo() -> Result<(), weft_store::StoreError> {
+/// use weft_store::{Store, ThreadQueue as _};
+/// let store = Store::open("sqlite::memory:").await?;
+/// let queued = store.queue_message("t1", "And in French?").await?;
+/// assert_eq!(store.queued("t1").await?, vec![queued.clone()]);
+/// store.dequeue("t1", &[queued.id]).await?;
+/// assert!(store.queued("t1").await?.is_empty());
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait ThreadQueue: Send + Sync {
+    /// Queues `text` on `thread` (committed on return).
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn queue_message(&self, thread: &str, text: &str) -> Result<QueuedMessage, StoreError>;
+
+    /// The messages queued on `thread`, oldest first.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn queued(&self, thread: &str) -> Result<Vec<QueuedMessage>, StoreError>;
+
+    /// Removes the messages `ids` of `thread` (taken by a run); unknown ids are ignored.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn dequeue(&self, thread: &str, ids: &[String]) -> Result<(), StoreError>;
+}
+
+#[async_trait]
+impl ThreadQueue for Store {
+    async fn queue_message(&self, thread: &str, text: &str) -> Result<QueuedMessage, StoreError> {
+        let message = QueuedMessage {
+            id: format!("q-{:016x}", fastrand::u64(..)),
+            thread_id: thread.to_owned(),
+            text: text.to_owned(),
+            created_at: now_string(),
+        };
+        self.write_now(vec![stmt!(
+            "INSERT INTO thread_queue (id, thread_id, text, created_at) VALUES ($1, $2, $3, $4)",
+            message.id.as_str(),
+            message.thread_id.as_str(),
+            message.text.as_str(),
+            message.created_at.as_str()
+        )])
+        .await?;
+        Ok(message)
+    }
+
+    async fn queued(&self, thread: &str) -> Result<Vec<QueuedMessage>, StoreError> {
+        let rows = self
+            .query(stmt!(
+                "SELECT id, thread_id, text, created_at FROM thread_queue WHERE thread_id = $1 ORDER BY position",
+                thread
+            ))
+            .await?;
+        rows.iter().map(QueuedMessage::from_row).collect()
+    }
+
+    async fn dequeue(&self, thread: &str, ids: &[String]) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let stmts = ids
+            .iter()
+            .map(|id| {
+                stmt!(
+                    "DELETE FROM thread_queue WHERE thread_id = $1 AND id = $2",
+                    thread,
+                    id.as_str()
+                )
+            })
+            .collect();
+        self.write_now(stmts).await
+    }
+}
