@@ -67,22 +67,22 @@ pub struct RunContext {
     run_id: String,
     thread_id: String,
     agent_id: String,
-    recorded: Mutex<HashMap<String, ToolCallRecord>>,
-    responses: HashMap<String, RecordedResponse>,
-    approved_reruns: HashSet<String>,
+    recorded: Arc<Mutex<HashMap<String, ToolCallRecord>>>,
+    responses: Arc<HashMap<String, RecordedResponse>>,
+    approved_reruns: Arc<HashSet<String>>,
     turn: AtomicU64,
     step: Mutex<StepCalls>,
     /// The latest rounds, newest last (a few are kept: event consumers may lag a step).
     rounds: Mutex<std::collections::VecDeque<Round>>,
-    failure: Mutex<Option<String>>,
+    failure: Arc<Mutex<Option<String>>>,
     stop: CancellationToken,
     budget: Budget,
     prices: Prices,
-    spent: Mutex<Spent>,
+    spent: Arc<Mutex<Spent>>,
     /// Decisions of earlier processes (approved / denied), by call position.
-    decisions: Mutex<HashMap<String, DecisionRecord>>,
+    decisions: Arc<Mutex<HashMap<String, DecisionRecord>>>,
     /// Decisions raised in this process that nobody could answer: the run suspends.
-    raised: Mutex<Vec<DecisionRecord>>,
+    raised: Arc<Mutex<Vec<DecisionRecord>>>,
     approver: Option<Arc<dyn Approver>>,
     events: Emitter,
     agent: AgentPath,
@@ -120,28 +120,30 @@ impl RunContext {
             run_id,
             thread_id,
             agent_id,
-            recorded: Mutex::new(
+            recorded: Arc::new(Mutex::new(
                 recorded
                     .into_iter()
                     .filter(|r| r.status == ToolCallStatus::Completed)
                     .map(|r| (r.position.clone(), r))
                     .collect(),
+            )),
+            responses: Arc::new(
+                responses
+                    .into_iter()
+                    .map(|r| (r.position.clone(), r))
+                    .collect(),
             ),
-            responses: responses
-                .into_iter()
-                .map(|r| (r.position.clone(), r))
-                .collect(),
-            approved_reruns,
+            approved_reruns: Arc::new(approved_reruns),
             turn: AtomicU64::new(0),
             step: Mutex::new(StepCalls::default()),
             rounds: Mutex::new(std::collections::VecDeque::new()),
-            failure: Mutex::new(None),
+            failure: Arc::new(Mutex::new(None)),
             stop: CancellationToken::new(),
             budget: Budget::default(),
             prices: Prices::builtin(),
-            spent: Mutex::new(Spent::default()),
-            decisions: Mutex::new(HashMap::new()),
-            raised: Mutex::new(Vec::new()),
+            spent: Arc::new(Mutex::new(Spent::default())),
+            decisions: Arc::new(Mutex::new(HashMap::new())),
+            raised: Arc::new(Mutex::new(Vec::new())),
             approver: None,
             trace: weft_otel::SpanParent::none(),
         }
@@ -163,6 +165,44 @@ impl RunContext {
         self
     }
 
+    /// A child run's view of this run (a subagent, see [`crate::child`]): its own thread
+    /// (checkpoints, positions of its responses and calls), agent path (`parent/name`),
+    /// step counter and span parent, sharing everything that is the run's — the store, the
+    /// run id, the recorded responses and calls (a resume replays the child's too), the
+    /// budget and what was spent (the child's model calls count as the run's), the
+    /// decisions and approver, the failure and stop token, the event emitter.
+    pub fn child(
+        &self,
+        name: &str,
+        thread_id: impl Into<String>,
+        agent_id: impl Into<String>,
+        trace: weft_otel::SpanParent,
+    ) -> RunContext {
+        RunContext {
+            store: self.store.clone(),
+            run_id: self.run_id.clone(),
+            thread_id: thread_id.into(),
+            agent_id: agent_id.into(),
+            recorded: self.recorded.clone(),
+            responses: self.responses.clone(),
+            approved_reruns: self.approved_reruns.clone(),
+            turn: AtomicU64::new(0),
+            step: Mutex::new(StepCalls::default()),
+            rounds: Mutex::new(std::collections::VecDeque::new()),
+            failure: self.failure.clone(),
+            stop: self.stop.clone(),
+            budget: self.budget,
+            prices: self.prices.clone(),
+            spent: self.spent.clone(),
+            decisions: self.decisions.clone(),
+            raised: self.raised.clone(),
+            approver: self.approver.clone(),
+            events: self.events.clone(),
+            agent: self.agent.child(name),
+            trace,
+        }
+    }
+
     /// The run's event emitter.
     pub fn emitter(&self) -> &Emitter {
         &self.events
@@ -182,13 +222,13 @@ impl RunContext {
         decisions: impl IntoIterator<Item = DecisionRecord>,
         approver: Option<Arc<dyn Approver>>,
     ) -> Self {
-        self.decisions = Mutex::new(
+        self.decisions = Arc::new(Mutex::new(
             decisions
                 .into_iter()
                 .filter(|d| matches!(d.status, DecisionStatus::Approved | DecisionStatus::Denied))
                 .map(|d| (d.position.clone(), d))
                 .collect(),
-        );
+        ));
         self.approver = approver;
         self
     }
@@ -248,7 +288,7 @@ impl RunContext {
         }
         self.budget = budget;
         self.prices = prices;
-        self.spent = Mutex::new(spent);
+        self.spent = Arc::new(Mutex::new(spent));
         self
     }
 

@@ -34,6 +34,7 @@
 pub mod agent_program;
 pub mod approval;
 pub mod budget;
+pub mod child;
 pub mod cost;
 mod error;
 pub mod event;

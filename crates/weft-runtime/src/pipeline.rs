@@ -94,6 +94,10 @@ impl ToolLayer for ReplayLayer {
         Box::pin(async move {
             let run = &*self.0;
             let position = position(run, inv);
+            // A tool that starts a child run names it after the call's position.
+            inv.context.extensions.insert(crate::child::CallSite {
+                position: position.clone(),
+            });
             let id = inv.call.tool_call_id.clone();
             run.emit_call(
                 &id,

@@ -250,6 +250,10 @@ impl ToolLayer for TraceLayer {
                 &inv.tool.description,
             );
             span.set_content(GEN_AI_TOOL_CALL_ARGUMENTS, || inv.arguments.to_string());
+            // A child run started by the tool nests its `invoke_agent` span here.
+            inv.context
+                .extensions
+                .insert(crate::child::ToolSpan(span.parent()));
             let outcome = next.run(inv).await;
             match &outcome {
                 ToolOutcome::Done(value) => {

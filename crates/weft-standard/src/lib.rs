@@ -31,6 +31,7 @@
 //! | `tools` | built-in, project and handoff tools of a prompt |
 //! | `side` | one side's turn and the §5 stop evaluation |
 //! | `session` | `ai_human` / `dual_ai` sessions, handoff, events |
+//! | `subagent` | `dual_ai` agents called as tools: child runs, the canonical result text |
 //! | `launch` | `Launch`: the recorded spec of a session run (`weft run`, `weft serve`) |
 //! | `preflight` | what is checked before a run is recorded: models, keys, endpoints |
 //! | `error` | `ProjectError`, `Problem`, `SessionError` |
@@ -44,11 +45,13 @@ pub mod project;
 mod runner;
 mod session;
 mod side;
+pub mod subagent;
 pub mod tools;
 
 pub use definition::{
     AgentDefinition, AgentType, LifecyclePayload, MappedBinding, ProjectConfig, PromptDefinition,
-    ProviderSettings, SessionToolBinding, Side, SideConfig, ToolDefinition,
+    PromptTool, ProviderSettings, SessionToolBinding, Side, SideConfig, SubagentToolConfig,
+    ToolDefinition,
 };
 pub use error::{Problem, ProjectError, SessionError};
 pub use launch::Launch;

@@ -1,0 +1,346 @@
+//! Subagents (agents §7): a `dual_ai` agent with `exposeAsTool` called from a parent
+//! prompt's tools runs as a blocking, non-resumable child run — its own thread linked to the
+//! parent's, its events nested under the parent's agent path, its usage rolled up into the
+//! run's, and the spec's canonical result or failure text as the call's result.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use weft_runtime::event::{EventKind, RunEvent};
+use weft_runtime::spec::{Program, RunSpec, SessionProgram};
+use weft_runtime::{RunEnd, RunOutcome, Runtime};
+use weft_standard::{Project, StandardSessions};
+use weft_store::{EventLog as _, Lineage as _, Runs as _, Store, Threads as _};
+
+fn call(id: &str, name: &str, args: Value) -> Value {
+    json!({"id": id, "name": name, "arguments": args})
+}
+
+fn usage(input: u64, output: u64) -> Value {
+    json!({"inputTokens": input, "outputTokens": output})
+}
+
+/// A lead (`ai_human`) whose prompt calls the `dual_ai` agent `reviewer` as a subagent
+/// (its first message is the call's `task`); the reviewer's worker ends the session with
+/// `worker_end` (a call of `done` or `fail`) after one exchange with its checker.
+fn write_project(dir: &Path, worker_end: Value) -> Project {
+    let files = [
+        (
+            "weft.toml",
+            "name = \"t\"\nmodel = \"scripted-turns:lead.json\"\n".to_owned(),
+        ),
+        (
+            "tools/done.toml",
+            "name = \"done\"\nparameters = { type = \"object\", properties = { summary = { type = \"string\" } } }\n".into(),
+        ),
+        (
+            "tools/fail.toml",
+            "name = \"fail\"\nparameters = { type = \"object\", properties = { reason = { type = \"string\" } } }\n".into(),
+        ),
+        ("tools/note.toml", "name = \"note\"\n".into()),
+        (
+            "agents/lead.toml",
+            "name = \"lead\"\n[sideA]\nprompt = \"lead\"\n".into(),
+        ),
+        (
+            "prompts/lead.toml",
+            "name = \"lead\"\ntools = [{ name = \"reviewer\", initUserMessageProperty = \"task\" }]\n"
+                .into(),
+        ),
+        (
+            "agents/reviewer.toml",
+            "name = \"reviewer\"\ntype = \"dual_ai\"\nexposeAsTool = true\ntoolDescription = \"Reviews a plan.\"\nmaxSessionTurns = 4\n\
+             [sideA]\nprompt = \"worker\"\nsessionStop = { name = \"done\", messageProperty = \"summary\" }\nsessionFail = { name = \"fail\", messageProperty = \"reason\" }\n\
+             [sideB]\nprompt = \"checker\"\n"
+                .into(),
+        ),
+        (
+            "prompts/worker.toml",
+            "name = \"worker\"\nmodel = \"scripted-turns:worker.json\"\ntools = [\"done\", \"fail\", \"note\"]\n".into(),
+        ),
+        (
+            "prompts/checker.toml",
+            "name = \"checker\"\nmodel = \"scripted-turns:checker.json\"\n".into(),
+        ),
+        (
+            "lead.json",
+            json!({"responses": [
+                {"toolCalls": [call("c1", "reviewer", json!({"task": "check the plan"}))], "usage": usage(100, 10)},
+                {"text": "all good", "usage": usage(1, 1)},
+            ]})
+            .to_string(),
+        ),
+        (
+            "worker.json",
+            json!({"responses": [
+                {"toolCalls": [call("w1", "note", json!({}))], "usage": usage(7, 3)},
+                {"text": "draft", "usage": usage(7, 3)},
+                {"toolCalls": [worker_end], "usage": usage(7, 3)},
+            ]})
+            .to_string(),
+        ),
+        (
+            "checker.json",
+            json!({"responses": [{"text": "looks fine, finish", "usage": usage(5, 2)}]}).to_string(),
+        ),
+    ];
+    for (path, text) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+    Project::load(dir).expect("valid project")
+}
+
+struct Ran {
+    store: Store,
+    outcome: RunOutcome,
+    events: Vec<RunEvent>,
+}
+
+async fn run_lead(worker_end: Value) -> (tempfile::TempDir, Ran) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = write_project(dir.path(), worker_end);
+    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
+        .await
+        .expect("store");
+    let runtime = Runtime::new(store.clone()).with_sessions(Arc::new(StandardSessions));
+    let spec = RunSpec::new(
+        "review my plan",
+        Program::Session(SessionProgram {
+            project: Some(project.snapshot().expect("snapshot")),
+            workspace: project.dir().to_path_buf(),
+            agent: "lead".into(),
+            model_override: None,
+            project_dir: None,
+            sandbox: None,
+            base_urls: Default::default(),
+        }),
+    );
+    let outcome = runtime
+        .start(spec, false)
+        .await
+        .expect("start")
+        .outcome()
+        .await
+        .expect("outcome");
+    let query = weft_store::EventQuery {
+        run_id: Some(outcome.run_id.clone()),
+        ..weft_store::EventQuery::default()
+    };
+    let events = store
+        .events(&query)
+        .await
+        .expect("events")
+        .into_iter()
+        .map(RunEvent::from_record)
+        .collect();
+    (
+        dir,
+        Ran {
+            store,
+            outcome,
+            events,
+        },
+    )
+}
+
+/// The result the lead's call of `reviewer` got, and whether it was an error.
+fn reviewer_result(events: &[RunEvent]) -> (Value, bool) {
+    events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolCallEnd {
+                tool,
+                result,
+                is_error,
+                ..
+            } if tool == "reviewer" => {
+                assert_eq!(e.agent.as_str(), "lead", "the call is the parent's");
+                Some((result.clone().unwrap_or(Value::Null), *is_error))
+            }
+            _ => None,
+        })
+        .expect("the call of reviewer ended")
+}
+
+#[tokio::test]
+async fn a_dual_ai_subagent_runs_as_a_child_thread_and_returns_the_canonical_result() {
+    let (_dir, ran) = run_lead(call("w2", "done", json!({"summary": "the plan is sound"}))).await;
+    assert_eq!(
+        ran.outcome.end,
+        RunEnd::Completed {
+            output: "all good".into()
+        }
+    );
+    let run = ran
+        .store
+        .run(&ran.outcome.run_id)
+        .await
+        .expect("run")
+        .expect("recorded");
+    // The child's thread: its own, linked to the parent's, named by its reference.
+    let children: Vec<_> = ran
+        .store
+        .threads()
+        .await
+        .expect("threads")
+        .into_iter()
+        .filter(|t| t.parent_thread_id.as_deref() == Some(run.thread_id.as_str()))
+        .collect();
+    assert_eq!(children.len(), 1, "one child thread");
+    let reference = children[0].id.clone();
+    // The canonical child → parent payload, byte for byte (agents §7.10).
+    let (result, is_error) = reviewer_result(&ran.events);
+    assert!(!is_error);
+    assert_eq!(
+        result,
+        Value::String(format!(
+            "Subagent (reference: {reference}) has returned the following result:\n\nthe plan is sound"
+        ))
+    );
+    // The child's checkpoints are under its own thread (each side its own scope).
+    assert!(
+        !ran.store
+            .list_checkpoints(&reference)
+            .await
+            .expect("checkpoints")
+            .is_empty()
+    );
+    assert!(
+        !ran.store
+            .list_checkpoints(&format!("{reference}.sideB"))
+            .await
+            .expect("checkpoints")
+            .is_empty()
+    );
+    // The lineage: the child under the run's agent, completed.
+    let agents = ran
+        .store
+        .lineage(&ran.outcome.run_id)
+        .await
+        .expect("lineage");
+    let child = agents
+        .iter()
+        .find(|a| a.id == reference)
+        .expect("the child's node");
+    assert_eq!(
+        child.parent_agent_id.as_deref(),
+        Some(run.agent_id.as_str())
+    );
+    assert_eq!((child.role.as_str(), child.depth), ("reviewer", 1));
+    assert_eq!(child.status, weft_store::AgentStatus::Completed);
+    assert_eq!(
+        (child.usage.input_tokens, child.usage.output_tokens),
+        (26, 11)
+    );
+    // Usage rolled up: the lead's two calls, the worker's three and the checker's one.
+    assert_eq!(
+        (
+            ran.outcome.usage.input_tokens,
+            ran.outcome.usage.output_tokens
+        ),
+        (101 + 21 + 5, 11 + 9 + 2)
+    );
+}
+
+#[tokio::test]
+async fn a_subagents_events_are_nested_under_the_parents_agent_path() {
+    let (_dir, ran) = run_lead(call("w2", "done", json!({"summary": "the plan is sound"}))).await;
+    let child: Vec<&RunEvent> = ran
+        .events
+        .iter()
+        .filter(|e| e.agent.as_str() == "lead/reviewer")
+        .collect();
+    let kinds: Vec<String> = child
+        .iter()
+        .map(|e| e.kind.clone().into_parts().0)
+        .collect();
+    for kind in [
+        "session_start",
+        "side_turn_start",
+        "turn_start",
+        "tool_call_start",
+        "tool_call_end",
+        "turn_end",
+        "side_turn_end",
+        "session_end",
+    ] {
+        assert!(
+            kinds.iter().any(|k| k == kind),
+            "{kind} of the child in {kinds:?}"
+        );
+    }
+    let tools: Vec<&str> = child
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallStart { tool, .. } => Some(tool.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tools, ["note", "done"]);
+    // Every child event comes between the parent's call start and end.
+    let position =
+        |pred: &dyn Fn(&RunEvent) -> bool| ran.events.iter().position(|e| pred(e)).expect("found");
+    let start = position(&|e| {
+        e.agent.as_str() == "lead"
+            && matches!(&e.kind, EventKind::ToolCallStart { tool, .. } if tool == "reviewer")
+    });
+    let end = position(&|e| {
+        e.agent.as_str() == "lead"
+            && matches!(&e.kind, EventKind::ToolCallEnd { tool, .. } if tool == "reviewer")
+    });
+    for event in &child {
+        let at = ran
+            .events
+            .iter()
+            .position(|e| e.seq == event.seq)
+            .expect("in the log");
+        assert!(
+            start < at && at < end,
+            "child event {} outside the call",
+            event.seq
+        );
+    }
+    // Events of the run are numbered without gaps, the child's included.
+    for (i, event) in ran.events.iter().enumerate() {
+        assert_eq!(event.seq, i as u64 + 1);
+    }
+}
+
+#[tokio::test]
+async fn a_subagent_ending_by_session_fail_gives_the_canonical_failure() {
+    let (_dir, ran) = run_lead(call("w2", "fail", json!({"reason": "cannot verify"}))).await;
+    let (result, is_error) = reviewer_result(&ran.events);
+    assert!(is_error, "a failed child is an error result");
+    let Value::String(text) = result else {
+        panic!("a text result: {result:?}")
+    };
+    let reference = text
+        .strip_prefix("Subagent (reference: ")
+        .and_then(|rest| rest.split_once(')'))
+        .map(|(reference, _)| reference.to_owned())
+        .expect("a reference");
+    assert_eq!(
+        text,
+        format!("Subagent (reference: {reference}) has reported a failure:\n\ncannot verify")
+    );
+    let agents = ran
+        .store
+        .lineage(&ran.outcome.run_id)
+        .await
+        .expect("lineage");
+    let child = agents
+        .iter()
+        .find(|a| a.id == reference)
+        .expect("the child");
+    assert_eq!(child.status, weft_store::AgentStatus::Failed);
+    // The parent goes on: its model heard of the failure and answered.
+    assert_eq!(
+        ran.outcome.end,
+        RunEnd::Completed {
+            output: "all good".into()
+        }
+    );
+}
