@@ -91,6 +91,8 @@ pub fn child_reference(run_id: &str, position: &str) -> String {
 pub struct ChildRun {
     context: Arc<RunContext>,
     reference: String,
+    /// The position of the parent's call.
+    position: String,
     name: String,
     parent_agent: String,
     depth: u32,
@@ -145,6 +147,7 @@ impl ChildRun {
             created_at: thread.created_at,
             span,
             reference,
+            position,
         };
         child
             .record(AgentStatus::Active, weft_store::Usage::default(), None)
@@ -182,6 +185,21 @@ impl ChildRun {
                 usage,
             })
             .await
+    }
+
+    /// Whether the child waits for a decision (a call of it needs an approval nobody could
+    /// give now): then it must be [deferred](ChildRun::defer), not ended.
+    pub fn is_suspended(&self) -> bool {
+        self.context.is_suspended()
+    }
+
+    /// Leaves the child waiting for its decision: the parent's call stays pending (the run
+    /// suspends after the step; a resume runs the call again and the child goes on from its
+    /// checkpoints), the child's lineage node stays active, its span ends as `suspended`.
+    pub fn defer(self) {
+        self.context.defer_call(&self.position);
+        self.span.set(weft_otel::semconv::WEFT_RUN_END, "suspended");
+        self.span.end();
     }
 
     /// Ends the child: its lineage node completed (`succeeded`) or failed, with the usage

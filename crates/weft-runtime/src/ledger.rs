@@ -83,6 +83,8 @@ pub struct RunContext {
     decisions: Arc<Mutex<HashMap<String, DecisionRecord>>>,
     /// Decisions raised in this process that nobody could answer: the run suspends.
     raised: Arc<Mutex<Vec<DecisionRecord>>>,
+    /// Positions of calls whose child run waits for a decision: they stay pending.
+    deferred: Arc<Mutex<HashSet<String>>>,
     approver: Option<Arc<dyn Approver>>,
     events: Emitter,
     agent: AgentPath,
@@ -144,6 +146,7 @@ impl RunContext {
             spent: Arc::new(Mutex::new(Spent::default())),
             decisions: Arc::new(Mutex::new(HashMap::new())),
             raised: Arc::new(Mutex::new(Vec::new())),
+            deferred: Arc::new(Mutex::new(HashSet::new())),
             approver: None,
             trace: weft_otel::SpanParent::none(),
         }
@@ -196,6 +199,7 @@ impl RunContext {
             spent: self.spent.clone(),
             decisions: self.decisions.clone(),
             raised: self.raised.clone(),
+            deferred: self.deferred.clone(),
             approver: self.approver.clone(),
             events: self.events.clone(),
             agent: self.agent.child(name),
@@ -255,6 +259,22 @@ impl RunContext {
     /// that raised them must not be committed, and the run suspends.
     pub fn suspended(&self) -> Vec<DecisionRecord> {
         self.raised.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Marks the call at `position` as waiting on a decision of a child run it started
+    /// ([`crate::child::ChildRun::defer`]): whatever its handler returns, the record stage
+    /// leaves it pending, and a resume runs it again (the child goes on).
+    pub fn defer_call(&self, position: &str) {
+        if let Ok(mut deferred) = self.deferred.lock() {
+            deferred.insert(position.to_owned());
+        }
+    }
+
+    /// Whether the call at `position` was deferred ([`RunContext::defer_call`]), taken out.
+    pub(crate) fn take_deferred(&self, position: &str) -> bool {
+        self.deferred
+            .lock()
+            .is_ok_and(|mut deferred| deferred.remove(position))
     }
 
     /// Whether the run must suspend (see [`RunContext::suspended`]).

@@ -209,6 +209,17 @@ async fn call(
             )));
         }
     };
+    let child = match child {
+        Some(child) if child.is_suspended() => {
+            // A call of the child waits for a decision: so does the parent's call (the run
+            // suspends, and the decision surfaces on it).
+            child.defer();
+            return Err(ToolError::new(format!(
+                "the subagent {name} waits for a decision"
+            )));
+        }
+        other => other,
+    };
     if outcome.status == SessionStatus::Interrupted {
         // The call stays pending (uncertain): a resume goes on with the child.
         return Err(ToolError::new(format!(

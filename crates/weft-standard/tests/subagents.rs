@@ -24,11 +24,11 @@ fn usage(input: u64, output: u64) -> Value {
 /// A lead (`ai_human`) whose prompt calls the `dual_ai` agent `reviewer` as a subagent
 /// (its first message is the call's `task`); the reviewer's worker ends the session with
 /// `worker_end` (a call of `done` or `fail`) after one exchange with its checker.
-fn write_project(dir: &Path, worker_end: Value) -> Project {
+fn write_project(dir: &Path, worker_end: Value, extra: &str) -> Project {
     let files = [
         (
             "weft.toml",
-            "name = \"t\"\nmodel = \"scripted-turns:lead.json\"\n".to_owned(),
+            format!("name = \"t\"\nmodel = \"scripted-turns:lead.json\"\n{extra}"),
         ),
         (
             "tools/done.toml",
@@ -99,9 +99,9 @@ struct Ran {
     events: Vec<RunEvent>,
 }
 
-async fn run_lead(worker_end: Value) -> (tempfile::TempDir, Ran) {
+async fn run_lead(worker_end: Value, extra: &str) -> (tempfile::TempDir, Ran) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let project = write_project(dir.path(), worker_end);
+    let project = write_project(dir.path(), worker_end, extra);
     let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
         .await
         .expect("store");
@@ -125,17 +125,7 @@ async fn run_lead(worker_end: Value) -> (tempfile::TempDir, Ran) {
         .outcome()
         .await
         .expect("outcome");
-    let query = weft_store::EventQuery {
-        run_id: Some(outcome.run_id.clone()),
-        ..weft_store::EventQuery::default()
-    };
-    let events = store
-        .events(&query)
-        .await
-        .expect("events")
-        .into_iter()
-        .map(RunEvent::from_record)
-        .collect();
+    let events = events_of(&store, &outcome.run_id).await;
     (
         dir,
         Ran {
@@ -144,6 +134,20 @@ async fn run_lead(worker_end: Value) -> (tempfile::TempDir, Ran) {
             events,
         },
     )
+}
+
+async fn events_of(store: &Store, run: &str) -> Vec<RunEvent> {
+    let query = weft_store::EventQuery {
+        run_id: Some(run.to_owned()),
+        ..weft_store::EventQuery::default()
+    };
+    store
+        .events(&query)
+        .await
+        .expect("events")
+        .into_iter()
+        .map(RunEvent::from_record)
+        .collect()
 }
 
 /// The result the lead's call of `reviewer` got, and whether it was an error.
@@ -167,7 +171,11 @@ fn reviewer_result(events: &[RunEvent]) -> (Value, bool) {
 
 #[tokio::test]
 async fn a_dual_ai_subagent_runs_as_a_child_thread_and_returns_the_canonical_result() {
-    let (_dir, ran) = run_lead(call("w2", "done", json!({"summary": "the plan is sound"}))).await;
+    let (_dir, ran) = run_lead(
+        call("w2", "done", json!({"summary": "the plan is sound"})),
+        "",
+    )
+    .await;
     assert_eq!(
         ran.outcome.end,
         RunEnd::Completed {
@@ -247,7 +255,11 @@ async fn a_dual_ai_subagent_runs_as_a_child_thread_and_returns_the_canonical_res
 
 #[tokio::test]
 async fn a_subagents_events_are_nested_under_the_parents_agent_path() {
-    let (_dir, ran) = run_lead(call("w2", "done", json!({"summary": "the plan is sound"}))).await;
+    let (_dir, ran) = run_lead(
+        call("w2", "done", json!({"summary": "the plan is sound"})),
+        "",
+    )
+    .await;
     let child: Vec<&RunEvent> = ran
         .events
         .iter()
@@ -311,7 +323,7 @@ async fn a_subagents_events_are_nested_under_the_parents_agent_path() {
 
 #[tokio::test]
 async fn a_subagent_ending_by_session_fail_gives_the_canonical_failure() {
-    let (_dir, ran) = run_lead(call("w2", "fail", json!({"reason": "cannot verify"}))).await;
+    let (_dir, ran) = run_lead(call("w2", "fail", json!({"reason": "cannot verify"})), "").await;
     let (result, is_error) = reviewer_result(&ran.events);
     assert!(is_error, "a failed child is an error result");
     let Value::String(text) = result else {
@@ -343,4 +355,71 @@ async fn a_subagent_ending_by_session_fail_gives_the_canonical_failure() {
             output: "all good".into()
         }
     );
+}
+
+#[tokio::test]
+async fn an_approval_a_subagent_waits_for_surfaces_on_the_root_run_and_resumes_once() {
+    use weft_store::{Decisions as _, ToolLedger as _, Verdict};
+    let (_dir, ran) = run_lead(
+        call("w2", "done", json!({"summary": "the plan is sound"})),
+        "requiresApproval = [\"note\"]\n",
+    )
+    .await;
+    let RunEnd::AwaitingDecision { decisions } = &ran.outcome.end else {
+        panic!(
+            "the run waits for the child's decision: {:?}",
+            ran.outcome.end
+        )
+    };
+    let [decision] = decisions.as_slice() else {
+        panic!("one decision: {decisions:?}")
+    };
+    assert_eq!(decision.tool_name, "note");
+    let run_id = ran.outcome.run_id.clone();
+    // The parent's call of the subagent is still pending: it ends after the resume.
+    let calls = ran.store.tool_calls(&run_id).await.expect("ledger");
+    let parent_call = calls
+        .iter()
+        .find(|c| c.tool_name == "reviewer")
+        .expect("the parent's call");
+    assert_eq!(parent_call.status, weft_store::ToolCallStatus::Pending);
+    ran.store
+        .decide(&run_id, &decision.id, &Verdict::Approve)
+        .await
+        .expect("approve");
+    let runtime = Runtime::new(ran.store.clone()).with_sessions(Arc::new(StandardSessions));
+    let resumed = runtime
+        .resume(&run_id, weft_runtime::ResumeOptions::default(), false)
+        .await
+        .expect("resume")
+        .outcome()
+        .await
+        .expect("outcome");
+    assert_eq!(
+        resumed.end,
+        RunEnd::Completed {
+            output: "all good".into()
+        }
+    );
+    let events = events_of(&ran.store, &run_id).await;
+    let (result, is_error) = reviewer_result(&events);
+    assert!(!is_error);
+    let text = result.as_str().expect("text").to_owned();
+    assert!(
+        text.ends_with("has returned the following result:\n\nthe plan is sound"),
+        "{text}"
+    );
+    // The approved call ran once, in the resumed process.
+    let calls = ran.store.tool_calls(&run_id).await.expect("ledger");
+    let notes: Vec<_> = calls.iter().filter(|c| c.tool_name == "note").collect();
+    assert_eq!(notes.len(), 1);
+    assert_eq!(notes[0].status, weft_store::ToolCallStatus::Completed);
+    let ran_note = events
+        .iter()
+        .filter(|e| {
+            e.agent.as_str() == "lead/reviewer"
+                && matches!(&e.kind, EventKind::ToolCallEnd { tool, .. } if tool == "note")
+        })
+        .count();
+    assert_eq!(ran_note, 1, "the note call ended once");
 }
