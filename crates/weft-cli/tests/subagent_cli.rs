@@ -1,0 +1,154 @@
+//! Subagents through the CLI (issue 21): a `dual_ai` agent called from the run's agent shows
+//! nested under the parent's call in `weft run`'s live view, and its events carry the agent
+//! path `parent/child` in `weft run --json` and `weft events`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+fn weft(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("WEFT_DATABASE_URL")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `a` calls the `dual_ai` subagent `pair` (its task in `task`); pair's worker writes a file,
+/// then ends the session with `finish`, whose `summary` is the result.
+fn project(p: &Path) {
+    let script = json!({"responses": [
+        {"toolCalls": [{"id": "s1", "name": "pair", "arguments": {"task": "write the note"}}]},
+        {"text": "the note is written"}
+    ]});
+    common::scripted_project(p, "defaultAgent = \"a\"\n", &[], &script);
+    let files = [
+        (
+            "prompts/p.toml",
+            "name = \"p\"\ntools = [{ name = \"pair\", initUserMessageProperty = \"task\" }]\n"
+                .to_owned(),
+        ),
+        (
+            "agents/pair.toml",
+            "name = \"pair\"\ntype = \"dual_ai\"\nexposeAsTool = true\ntoolDescription = \"Writes notes.\"\n\
+             maxSessionTurns = 2\n[sideA]\nprompt = \"w\"\nlabel = \"writer\"\n\
+             sessionStop = { name = \"finish\", messageProperty = \"summary\" }\n[sideB]\nprompt = \"b\"\n"
+                .to_owned(),
+        ),
+        (
+            "prompts/w.toml",
+            "name = \"w\"\nmodel = \"scripted-turns:worker.json\"\ntools = [\"write_file\", \"finish\"]\n"
+                .to_owned(),
+        ),
+        ("prompts/b.toml", "name = \"b\"\n".to_owned()),
+        (
+            "tools/finish.toml",
+            "name = \"finish\"\nparameters = { type = \"object\", properties = { summary = { type = \"string\" } } }\n"
+                .to_owned(),
+        ),
+        (
+            "worker.json",
+            json!({"responses": [
+                {"toolCalls": [{"id": "w1", "name": "write_file", "arguments": {"path": "note.txt", "content": "one\n"}}]},
+                {"toolCalls": [{"id": "f1", "name": "finish", "arguments": {"summary": "note.txt has one line"}}]}
+            ]})
+            .to_string(),
+        ),
+    ];
+    for (path, body) in files {
+        let path = p.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+    }
+}
+
+#[test]
+fn the_live_view_shows_a_subagent_nested_under_the_parents_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    project(&p);
+    let out = weft(&p, &["run", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_to_string(p.join("note.txt")).unwrap(),
+        "one\n"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("a line starting with {prefix:?} in:\n{stdout}"))
+    };
+    // The parent's call, then the child's side turn and calls one level in, then the
+    // call's result: the spec's canonical text.
+    let call = at("→ pair");
+    let side = at("  [writer]");
+    let write = at("  → write_file");
+    let finish = at("  → finish");
+    let result = at("  ← \"Subagent (reference: ");
+    assert!(
+        call < side && side < write && write < finish && finish < result,
+        "{stdout}"
+    );
+    assert!(
+        lines[result].contains(") has returned the following result:\\n\\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("the note is written"), "{stdout}");
+}
+
+#[test]
+fn a_subagents_events_carry_its_agent_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    project(&p);
+    let out = weft(&p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let run = events[0]["runId"].as_str().unwrap().to_owned();
+    let started = |events: &[Value], tool: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["type"] == "tool_call_start" && e["payload"]["tool"] == tool)
+            .map(|e| e["agentPath"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(started(&events, "pair"), ["a"]);
+    assert_eq!(started(&events, "write_file"), ["a/pair"]);
+    assert_eq!(started(&events, "finish"), ["a/pair"]);
+    // The log holds the same events.
+    let logged = weft(&p, &["events", &run, "--json"]);
+    assert_eq!(logged.status.code(), Some(0), "{}", text(&logged));
+    let logged: Vec<Value> = String::from_utf8_lossy(&logged.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(started(&logged, "write_file"), ["a/pair"]);
+    // The text view names the subagent.
+    let view = weft(&p, &["events", &run, "--type", "tool_call_start"]);
+    let view = String::from_utf8_lossy(&view.stdout).into_owned();
+    let lines: Vec<&str> = view.lines().collect();
+    assert_eq!(lines.len(), 3, "{view}");
+    assert!(!lines[0].contains("[a/pair]"), "{view}");
+    assert!(lines[1].contains("[a/pair] tool_call_start"), "{view}");
+}
