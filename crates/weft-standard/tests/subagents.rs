@@ -208,6 +208,19 @@ async fn a_dual_ai_subagent_runs_as_a_child_thread_and_returns_the_canonical_res
             "Subagent (reference: {reference}) has returned the following result:\n\nthe plan is sound"
         ))
     );
+    // The child's conversation is its own, and the call's `task` (initUserMessageProperty)
+    // is its first message.
+    let latest = ran
+        .store
+        .latest_checkpoint(&reference)
+        .await
+        .expect("checkpoint")
+        .expect("the child's checkpoint");
+    let first = latest.checkpoint.state.messages().next().cloned();
+    assert!(
+        matches!(&first, Some(m @ weft_provider::Message::User(_)) if m.text() == "check the plan"),
+        "{first:?}"
+    );
     // The child's checkpoints are under its own thread (each side its own scope).
     assert!(
         !ran.store
