@@ -297,7 +297,7 @@ pub enum PromptTool {
     /// A tool by name.
     Name(String),
     /// A subagent tool's configuration.
-    Subagent(SubagentToolConfig),
+    Subagent(Box<SubagentToolConfig>),
 }
 
 impl PromptTool {
@@ -313,7 +313,7 @@ impl PromptTool {
     pub fn subagent(&self) -> Option<&SubagentToolConfig> {
         match self {
             PromptTool::Name(_) => None,
-            PromptTool::Subagent(config) => Some(config),
+            PromptTool::Subagent(config) => Some(config.as_ref()),
         }
     }
 }

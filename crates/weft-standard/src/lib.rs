@@ -4,8 +4,9 @@
 //!   in TOML or JSON with the spec's keys) and validates it: every problem comes back with
 //!   its file, key path and a sentence, and nothing runs on an invalid project.
 //! * [`run_session`] runs an agent: `ai_human` or `dual_ai`, with the stop evaluation order
-//!   of agents §5, sequential tool calls, `sessionStatus` events, and handoff to `ai_human`
-//!   agents exposed as tools. With [`Durable`] it checkpoints into weft-store and routes
+//!   of agents §5, sequential tool calls, `sessionStatus` events, handoff to `ai_human`
+//!   agents exposed as tools, and `dual_ai` agents exposed as tools run as blocking subagents
+//!   (child runs, see [`subagent`]). With [`Durable`] it checkpoints into weft-store and routes
 //!   tools through its durable wrapper.
 //!
 //! ```

@@ -307,7 +307,7 @@ async fn a_subagents_events_are_nested_under_the_parents_agent_path() {
     assert_eq!(tools, ["note", "done"]);
     // Every child event comes between the parent's call start and end.
     let position =
-        |pred: &dyn Fn(&RunEvent) -> bool| ran.events.iter().position(|e| pred(e)).expect("found");
+        |pred: &dyn Fn(&RunEvent) -> bool| ran.events.iter().position(pred).expect("found");
     let start = position(&|e| {
         e.agent.as_str() == "lead"
             && matches!(&e.kind, EventKind::ToolCallStart { tool, .. } if tool == "reviewer")
