@@ -28,7 +28,7 @@
 //! use weft_runtime::child::ChildRun;
 //! let child = ChildRun::open(&run, "reviewer", &call).await?;
 //! // … run the child's agent with `child.context()` as its run context …
-//! child.end(true, weft_store::Usage::default()).await?;
+//! child.end(true).await?;
 //! # Ok(()) }
 //! ```
 
@@ -37,7 +37,9 @@ use std::sync::Arc;
 use sha2::{Digest as _, Sha256};
 use weft_otel::{GenAiSpan, SpanParent};
 use weft_provider::ToolContext;
-use weft_store::{AgentNode, AgentStatus, Lineage as _, StoreError, ThreadRecord, Threads as _};
+use weft_store::{
+    AgentNode, AgentStatus, Lineage as _, Responses as _, StoreError, ThreadRecord, Threads as _,
+};
 
 use crate::ledger::RunContext;
 
@@ -202,12 +204,37 @@ impl ChildRun {
         self.span.end();
     }
 
+    /// What the child's own model calls spent, every process's: the responses recorded under
+    /// its thread (both sides; a grandchild's are under its own thread), each at its price.
+    async fn own_usage(&self) -> Result<weft_store::Usage, StoreError> {
+        let (a, b) = (
+            format!("{}@", self.reference),
+            format!("{}.sideB@", self.reference),
+        );
+        let responses = self
+            .context
+            .store()
+            .recorded_responses(self.context.run_id())
+            .await?;
+        Ok(responses
+            .iter()
+            .filter(|r| r.position.starts_with(&a) || r.position.starts_with(&b))
+            .fold(weft_store::Usage::default(), |total, r| {
+                let (usage, cost) = crate::cost::recorded_spend(&r.response);
+                total.plus(weft_store::Usage {
+                    input_tokens: usage.input_tokens,
+                    output_tokens: usage.output_tokens,
+                    cost,
+                })
+            }))
+    }
+
     /// Ends the child: its lineage node completed (`succeeded`) or failed, with the usage
-    /// of its model calls, and its span ended.
+    /// of its own model calls (its children's are theirs), and its span ended.
     ///
     /// # Errors
     /// Storage failures (the span is ended all the same).
-    pub async fn end(self, succeeded: bool, usage: weft_store::Usage) -> Result<(), StoreError> {
+    pub async fn end(self, succeeded: bool) -> Result<(), StoreError> {
         let (status, end) = if succeeded {
             (AgentStatus::Completed, "completed")
         } else {
@@ -219,6 +246,7 @@ impl ChildRun {
                 .set_error(weft_otel::semconv::ERROR_OTHER, "the child run failed");
         }
         self.span.end();
+        let usage = self.own_usage().await?;
         self.record(status, usage, Some(weft_store::now_string()))
             .await
     }

@@ -201,7 +201,7 @@ async fn call(
         Ok(outcome) => outcome,
         Err(error) => {
             if let Some(child) = child {
-                let _ = child.end(false, weft_store::Usage::default()).await;
+                let _ = child.end(false).await;
             }
             return Err(ToolError::new(failure_message(
                 &reference,
@@ -228,12 +228,7 @@ async fn call(
     }
     let succeeded = outcome.status == SessionStatus::Completed;
     if let Some(child) = child {
-        let usage = weft_store::Usage {
-            input_tokens: outcome.usage.input_tokens,
-            output_tokens: outcome.usage.output_tokens,
-            cost: None,
-        };
-        if let Err(error) = child.end(succeeded, usage).await {
+        if let Err(error) = child.end(succeeded).await {
             tracing::warn!(%error, "recording the end of a subagent failed");
         }
     }

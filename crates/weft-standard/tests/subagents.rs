@@ -264,6 +264,21 @@ async fn a_dual_ai_subagent_runs_as_a_child_thread_and_returns_the_canonical_res
         ),
         (101 + 21 + 5, 11 + 9 + 2)
     );
+    // Each lineage node holds its own; the root's rolled-up usage is the run's.
+    let root = agents
+        .iter()
+        .find(|a| a.id == run.agent_id)
+        .expect("the root");
+    assert_eq!(
+        (root.usage.input_tokens, root.usage.output_tokens),
+        (101, 11)
+    );
+    let rolled = ran
+        .store
+        .rolled_up_usage(&run.agent_id)
+        .await
+        .expect("rolled up");
+    assert_eq!((rolled.input_tokens, rolled.output_tokens), (127, 22));
 }
 
 #[tokio::test]
