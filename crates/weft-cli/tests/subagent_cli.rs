@@ -112,6 +112,28 @@ fn the_live_view_shows_a_subagent_nested_under_the_parents_call() {
         "{stdout}"
     );
     assert!(stdout.contains("the note is written"), "{stdout}");
+    // `weft runs show` draws the child under the run's agent, with its status and tokens.
+    let run = lines[0]
+        .strip_prefix("run ")
+        .and_then(|l| l.split(' ').next())
+        .unwrap();
+    let show = weft(&p, &["runs", "show", run]);
+    let show = String::from_utf8_lossy(&show.stdout).into_owned();
+    let agents: Vec<&str> = show
+        .lines()
+        .skip_while(|l| *l != "agents:")
+        .skip(1)
+        .collect();
+    assert_eq!(agents.len(), 2, "{show}");
+    assert!(
+        agents[0].starts_with("  ") && agents[0].contains(" a Completed"),
+        "{show}"
+    );
+    assert!(
+        agents[1].starts_with("    ")
+            && agents[1].contains(" pair Completed · 0 in / 0 out tokens"),
+        "{show}"
+    );
 }
 
 #[test]
