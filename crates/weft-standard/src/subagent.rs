@@ -227,10 +227,10 @@ async fn call(
         )));
     }
     let succeeded = outcome.status == SessionStatus::Completed;
-    if let Some(child) = child {
-        if let Err(error) = child.end(succeeded).await {
-            tracing::warn!(%error, "recording the end of a subagent failed");
-        }
+    if let Some(child) = child
+        && let Err(error) = child.end(succeeded).await
+    {
+        tracing::warn!(%error, "recording the end of a subagent failed");
     }
     if succeeded {
         Ok(Value::String(result_message(&reference, &outcome.message)))
