@@ -331,8 +331,9 @@ impl PartialEq<&str> for PromptTool {
 }
 
 /// How a prompt calls a `dual_ai` agent as a subagent (`SubagentToolConfig`, agents §7.4,
-/// tools §5). Weft runs blocking, non-resumable subagents; the other keys are read so a
-/// project using them gets a precise load error instead of a silent default.
+/// tools §5). Weft runs blocking, non-resumable subagents, optional branches included; the
+/// other keys are read so a project using them gets a precise load error instead of a
+/// silent default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubagentToolConfig {
@@ -359,6 +360,34 @@ pub struct SubagentToolConfig {
     /// `false`, or the resumable lifecycle's settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumable: Option<Value>,
+}
+
+impl SubagentToolConfig {
+    /// Whether this branch is enabled (agents §7.5): always without `optional`; with it,
+    /// when the variable it names resolves (through `lookup`) to `true`, `1` or `yes`, in
+    /// any case.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config: weft_standard::SubagentToolConfig =
+    ///     toml::from_str("name = \"reviewer\"\noptional = \"REVIEW\"\n")?;
+    /// assert!(config.enabled(|_| Some("YES".into())));
+    /// assert!(!config.enabled(|_| Some("no".into())));
+    /// assert!(!config.enabled(|_| None));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn enabled(&self, lookup: impl Fn(&str) -> Option<String>) -> bool {
+        match &self.optional {
+            None => true,
+            Some(name) => lookup(name).is_some_and(|value| {
+                matches!(
+                    value.trim().to_ascii_lowercase().as_str(),
+                    "true" | "1" | "yes"
+                )
+            }),
+        }
+    }
 }
 
 /// A project tool: a declared signature whose call returns its arguments. Such tools are

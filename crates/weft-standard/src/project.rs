@@ -952,13 +952,6 @@ fn subagent_problems(
             unsupported("immediate subagents"),
         ));
     }
-    if config.optional.is_some() {
-        problems.push(Problem::new(
-            file,
-            at("optional"),
-            unsupported("optional subagent branches"),
-        ));
-    }
     if config.init_attachments_property.is_some() {
         problems.push(Problem::new(
             file,

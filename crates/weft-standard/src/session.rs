@@ -270,7 +270,7 @@ impl Driver<'_> {
             options: self.options.clone(),
             agent: self.agent.clone(),
         };
-        let mut tools = prompt_tools(self.project, prompt, &self.workspace, &parent)
+        let mut tools = prompt_tools(self.project, agent_def, prompt, &self.workspace, &parent)
             .map_err(|e| fail(e.to_string()))?;
         let mcp = self.mcp_tools(prompt, &mut tools).await.map_err(fail)?;
         let end = Arc::new(Mutex::new(None));

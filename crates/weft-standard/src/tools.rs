@@ -58,15 +58,17 @@ pub fn handoff_tool(target: &AgentDefinition) -> Tool {
     .with_idempotent(true)
 }
 
-/// Builds the tools of `prompt`, in its order, except its MCP servers' (`mcp:NAME`: the
-/// session lists those, see `Project::mcp_hub`); its subagents' tools start children of
-/// `parent`. (A durable run adds the runtime's pipeline layers to the agent: recorded
+/// Builds the tools of `prompt` run by `agent`, in its order, except its MCP servers'
+/// (`mcp:NAME`: the session lists those, see `Project::mcp_hub`) and its disabled optional
+/// subagent branches (agents §7.5: unavailable, so a call of one is an unknown tool); its
+/// subagents' tools start children of `parent`. (A durable run adds the runtime's pipeline layers to the agent: recorded
 /// results are replayed, never re-run.)
 ///
 /// # Errors
 /// [`SessionError::Workspace`] when a built-in tool's workspace cannot be opened.
 pub(crate) fn prompt_tools(
     project: &Project,
+    agent: &AgentDefinition,
     prompt: &PromptDefinition,
     workspace: &Workspace,
     parent: &crate::subagent::Parent,
@@ -74,6 +76,11 @@ pub(crate) fn prompt_tools(
     let mut tools = Vec::with_capacity(prompt.tools.len());
     for entry in &prompt.tools {
         let name = entry.name();
+        if let Some(config) = entry.subagent()
+            && !config.enabled(|variable| project.variable(agent, prompt, variable))
+        {
+            continue;
+        }
         let tool = match project.tool_kind(name) {
             Some(ToolKind::Project(definition)) => project_tool(definition),
             Some(ToolKind::Agent(agent)) if agent.agent_type == AgentType::DualAi => {

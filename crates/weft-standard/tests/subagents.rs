@@ -24,7 +24,7 @@ fn usage(input: u64, output: u64) -> Value {
 /// A lead (`ai_human`) whose prompt calls the `dual_ai` agent `reviewer` as a subagent
 /// (its first message is the call's `task`); the reviewer's worker ends the session with
 /// `worker_end` (a call of `done` or `fail`) after one exchange with its checker.
-fn write_project(dir: &Path, worker_end: Value, extra: &str) -> Project {
+fn write_project(dir: &Path, worker_end: Value, extra: &str, entry: &str) -> Project {
     let files = [
         (
             "weft.toml",
@@ -45,8 +45,7 @@ fn write_project(dir: &Path, worker_end: Value, extra: &str) -> Project {
         ),
         (
             "prompts/lead.toml",
-            "name = \"lead\"\ntools = [{ name = \"reviewer\", initUserMessageProperty = \"task\" }]\n"
-                .into(),
+            format!("name = \"lead\"\ntools = [{{ name = \"reviewer\", initUserMessageProperty = \"task\"{entry} }}]\n"),
         ),
         (
             "agents/reviewer.toml",
@@ -100,8 +99,13 @@ struct Ran {
 }
 
 async fn run_lead(worker_end: Value, extra: &str) -> (tempfile::TempDir, Ran) {
+    run_lead_with(worker_end, extra, "").await
+}
+
+/// [`run_lead`] with `entry` added to the settings of the lead's `reviewer` tool entry.
+async fn run_lead_with(worker_end: Value, extra: &str, entry: &str) -> (tempfile::TempDir, Ran) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let project = write_project(dir.path(), worker_end, extra);
+    let project = write_project(dir.path(), worker_end, extra, entry);
     let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
         .await
         .expect("store");
@@ -450,4 +454,34 @@ async fn an_approval_a_subagent_waits_for_surfaces_on_the_root_run_and_resumes_o
         })
         .count();
     assert_eq!(ran_note, 1, "the note call ended once");
+}
+
+#[tokio::test]
+async fn an_optional_subagent_branch_is_offered_only_when_its_variable_says_so() {
+    let done = || call("w2", "done", json!({"summary": "the plan is sound"}));
+    let entry = ", optional = \"REVIEW_BRANCH\"";
+    // Enabled (`true`, `1` or `yes`, in any case): the subagent runs.
+    let (_dir, ran) = run_lead_with(done(), "[env]\nREVIEW_BRANCH = \" Yes\"\n", entry).await;
+    let (result, is_error) = reviewer_result(&ran.events);
+    assert!(!is_error, "{result}");
+    assert!(
+        result
+            .as_str()
+            .is_some_and(|t| t.ends_with("the following result:\n\nthe plan is sound"))
+    );
+    // Disabled (another value, or unset): not offered, and a call of it runs nothing.
+    for extra in ["[env]\nREVIEW_BRANCH = \"no\"\n", ""] {
+        let (_dir, ran) = run_lead_with(done(), extra, entry).await;
+        let (result, is_error) = reviewer_result(&ran.events);
+        assert!(is_error, "{extra:?}: {result}");
+        assert!(
+            !ran.events.iter().any(|e| e.agent.depth() > 0),
+            "{extra:?}: no child ran"
+        );
+        let threads = ran.store.threads().await.expect("threads");
+        assert!(
+            threads.iter().all(|t| t.parent_thread_id.is_none()),
+            "{extra:?}"
+        );
+    }
 }
