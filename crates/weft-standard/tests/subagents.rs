@@ -485,3 +485,134 @@ async fn an_optional_subagent_branch_is_offered_only_when_its_variable_says_so()
         );
     }
 }
+
+#[tokio::test]
+async fn subagents_nest_each_in_its_parents_thread_and_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pair = |name: &str, prompt: &str| {
+        format!(
+            "name = \"{name}\"\ntype = \"dual_ai\"\nexposeAsTool = true\ntoolDescription = \"t\"\nmaxSessionTurns = 2\n\
+             [sideA]\nprompt = \"{prompt}\"\nsessionStop = {{ name = \"done\", messageProperty = \"summary\" }}\n[sideB]\nprompt = \"b\"\n"
+        )
+    };
+    let files = [
+        ("weft.toml", "name = \"t\"\nmodel = \"scripted-turns:lead.json\"\n".to_owned()),
+        (
+            "tools/done.toml",
+            "name = \"done\"\nparameters = { type = \"object\", properties = { summary = { type = \"string\" } } }\n".into(),
+        ),
+        ("agents/lead.toml", "name = \"lead\"\n[sideA]\nprompt = \"lead\"\n".into()),
+        ("prompts/lead.toml", "name = \"lead\"\ntools = [\"mid\"]\n".into()),
+        ("agents/mid.toml", pair("mid", "m")),
+        ("agents/inner.toml", pair("inner", "i")),
+        (
+            "prompts/m.toml",
+            "name = \"m\"\nmodel = \"scripted-turns:mid.json\"\ntools = [\"inner\", \"done\"]\n".into(),
+        ),
+        (
+            "prompts/i.toml",
+            "name = \"i\"\nmodel = \"scripted-turns:inner.json\"\ntools = [\"done\"]\n".into(),
+        ),
+        ("prompts/b.toml", "name = \"b\"\n".into()),
+        (
+            "lead.json",
+            json!({"responses": [{"toolCalls": [call("l1", "mid", json!({"message": "go"}))]}, {"text": "ok"}]}).to_string(),
+        ),
+        (
+            "mid.json",
+            json!({"responses": [
+                {"toolCalls": [call("m1", "inner", json!({"message": "deeper"}))]},
+                {"toolCalls": [call("m2", "done", json!({"summary": "mid done"}))]}]})
+            .to_string(),
+        ),
+        (
+            "inner.json",
+            json!({"responses": [{"toolCalls": [call("i1", "done", json!({"summary": "inner done"}))]}]}).to_string(),
+        ),
+    ];
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+    let project = Project::load(dir.path()).expect("valid project");
+    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
+        .await
+        .expect("store");
+    let runtime = Runtime::new(store.clone()).with_sessions(Arc::new(StandardSessions));
+    let spec = RunSpec::new(
+        "start",
+        Program::Session(SessionProgram {
+            project: Some(project.snapshot().expect("snapshot")),
+            workspace: project.dir().to_path_buf(),
+            agent: "lead".into(),
+            model_override: None,
+            project_dir: None,
+            sandbox: None,
+            base_urls: Default::default(),
+        }),
+    );
+    let outcome = runtime
+        .start(spec, false)
+        .await
+        .expect("start")
+        .outcome()
+        .await
+        .expect("outcome");
+    assert_eq!(
+        outcome.end,
+        RunEnd::Completed {
+            output: "ok".into()
+        }
+    );
+    let events = events_of(&store, &outcome.run_id).await;
+    let result_of = |path: &str, tool: &str| {
+        events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::ToolCallEnd {
+                    tool: t, result, ..
+                } if t == tool && e.agent.as_str() == path => {
+                    result.as_ref().and_then(Value::as_str).map(str::to_owned)
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{path} called {tool}"))
+    };
+    let lineage = store.lineage(&outcome.run_id).await.expect("lineage");
+    let node = |role: &str| lineage.iter().find(|a| a.role == role).expect(role).clone();
+    let (root, mid, inner) = (node("lead"), node("mid"), node("inner"));
+    assert_eq!(
+        result_of("lead", "mid"),
+        format!(
+            "Subagent (reference: {}) has returned the following result:\n\nmid done",
+            mid.id
+        )
+    );
+    assert_eq!(
+        result_of("lead/mid", "inner"),
+        format!(
+            "Subagent (reference: {}) has returned the following result:\n\ninner done",
+            inner.id
+        )
+    );
+    assert!(events.iter().any(|e| e.agent.as_str() == "lead/mid/inner"));
+    assert_eq!((mid.depth, inner.depth), (1, 2));
+    assert_eq!(mid.parent_agent_id.as_deref(), Some(root.id.as_str()));
+    assert_eq!(inner.parent_agent_id.as_deref(), Some(mid.id.as_str()));
+    let thread = |id: &str| {
+        let store = store.clone();
+        let id = id.to_owned();
+        async move { store.thread(&id).await.expect("thread").expect("recorded") }
+    };
+    let run = store
+        .run(&outcome.run_id)
+        .await
+        .expect("run")
+        .expect("recorded");
+    assert_eq!(thread(&mid.id).await.parent_thread_id, Some(run.thread_id));
+    assert_eq!(
+        thread(&inner.id).await.parent_thread_id,
+        Some(mid.id.clone())
+    );
+}
