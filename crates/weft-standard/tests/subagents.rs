@@ -283,6 +283,29 @@ async fn a_dual_ai_subagent_runs_as_a_child_thread_and_returns_the_canonical_res
         .await
         .expect("rolled up");
     assert_eq!((rolled.input_tokens, rolled.output_tokens), (127, 22));
+    // Deleting the run deletes its child's thread and checkpoints too (the child is the
+    // run's alone).
+    ran.store
+        .delete_run(&ran.outcome.run_id)
+        .await
+        .expect("delete")
+        .expect("the run existed");
+    assert!(
+        ran.store
+            .thread(&reference)
+            .await
+            .expect("thread")
+            .is_none()
+    );
+    for thread in [reference.clone(), format!("{reference}.sideB")] {
+        assert!(
+            ran.store
+                .list_checkpoints(&thread)
+                .await
+                .expect("checkpoints")
+                .is_empty()
+        );
+    }
 }
 
 #[tokio::test]
