@@ -33,8 +33,9 @@ fn text(out: &Output) -> String {
 /// then ends the session with `finish`, whose `summary` is the result.
 fn project(p: &Path) {
     let script = json!({"responses": [
-        {"toolCalls": [{"id": "s1", "name": "pair", "arguments": {"task": "write the note"}}]},
-        {"text": "the note is written"}
+        {"toolCalls": [{"id": "s1", "name": "pair", "arguments": {"task": "write the note"}}],
+         "usage": {"inputTokens": 40, "outputTokens": 2}},
+        {"text": "the note is written", "usage": {"inputTokens": 50, "outputTokens": 1}}
     ]});
     common::scripted_project(p, "defaultAgent = \"a\"\n", &[], &script);
     let files = [
@@ -64,8 +65,10 @@ fn project(p: &Path) {
         (
             "worker.json",
             json!({"responses": [
-                {"toolCalls": [{"id": "w1", "name": "write_file", "arguments": {"path": "note.txt", "content": "one\n"}}]},
-                {"toolCalls": [{"id": "f1", "name": "finish", "arguments": {"summary": "note.txt has one line"}}]}
+                {"toolCalls": [{"id": "w1", "name": "write_file", "arguments": {"path": "note.txt", "content": "one\n"}}],
+                 "usage": {"inputTokens": 10, "outputTokens": 1}},
+                {"toolCalls": [{"id": "f1", "name": "finish", "arguments": {"summary": "note.txt has one line"}}],
+                 "usage": {"inputTokens": 10, "outputTokens": 1}}
             ]})
             .to_string(),
         ),
@@ -131,7 +134,7 @@ fn the_live_view_shows_a_subagent_nested_under_the_parents_call() {
     );
     assert!(
         agents[1].starts_with("    ")
-            && agents[1].contains(" pair Completed · 0 in / 0 out tokens"),
+            && agents[1].contains(" pair Completed · 20 in / 2 out tokens"),
         "{show}"
     );
 }
@@ -173,4 +176,46 @@ fn a_subagents_events_carry_its_agent_path() {
     assert_eq!(lines.len(), 3, "{view}");
     assert!(!lines[0].contains("[a/pair]"), "{view}");
     assert!(lines[1].contains("[a/pair] tool_call_start"), "{view}");
+}
+
+#[test]
+fn a_subagents_tokens_and_cost_roll_up_into_the_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    project(&p);
+    // $1,000 / $10,000 per million tokens.
+    std::fs::write(
+        p.join("prices.toml"),
+        "[scripted-turns]\n\"*\" = { input = 1000, output = 10000 }\n",
+    )
+    .unwrap();
+    let out = weft(&p, &["run", "--pricing", "prices.toml", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The lead's 90 in / 3 out ($0.12) and the child's 20 in / 2 out ($0.04).
+    let all = text(&out);
+    assert!(
+        all.contains("115 tokens (110 in, 5 out) · $0.1600"),
+        "{all}"
+    );
+    let run = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .unwrap()
+        .to_owned();
+    let show = weft(&p, &["runs", "show", &run, "--json"]);
+    let show: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let agents = show["agents"].as_array().unwrap();
+    let usage = |role: &str| {
+        let a = agents.iter().find(|a| a["role"] == role).unwrap();
+        let u = &a["usage"];
+        let cost = (u["cost"].as_f64().unwrap() * 10_000.0).round() / 10_000.0;
+        (
+            u["input_tokens"].as_u64().unwrap(),
+            u["output_tokens"].as_u64().unwrap(),
+            cost,
+        )
+    };
+    assert_eq!(usage("a"), (90, 3, 0.12), "the run's agent: its own calls");
+    assert_eq!(usage("pair"), (20, 2, 0.04), "the child: its own calls");
 }
