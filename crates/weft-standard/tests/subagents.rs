@@ -639,3 +639,46 @@ async fn subagents_nest_each_in_its_parents_thread_and_path() {
         Some(mid.id.clone())
     );
 }
+
+#[tokio::test]
+async fn outside_a_durable_run_a_subagent_runs_in_memory_with_nested_events() {
+    use weft_runtime::event::Emitter;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = write_project(
+        dir.path(),
+        call("w2", "done", json!({"summary": "the plan is sound"})),
+        "",
+        "",
+    );
+    let emitter = Emitter::live("in-memory");
+    let mut rx = emitter.subscribe(0);
+    let mut options = weft_standard::SessionOptions::new(project.dir());
+    options.providers = Arc::new(weft_runtime::default_providers());
+    options.events = Some(emitter);
+    let outcome = weft_standard::run_session(&project, "lead", "review my plan", &options)
+        .await
+        .expect("session");
+    drop(options);
+    assert_eq!(outcome.message, "all good");
+    let mut events = Vec::new();
+    while let Some(e) = rx.next().await {
+        events.push(e);
+    }
+    let (result, is_error) = reviewer_result(&events);
+    assert!(!is_error);
+    // Without a run there is no child thread: the call's id is the reference.
+    assert_eq!(
+        result,
+        Value::String(
+            "Subagent (reference: c1) has returned the following result:\n\nthe plan is sound"
+                .into()
+        )
+    );
+    let child: Vec<String> = events
+        .iter()
+        .filter(|e| e.agent.as_str() == "lead/reviewer")
+        .map(|e| e.kind.clone().into_parts().0)
+        .collect();
+    assert!(child.iter().any(|k| k == "session_start"), "{child:?}");
+    assert!(child.iter().any(|k| k == "tool_call_start"), "{child:?}");
+}
