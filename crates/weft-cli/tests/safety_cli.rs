@@ -434,3 +434,48 @@ fn workspace_and_sandbox_modes_from_the_command_line_and_weft_toml() {
     let out = weft(dir.path(), &["run", "strict", "x"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+/// A secret of the environment (`…_PASSWORD`, `…_TOKEN`, `…_KEY`: any value, not only
+/// key-shaped ones) that the model repeats never reaches what Weft prints or records: the
+/// live events, the event log, the store's file.
+#[test]
+fn a_secret_variable_the_model_repeats_is_never_printed_or_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "hunter2-correct-horse-battery";
+    let script = json!({"responses": [{"text": format!("The password is {secret}.")}]});
+    common::scripted_project(dir.path(), "", &[], &script);
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("WEFT_DATABASE_URL")
+            .env("DB_PASSWORD", secret)
+            .output()
+            .expect("weft runs")
+    };
+    let out = run(&["run", "--json", ".", "What is the password?"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let live = text(&out.stdout);
+    assert!(!live.contains(secret), "{live}");
+    assert!(
+        live.contains("The password is"),
+        "the rest of the answer is kept: {live}"
+    );
+    let run_id = json_events(&live)
+        .iter()
+        .find_map(|e| e["runId"].as_str().map(str::to_owned))
+        .unwrap();
+    let logged = run(&["events", &run_id, "--json"]);
+    assert!(!text(&logged.stdout).contains(secret));
+    for entry in std::fs::read_dir(dir.path().join(".weft")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{} holds the secret",
+                path.display()
+            );
+        }
+    }
+}

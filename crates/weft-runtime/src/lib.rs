@@ -42,6 +42,7 @@ mod error;
 pub mod event;
 pub mod fork;
 pub mod hooks;
+pub mod import;
 pub mod ledger;
 pub mod observer;
 pub mod ownership;

@@ -590,6 +590,28 @@ impl Runtime {
         spec: RunSpec,
         events: bool,
     ) -> Result<RunHandle, RunError> {
+        self.start_on_as(new_id(), thread, spec, events).await
+    }
+
+    /// [`Runtime::start_on`] with a run id chosen beforehand — an id an API client was
+    /// handed before the run could start (a run queued behind the thread's run in
+    /// progress) — instead of a new one.
+    ///
+    /// # Errors
+    /// As [`Runtime::start_on`]; [`RunError::Spec`] when a run with that id exists already.
+    pub async fn start_on_as(
+        &self,
+        run_id: String,
+        thread: Option<&str>,
+        spec: RunSpec,
+        events: bool,
+    ) -> Result<RunHandle, RunError> {
+        if self.store.run(&run_id).await?.is_some() {
+            return Err(RunError::Spec {
+                run: run_id,
+                message: "a run with this id exists already".to_owned(),
+            });
+        }
         if spec.budget.max_cost.is_some()
             && let Some(model) = self.unpriced_model(&spec)
         {
@@ -609,7 +631,7 @@ impl Runtime {
                 .resolve(&agent.model)
                 .map_err(|e| RunError::Agent(e.to_string()))?;
         }
-        let run_id = self.create_on(thread, &spec).await?;
+        let run_id = self.create_on(run_id, thread, &spec).await?;
         let ownership = Ownership::claim(&self.store, &run_id).await?;
         let record = self
             .store
@@ -834,11 +856,15 @@ impl Runtime {
     /// # Errors
     /// Storage failures.
     pub async fn create(&self, spec: &RunSpec) -> Result<String, RunError> {
-        self.create_on(None, spec).await
+        self.create_on(new_id(), None, spec).await
     }
 
-    async fn create_on(&self, thread: Option<&str>, spec: &RunSpec) -> Result<String, RunError> {
-        let run_id = new_id();
+    async fn create_on(
+        &self,
+        run_id: String,
+        thread: Option<&str>,
+        spec: &RunSpec,
+    ) -> Result<String, RunError> {
         let agent_id = new_id();
         let now = now_string();
         let store = self

@@ -281,6 +281,35 @@ async fn a_subscriber_that_falls_behind_reads_back_from_the_log_and_misses_nothi
     assert_eq!(message, "m2999");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_subscriber_gets_the_logged_events_before_the_next_one_happens() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let emitter = Emitter::new(store.clone(), "run-late", "thread-late", Emitter::channel());
+    let agent = AgentPath::root("main");
+    for i in 0..3 {
+        let kind = EventKind::Status {
+            message: format!("m{i}"),
+            side: None,
+        };
+        emitter.emit(&agent, 1, None, kind).await;
+    }
+    store.flush().await.unwrap();
+    // The run is alive (its emitter is) and quiet: a subscriber joining now (a page reloaded
+    // mid-answer) gets what was logged without waiting for the run's next event.
+    let mut late = emitter.subscribe(0);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let event = tokio::time::timeout(Duration::from_secs(60), late.next())
+            .await
+            .expect("the logged events come at once")
+            .unwrap();
+        seen.push(event);
+    }
+    assert_numbered(&seen, 1);
+    drop(emitter);
+}
+
 #[tokio::test(start_paused = true)]
 async fn text_deltas_are_published_at_once_after_a_pause_then_coalesced_by_time_and_size() {
     let emitter = Emitter::live("run-text");

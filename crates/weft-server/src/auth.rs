@@ -15,7 +15,7 @@ use crate::state::AppState;
 /// The cookie the page's URL (`/?token=…`) sets, so the page's own requests carry the token.
 pub const COOKIE: &str = "weft_token";
 
-/// A new random token (256 bits, base64url).
+/// A new random token (256 bits, as 64 hex digits).
 pub fn new_token() -> String {
     use ring::rand::SecureRandom as _;
     let mut bytes = [0u8; 32];
@@ -28,9 +28,10 @@ pub fn new_token() -> String {
             .map_or(0, |d| d.as_nanos());
         bytes[..16].copy_from_slice(&nanos.to_le_bytes());
     }
-    let mut text = String::with_capacity(44);
+    let mut text = String::with_capacity(64);
     for b in bytes {
-        text.push_str(&format!("{b:02x}"));
+        use std::fmt::Write as _;
+        let _ = write!(text, "{b:02x}");
     }
     text
 }
@@ -59,6 +60,7 @@ fn is_public(method: &Method, path: &str) -> bool {
         && (path == "/"
             || path == "/index.html"
             || path == "/favicon.svg"
+            || path == "/openapi.json"
             || path.starts_with("/assets/"))
 }
 
@@ -69,8 +71,11 @@ fn is_write(method: &Method, path: &str) -> bool {
         return false;
     }
     let read_posts = path == "/threads/search"
+        || path == "/threads/count"
         || path == "/assistants/search"
-        || (path.starts_with("/threads/") && path.ends_with("/history"));
+        || path == "/assistants/count"
+        || (path.starts_with("/threads/")
+            && (path.ends_with("/history") || path.ends_with("/state/checkpoint")));
     !read_posts
 }
 
@@ -169,7 +174,7 @@ fn cors_headers(headers: &mut HeaderMap, origin: &str, preflight: bool) {
         );
         headers.insert(
             header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static("authorization, content-type, last-event-id"),
+            HeaderValue::from_static("authorization, content-type, last-event-id, x-api-key"),
         );
         headers.insert(
             header::ACCESS_CONTROL_MAX_AGE,
@@ -250,7 +255,8 @@ fn check_origin(state: &AppState, headers: &HeaderMap) -> Result<Option<String>,
     ))
 }
 
-/// The token a request presents: `Authorization: Bearer`, `?token=`, or the page's cookie.
+/// The token a request presents: `Authorization: Bearer`, `x-api-key` (the LangGraph SDK's
+/// header), `?token=`, or the page's cookie.
 fn token_of(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
     if let Some(value) = headers
         .get(header::AUTHORIZATION)
@@ -260,6 +266,15 @@ fn token_of(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
             .or_else(|| value.strip_prefix("bearer "))
     {
         return Some(token.trim().to_owned());
+    }
+    // The LangGraph SDK clients send their `api_key` as `x-api-key`.
+    if let Some(token) = headers
+        .get("x-api-key")
+        .and_then(|h| h.to_str().ok())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        return Some(token.to_owned());
     }
     if let Some(token) = query_token(query) {
         return Some(token);
@@ -305,6 +320,10 @@ mod tests {
     fn searches_are_reads_and_runs_are_writes() {
         assert!(!is_write(&Method::POST, "/threads/search"));
         assert!(!is_write(&Method::POST, "/threads/t1/history"));
+        assert!(!is_write(&Method::POST, "/threads/count"));
+        assert!(!is_write(&Method::POST, "/threads/t1/state/checkpoint"));
+        assert!(is_write(&Method::POST, "/threads/t1/copy"));
+        assert!(is_write(&Method::POST, "/threads/t1/runs/t2/cancel"));
         assert!(is_write(&Method::POST, "/threads/t1/runs"));
         assert!(is_write(&Method::POST, "/api/chat"));
         assert!(!is_write(&Method::GET, "/api/chat/t1/stream"));
@@ -328,6 +347,8 @@ mod tests {
             HeaderValue::from_static("x=1; weft_token=c"),
         );
         assert_eq!(token_of(&headers, None), Some("c".into()));
+        headers.insert("x-api-key", HeaderValue::from_static("k"));
+        assert_eq!(token_of(&headers, Some("token=q")), Some("k".into()));
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer h"));
         assert_eq!(token_of(&headers, Some("token=q")), Some("h".into()));
     }

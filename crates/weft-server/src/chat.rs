@@ -267,14 +267,7 @@ async fn answer_approvals(
             .await?;
         answered += 1;
     }
-    let still: Vec<String> = state
-        .store()
-        .decisions(&run.run_id)
-        .await?
-        .into_iter()
-        .filter(|d| d.status == DecisionStatus::Pending)
-        .map(|d| d.id)
-        .collect();
+    let still = pending_decisions(state, run).await?;
     if !still.is_empty() {
         return Err(ApiError::conflict(format!(
             "run {} still waits for a decision on {}: answer every pending call",
@@ -291,6 +284,18 @@ async fn answer_approvals(
     Ok(())
 }
 
+/// The ids of `run`'s pending decisions.
+async fn pending_decisions(state: &AppState, run: &RunRecord) -> Result<Vec<String>, ApiError> {
+    Ok(state
+        .store()
+        .decisions(&run.run_id)
+        .await?
+        .into_iter()
+        .filter(|d| d.status == DecisionStatus::Pending)
+        .map(|d| d.id)
+        .collect())
+}
+
 /// A user who types a new message instead of answering denies the pending calls, with that
 /// reason; the run then finishes (the model hears why) before the new message runs.
 async fn deny_pending(
@@ -299,14 +304,7 @@ async fn deny_pending(
     run: &RunRecord,
     text: &str,
 ) -> Result<(), ApiError> {
-    let pending: Vec<String> = state
-        .store()
-        .decisions(&run.run_id)
-        .await?
-        .into_iter()
-        .filter(|d| d.status == DecisionStatus::Pending)
-        .map(|d| d.id)
-        .collect();
+    let pending = pending_decisions(state, run).await?;
     if pending.is_empty() {
         return Ok(());
     }
@@ -387,19 +385,74 @@ pub(crate) async fn stored_messages(
             ))
         })
         .collect();
-    match Transcript::load(state.store(), thread, None).await {
-        Ok(transcript) => Ok(transcript.to_ui_messages(&input_ids)),
-        Err(RunError::UnknownThread(_)) => Ok(Vec::new()),
-        Err(error) => Err(error.into()),
+    let mut messages = match Transcript::load(state.store(), thread, None).await {
+        Ok(transcript) => transcript.to_ui_messages(&input_ids),
+        Err(RunError::UnknownThread(_)) => Vec::new(),
+        Err(error) => return Err(error.into()),
+    };
+    if let Some(run) = runs.first().filter(|r| r.status == RunStatus::Suspended) {
+        add_waiting_step(state, run, &mut messages).await?;
+    }
+    Ok(messages)
+}
+
+/// A suspended run's step that waits for decisions is not in the thread (it is taken again
+/// when the run resumes), but the client must see it to answer: its calls are added to the
+/// run's message as `approval-requested` tool parts, as the live stream showed them.
+async fn add_waiting_step(
+    state: &AppState,
+    run: &RunRecord,
+    messages: &mut Vec<Value>,
+) -> Result<(), ApiError> {
+    let pending: Vec<_> = state
+        .store()
+        .decisions(&run.run_id)
+        .await?
+        .into_iter()
+        .filter(|d| d.status == DecisionStatus::Pending)
+        .collect();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let id = assistant_message_id(&run.run_id);
+    if messages.last().is_none_or(|m| m["id"] != id.as_str()) {
+        messages.push(serde_json::json!({"id": id, "role": "assistant", "parts": []}));
+    }
+    let Some(Value::Array(parts)) = messages.last_mut().and_then(|m| m.get_mut("parts")) else {
+        return Ok(());
+    };
+    parts.push(serde_json::json!({"type": "step-start"}));
+    for decision in pending {
+        parts.push(serde_json::json!({
+            "type": format!("tool-{}", decision.tool_name),
+            "toolCallId": decision.tool_call_id,
+            "state": "approval-requested",
+            "input": decision.arguments,
+            "approval": {"id": decision.id},
+        }));
+    }
+    Ok(())
+}
+
+/// The chat id a route names, refused (400) unless it is a valid thread id: an id in a path
+/// never reaches anything but the store's rows of that thread.
+fn chat_id(params: &HashMap<String, String>) -> Result<&str, ApiError> {
+    match params.get("id") {
+        Some(id) if crate::driver::valid_thread_id(id) => Ok(id),
+        Some(id) => Err(ApiError::bad_request(format!(
+            "{id:?} is not a valid chat id: use letters, digits, '-', '_', '.' or ':'"
+        ))),
+        None => Err(ApiError::bad_request("no chat id")),
     }
 }
 
 /// `GET /api/chat/{id}/messages`.
 pub(crate) async fn messages(
     State(state): State<AppState>,
-    Path(thread): Path<String>,
+    Path(params): Path<HashMap<String, String>>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
-    Ok(Json(stored_messages(&state, &thread).await?))
+    let thread = chat_id(&params)?;
+    Ok(Json(stored_messages(&state, thread).await?))
 }
 
 /// `GET /api/chat/{id}/stream` (and under `/api/agents/{agent}`): the assistant message in
@@ -409,9 +462,7 @@ pub(crate) async fn stream(
     Path(params): Path<HashMap<String, String>>,
     Query(query): Query<UiQuery>,
 ) -> Result<Response, ApiError> {
-    let Some(thread) = params.get("id") else {
-        return Err(ApiError::bad_request("no chat id"));
-    };
+    let thread = chat_id(&params)?;
     let Some(run) = state.active_run(thread).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
@@ -437,9 +488,7 @@ pub(crate) async fn stop(
     State(state): State<AppState>,
     Path(params): Path<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
-    let Some(thread) = params.get("id") else {
-        return Err(ApiError::bad_request("no chat id"));
-    };
+    let thread = chat_id(&params)?;
     let lock = state.thread_lock(thread);
     let _guard = lock.lock().await;
     let stopped = state.stop_thread(thread).await?;

@@ -71,7 +71,17 @@ impl Default for StreamSettings {
 
 /// What a message does when its thread already has a run in progress (a run API request's
 /// `multitask_strategy`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Deserialize,
+    serde::Serialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Busy {
     /// Wait for the run in progress, then run (the thread's queue).
@@ -138,5 +148,34 @@ impl ServerConfig {
             IpAddr::V4(ip) => ip.is_loopback(),
             IpAddr::V6(ip) => ip.is_loopback(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ThreadProtocol's recommended stream timings (TP-067…TP-070) are the defaults.
+    #[test]
+    fn stream_timings_default_to_the_thread_protocol_recommendations() {
+        let settings = StreamSettings::default();
+        assert_eq!(settings.ping, Duration::from_secs(15));
+        assert_eq!(settings.idle_timeout, Duration::from_secs(5));
+        assert_eq!(settings.stream_timeout, Duration::from_secs(30));
+        let config = ServerConfig::new("127.0.0.1:0".parse().expect("an address"));
+        assert_eq!(config.stream, settings);
+    }
+
+    #[test]
+    fn a_new_server_binds_loopback_and_needs_a_token() {
+        let config = ServerConfig::new("127.0.0.1:4111".parse().expect("an address"));
+        assert!(config.is_loopback());
+        assert!(matches!(&config.auth, Auth::Token(t) if t.len() >= 32));
+        assert!(
+            config.allowed_origins.is_empty(),
+            "CORS is closed by default"
+        );
+        let public = ServerConfig::new("0.0.0.0:4111".parse().expect("an address"));
+        assert!(!public.is_loopback());
     }
 }

@@ -77,6 +77,24 @@ impl AppState {
         input: String,
         input_id: Option<String>,
     ) -> Result<Started, ApiError> {
+        self.start_run_as(caller, agent, thread, input, input_id, None)
+            .await
+    }
+
+    /// [`AppState::start_run`] with the run's id chosen beforehand (`Some`): the id a client
+    /// was handed for a run queued behind the thread's run in progress.
+    ///
+    /// # Errors
+    /// As [`AppState::start_run`].
+    pub async fn start_run_as(
+        &self,
+        caller: &Caller,
+        agent: Option<&str>,
+        thread: &str,
+        input: String,
+        input_id: Option<String>,
+        run_id: Option<String>,
+    ) -> Result<Started, ApiError> {
         if !valid_thread_id(thread) {
             return Err(ApiError::bad_request(format!(
                 "{thread:?} is not a valid thread id: use letters, digits, '-', '_', '.' or ':' (at most {MAX_THREAD_ID})"
@@ -113,7 +131,14 @@ impl AppState {
         if self.store().thread(thread).await?.is_none() {
             self.store().put_thread(&ThreadRecord::new(thread)).await?;
         }
-        let handle = self.runtime().start_on(Some(thread), spec, true).await?;
+        let handle = match run_id {
+            Some(id) => {
+                self.runtime()
+                    .start_on_as(id, Some(thread), spec, true)
+                    .await?
+            }
+            None => self.runtime().start_on(Some(thread), spec, true).await?,
+        };
         Ok(self.let_run(handle, thread, 0, permit))
     }
 

@@ -5,6 +5,9 @@
 //!   events, resumable streams served from the durable event log, stop, and tool approvals
 //!   the AI SDK v6 way, checked against the run's pending decisions in the store.
 //! * **Run events** ([`runs`]): a run's record, its events as SSE, deciding pending calls.
+//! * **A run and thread API for programs** ([`api`]), in the shape the LangGraph SDK clients
+//!   use: assistants (the project's agents), threads, runs, with its OpenAPI document at
+//!   `/openapi.json`.
 //! * **The web page** at `/`.
 //!
 //! Every request passes the guard ([`auth`]) first: `Host` and `Origin` checks, a token
@@ -21,6 +24,7 @@
 //! # }
 //! ```
 
+pub mod api;
 pub mod auth;
 pub mod chat;
 mod config;
@@ -86,7 +90,8 @@ impl Server {
             .route("/api/runs/{run}", get(runs::get))
             .route("/api/runs/{run}/events", get(runs::events))
             .route("/api/runs/{run}/decisions/{id}", post(runs::decide))
-            .route("/", get(page::index));
+            .merge(page::router())
+            .merge(api::router());
         api.layer(DefaultBodyLimit::max(state.config().limits.body_bytes))
             .layer(axum::middleware::from_fn_with_state(
                 state.clone(),
@@ -107,10 +112,14 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let runtime = self.state.runtime().clone();
+        // Runs a previous server queued start when their turn comes.
+        tokio::spawn(api::runs::restart_queues(self.state.clone()));
         let router = self.router();
+        let closing = self.state.closing().clone();
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 shutdown.await;
+                closing.cancel();
                 // Open streams end when their runs do: stop the runs first.
                 for run in runtime.live_runs() {
                     runtime.stop(&run);

@@ -40,7 +40,7 @@ pub(crate) async fn info(State(state): State<AppState>) -> Json<Value> {
     }))
 }
 
-/// A run as the API shows it.
+/// A run as the API shows it, with secrets redacted as in the event log.
 pub fn run_json(state: &AppState, run: &RunRecord, decisions: &[DecisionRecord]) -> Value {
     let usage = &run.usage;
     let pending: Vec<Value> = decisions
@@ -48,7 +48,7 @@ pub fn run_json(state: &AppState, run: &RunRecord, decisions: &[DecisionRecord])
         .filter(|d| d.status == DecisionStatus::Pending)
         .map(decision_json)
         .collect();
-    json!({
+    let mut value = json!({
         "runId": run.run_id,
         "threadId": run.thread_id,
         "agent": run.spec.pointer("/program/agent").cloned().unwrap_or(Value::Null),
@@ -66,7 +66,11 @@ pub fn run_json(state: &AppState, run: &RunRecord, decisions: &[DecisionRecord])
         "error": run.error,
         "output": run.output,
         "pendingDecisions": pending,
-    })
+    });
+    // The record's answer and error are stored as the run ended, unredacted (the event log
+    // is redacted on write): a secret the model repeated must not reach a response.
+    state.store().redactor().redact(&mut value);
+    value
 }
 
 /// A pending decision as the API shows it.

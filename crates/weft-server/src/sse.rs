@@ -13,8 +13,8 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use tokio::sync::mpsc;
-use weft_runtime::event::{RunEvent, RunEvents, UiStreamEncoder};
-use weft_store::Runs as _;
+use weft_runtime::event::{EventKind, RunEvent, RunEvents, UiStreamEncoder};
+use weft_store::{RunStatus, Runs as _};
 use weft_thread::ui_stream::UiChunk;
 
 use crate::config::StreamSettings;
@@ -29,17 +29,17 @@ pub const UI_STREAM_HEADER: &str = "x-vercel-ai-ui-message-stream";
 
 /// How a stream keeps its connection alive every `StreamSettings::ping`.
 #[derive(Debug, Clone, Copy)]
-enum Ping {
+pub(crate) enum Ping {
     /// A comment line (`: ping`): invisible to clients, the only safe kind on a UI message
     /// stream (the AI SDK parses every event's data as a chunk).
     Comment,
-    /// A `ping` event with empty data (ThreadProtocol's heartbeat: a client that sees none
+    /// A `ping` event with `{}` as its data (ThreadProtocol's heartbeat: a client that sees none
     /// for two intervals treats the stream as dead).
     Event,
 }
 
 /// A response streaming `rx`, with a keep-alive every `settings.ping`.
-fn respond(
+pub(crate) fn respond(
     rx: mpsc::Receiver<Event>,
     settings: StreamSettings,
     ping: Ping,
@@ -50,28 +50,64 @@ fn respond(
     let keep_alive = KeepAlive::new().interval(settings.ping);
     let keep_alive = match ping {
         Ping::Comment => keep_alive.text("ping"),
-        Ping::Event => keep_alive.event(Event::default().event("ping").data("")),
+        // A `data` line is needed: a browser drops an event without one. `{}` keeps
+        // readers that parse every event's data as JSON happy.
+        Ping::Event => keep_alive.event(Event::default().event("ping").data("{}")),
     };
     Sse::new(stream).keep_alive(keep_alive)
 }
 
 /// What ended a followed run's events.
-enum Next {
+pub(crate) enum Next {
     Event(Box<RunEvent>),
-    /// The run's events ended (after `run_end`).
+    /// The run's events ended (after `run_end`, or the run had stopped before).
     End,
-    /// Nothing came for too long and no process drives the run any more.
+    /// No process drives the run any more, yet it never recorded its end (its process died
+    /// or nothing came for too long).
     Abandoned,
 }
 
-/// The next event of `events`, checking every idle timeout that the run is still driven.
-async fn next(state: &AppState, events: &mut RunEvents, run_id: &str, first: bool) -> Next {
+/// A followed run: its events and whether `run_end` was among them.
+pub(crate) struct Followed {
+    events: RunEvents,
+    saw_end: bool,
+}
+
+impl Followed {
+    pub(crate) fn new(events: RunEvents) -> Self {
+        Followed {
+            events,
+            saw_end: false,
+        }
+    }
+}
+
+/// The next event of `followed`, checking every idle timeout that the run is still driven.
+/// Events that end without `run_end` while the run's record still says `running` mean its
+/// driver is gone: that is [`Next::Abandoned`], not a normal end.
+pub(crate) async fn next(
+    state: &AppState,
+    followed: &mut Followed,
+    run_id: &str,
+    first: bool,
+) -> Next {
     let settings = state.config().stream;
     let mut waited = Duration::ZERO;
     loop {
-        match tokio::time::timeout(settings.idle_timeout, events.next()).await {
-            Ok(Some(event)) => return Next::Event(Box::new(event)),
-            Ok(None) => return Next::End,
+        match tokio::time::timeout(settings.idle_timeout, followed.events.next()).await {
+            Ok(Some(event)) => {
+                if matches!(event.kind, EventKind::RunEnd { .. }) {
+                    followed.saw_end = true;
+                }
+                return Next::Event(Box::new(event));
+            }
+            Ok(None) if followed.saw_end => return Next::End,
+            Ok(None) => {
+                return match state.store().run(run_id).await {
+                    Ok(Some(run)) if run.status == RunStatus::Running => Next::Abandoned,
+                    _ => Next::End,
+                };
+            }
             Err(_) => {
                 waited += settings.idle_timeout;
                 let driven = match state.store().run(run_id).await {
@@ -97,7 +133,7 @@ pub async fn ui_stream(
     after_seq: u64,
     mut encoder: UiStreamEncoder,
 ) -> Result<Response, ApiError> {
-    let mut events = state.runtime().follow(run_id, after_seq).await?;
+    let mut events = Followed::new(state.runtime().follow(run_id, after_seq).await?);
     let (tx, rx) = mpsc::channel(QUEUE);
     let producer = state.clone();
     let run = run_id.to_owned();
@@ -171,7 +207,7 @@ pub async fn run_events(
     } else {
         Ping::Comment
     };
-    let mut events = state.runtime().follow(run_id, after_seq).await?;
+    let mut events = Followed::new(state.runtime().follow(run_id, after_seq).await?);
     let (tx, rx) = mpsc::channel(QUEUE);
     let producer = state.clone();
     let run = run_id.to_owned();
@@ -232,7 +268,7 @@ pub fn raw_event(event: &RunEvent) -> Vec<Event> {
     ]
 }
 
-fn no_buffering(response: &mut Response) {
+pub(crate) fn no_buffering(response: &mut Response) {
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));

@@ -27,6 +27,11 @@ struct Inner {
     threads: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Runs each caller drives now.
     running: Mutex<HashMap<String, usize>>,
+    /// When the server started (ISO 8601).
+    started_at: String,
+    /// Cancelled when the server stops taking requests: background work (a queued run
+    /// waiting for its turn) stops then, and the next server takes it up.
+    closing: tokio_util::sync::CancellationToken,
 }
 
 impl AppState {
@@ -38,12 +43,24 @@ impl AppState {
             runtime,
             threads: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
+            started_at: weft_store::now_string(),
+            closing: tokio_util::sync::CancellationToken::new(),
         }))
     }
 
     /// The configuration.
     pub fn config(&self) -> &ServerConfig {
         &self.0.config
+    }
+
+    /// When the server started (ISO 8601).
+    pub fn started_at(&self) -> &str {
+        &self.0.started_at
+    }
+
+    /// Cancelled when the server stops taking requests.
+    pub fn closing(&self) -> &tokio_util::sync::CancellationToken {
+        &self.0.closing
     }
 
     /// The project served.

@@ -68,14 +68,7 @@ async fn a_message_streams_its_answer_and_the_thread_keeps_it() {
 
     // The stored thread as UIMessages: the user's message with its id, the answer with the
     // id its stream had.
-    let stored: Vec<Value> = server
-        .get("/api/chat/t1/messages")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stored: Vec<Value> = server.messages("t1").await;
     assert_eq!(stored.len(), 2, "{stored:#?}");
     assert_eq!(stored[0]["id"], "u1");
     assert_eq!(stored[1]["id"], message_id.as_str());
@@ -260,15 +253,27 @@ async fn a_denied_call_is_reported_denied_and_a_new_message_instead_of_an_answer
     // that reason and the new message runs.
     let (_, chunks) = post_chat(&server, &chat("t2", &[], "u1", "Write a note")).await;
     assert!(types(&chunks).contains(&"tool-approval-request".to_owned()));
-    let stored: Vec<Value> = server
-        .get("/api/chat/t2/messages")
-        .send()
-        .await
+    // The waiting call is in the stored history too (a reloaded page can answer it).
+    let stored: Vec<Value> = server.messages("t2").await;
+    let (approval, held) = answered(
+        &chunks,
+        true,
+        json!({"path": "note.txt", "content": "one\n"}),
+    );
+    assert_eq!(stored.len(), 2, "{stored:#?}");
+    assert_eq!(stored[1]["id"], held["id"]);
+    let waiting = stored[1]["parts"]
+        .as_array()
         .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let (status, next) = post_chat(&server, &chat("t2", &stored, "u2", "Never mind")).await;
+        .iter()
+        .find(|p| p["state"] == "approval-requested")
+        .unwrap_or_else(|| panic!("{stored:#?}"))
+        .clone();
+    assert_eq!(waiting["approval"]["id"], approval.as_str());
+    assert_eq!(waiting["toolCallId"], "w1");
+    // The client sends what it holds from the live stream (not a reloaded history).
+    let live = vec![user("u1", "Write a note"), held];
+    let (status, next) = post_chat(&server, &chat("t2", &live, "u2", "Never mind")).await;
     assert_eq!(status, 200, "{next:?}");
     assert!(
         !dir.path().join("note.txt").exists(),
@@ -389,14 +394,7 @@ async fn a_stream_is_rejoined_from_the_log_by_another_server_process_and_stop_ke
     assert_eq!(chunks.last().unwrap(), "[DONE]", "the open stream ends");
     let record = a.state.store().run(&run).await.unwrap().unwrap();
     assert_eq!(record.status, weft_store::RunStatus::Interrupted);
-    let stored: Vec<Value> = a
-        .get("/api/chat/t2/messages")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stored: Vec<Value> = a.messages("t2").await;
     assert_eq!(stored.len(), 2, "{stored:#?}");
     assert!(stored[1]["parts"].to_string().contains("Looking."));
     assert_eq!(

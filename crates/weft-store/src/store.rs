@@ -2001,6 +2001,30 @@ fn run_of(r: &Row) -> Result<RunRecord, StoreError> {
 #[async_trait]
 impl Runs for Store {
     async fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        // What a run said (its output, its error) and was asked are recorded redacted, as
+        // its events are: a secret the model repeats never reaches the file.
+        let redacted = |text: Option<&str>| {
+            text.map(|text| {
+                let mut value = Value::String(text.to_owned());
+                if self.shared.redactor.may_redact(text) {
+                    self.shared.redactor.redact(&mut value);
+                }
+                match value {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                }
+            })
+        };
+        let mut spec = run.spec.to_string();
+        if self.shared.redactor.may_redact(&spec) {
+            let mut value = run.spec.clone();
+            self.shared.redactor.redact(&mut value);
+            spec = value.to_string();
+        }
+        let (output, error) = (
+            redacted(run.output.as_deref()),
+            redacted(run.error.as_deref()),
+        );
         self.write_now(vec![stmt!(
             "INSERT INTO runs (run_id, thread_id, agent_id, status, spec, started_at, updated_at, ended_at, steps, \
              usage_input_tokens, usage_output_tokens, usage_cost, owner_pid, owner_host, error, output, parent_run_id, \
@@ -2016,7 +2040,7 @@ impl Runs for Store {
             run.thread_id.as_str(),
             run.agent_id.as_str(),
             run.status.as_str(),
-            run.spec.to_string(),
+            spec,
             run.started_at.as_str(),
             run.updated_at.as_str(),
             run.ended_at.as_deref(),
@@ -2026,8 +2050,8 @@ impl Runs for Store {
             run.usage.cost.unwrap_or(0.0),
             run.owner_pid.map(i64::from),
             run.owner_host.as_deref(),
-            run.error.as_deref(),
-            run.output.as_deref(),
+            error.as_deref(),
+            output.as_deref(),
             run.parent_run_id.as_deref(),
             run.usage.cost.is_some()
         )])

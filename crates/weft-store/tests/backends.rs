@@ -652,6 +652,74 @@ async fn threads_and_runs(store: &Store) {
     assert!(store.run("nope").await.unwrap().is_none());
 }
 
+async fn delete_thread_removes_it_whole(store: &Store) {
+    let run = |id: &str, thread: &str| RunRecord {
+        run_id: id.into(),
+        thread_id: thread.into(),
+        agent_id: "agent-1".into(),
+        status: RunStatus::Completed,
+        spec: json!({}),
+        started_at: now_string(),
+        updated_at: now_string(),
+        ended_at: None,
+        steps: 1,
+        usage: Usage::default(),
+        owner_pid: None,
+        owner_host: None,
+        error: None,
+        output: None,
+        parent_run_id: None,
+        lease: Lease::default(),
+    };
+    for thread in ["del-1", "keep-1"] {
+        store.put_thread(&ThreadRecord::new(thread)).await.unwrap();
+        let state = AgentState::initial().with_message(Message::user(thread));
+        store
+            .save_checkpoint(thread, &checkpoint_of(thread, &state, 1))
+            .await
+            .unwrap();
+    }
+    // Side B of the deleted thread, and two runs on it with their events.
+    let side_b = AgentState::initial().with_message(Message::user("b"));
+    store
+        .save_checkpoint("del-1.sideB", &checkpoint_of("del-1.sideB", &side_b, 1))
+        .await
+        .unwrap();
+    for (id, thread) in [("dr-1", "del-1"), ("dr-2", "del-1"), ("kr-1", "keep-1")] {
+        store.put_run(&run(id, thread)).await.unwrap();
+        store
+            .append_event(event(id, "turn_start", 1, None, json!({})))
+            .await
+            .unwrap();
+    }
+    store.flush().await.unwrap();
+
+    assert!(store.delete_thread("del-1").await.unwrap());
+    assert!(store.thread("del-1").await.unwrap().is_none());
+    assert!(store.list_checkpoints("del-1").await.unwrap().is_empty());
+    assert!(
+        store
+            .list_checkpoints("del-1.sideB")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.run("dr-1").await.unwrap().is_none());
+    assert!(store.run("dr-2").await.unwrap().is_none());
+    let query = |run: &str| EventQuery {
+        run_id: Some(run.to_owned()),
+        ..EventQuery::default()
+    };
+    assert!(store.events(&query("dr-1")).await.unwrap().is_empty());
+    // The other thread is untouched.
+    assert!(store.thread("keep-1").await.unwrap().is_some());
+    assert_eq!(store.list_checkpoints("keep-1").await.unwrap().len(), 1);
+    assert!(store.run("kr-1").await.unwrap().is_some());
+    assert_eq!(store.events(&query("kr-1")).await.unwrap().len(), 1);
+    // A thread that is not there.
+    assert!(!store.delete_thread("del-1").await.unwrap());
+}
+
 async fn tool_ledger(store: &Store) {
     let record = ToolCallRecord {
         run_id: "run-t".into(),
@@ -1016,6 +1084,7 @@ macro_rules! backend_suite {
             case!(artifacts_carry_metadata_and_checkpoint);
             case!(lineage_rolls_usage_up);
             case!(threads_and_runs);
+            case!(delete_thread_removes_it_whole);
             case!(tool_ledger);
             case!(leases_fence_stale_owners);
             case!(api_tokens);

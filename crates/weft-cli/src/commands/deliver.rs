@@ -11,7 +11,6 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::json;
 use weft_deliver::{DeliverEvent, DeliverOptions, Stage, deliver};
-use weft_standard::{Project, ProjectError};
 
 /// `weft deliver` flags.
 #[derive(Debug, Args)]
@@ -70,13 +69,9 @@ pub(crate) fn run(args: DeliverArgs) -> anyhow::Result<ExitCode> {
         [dir, instruction] => (PathBuf::from(dir), instruction.clone()),
         _ => anyhow::bail!("give at most a project folder and an instruction"),
     };
-    let project = match Project::load(&dir) {
+    let project = match super::location::load_project(&dir)? {
         Ok(project) => project,
-        Err(error @ ProjectError::Invalid(_)) => {
-            eprintln!("weft: {} is not a valid project: {error}", dir.display());
-            return Ok(ExitCode::from(2));
-        }
-        Err(error) => return Err(error.into()),
+        Err(code) => return Ok(code),
     };
     super::telemetry::start(&project.telemetry().unwrap_or_default());
     let prices = match super::pricing::project_prices(Some(&project)) {

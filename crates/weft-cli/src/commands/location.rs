@@ -49,9 +49,17 @@ pub(crate) fn store_url(url: Option<&str>, project: Option<&Path>) -> anyhow::Re
     Ok(StoreUrl::Sqlite(chosen))
 }
 
-/// Opens the store at `url`, creating it if needed (`weft run`).
+/// Opens the store at `url`, creating it if needed (`weft run`). Besides key-shaped text,
+/// the values of this process's secret variables (`…_KEY`, `…_TOKEN`, `…_PASSWORD`, …) are
+/// redacted from everything the store records.
 pub(crate) async fn open_or_create(url: &StoreUrl) -> anyhow::Result<Store> {
-    Store::open_with(url, StoreOptions::default())
+    let options = StoreOptions {
+        redactor: Some(std::sync::Arc::new(
+            weft_store::DefaultRedactor::with_secrets_from(std::env::vars()),
+        )),
+        ..StoreOptions::default()
+    };
+    Store::open_with(url, options)
         .await
         .with_context(|| format!("cannot open the store {url}"))
 }
@@ -67,4 +75,19 @@ pub(crate) async fn open_existing(url: &StoreUrl) -> anyhow::Result<Store> {
         );
     }
     open_or_create(url).await
+}
+
+/// Loads the project in `dir` for a command: `Ok(Err(code))` (exit 2, the problems printed)
+/// when its definitions are invalid.
+pub(crate) fn load_project(
+    dir: &Path,
+) -> anyhow::Result<Result<weft_standard::Project, std::process::ExitCode>> {
+    match weft_standard::Project::load(dir) {
+        Ok(project) => Ok(Ok(project)),
+        Err(error @ weft_standard::ProjectError::Invalid(_)) => {
+            eprintln!("weft: {} is not a valid project: {error}", dir.display());
+            Ok(Err(std::process::ExitCode::from(2)))
+        }
+        Err(error) => Err(error.into()),
+    }
 }

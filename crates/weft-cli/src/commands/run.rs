@@ -20,7 +20,7 @@ use serde_json::Value;
 use weft_runtime::budget::Budget;
 use weft_runtime::event::{AgentPath, EventKind, RunEvent, RunEvents};
 use weft_runtime::{RunEnd, RunHandle, Runtime};
-use weft_standard::{AgentDefinition, Launch, Project, ProjectError, StandardSessions};
+use weft_standard::{AgentDefinition, Launch, Project, StandardSessions};
 use weft_store::{Durability, Runs as _, Store, Threads as _};
 
 /// `weft run` flags.
@@ -182,13 +182,9 @@ fn run_once(args: RunArgs, started: &mut Started) -> anyhow::Result<ExitCode> {
         [dir, input] => (PathBuf::from(dir), Some(input.clone())),
         _ => anyhow::bail!("give at most a project folder and an input"),
     };
-    let project = match Project::load(&dir) {
+    let project = match super::location::load_project(&dir)? {
         Ok(project) => project,
-        Err(error @ ProjectError::Invalid(_)) => {
-            eprintln!("weft: {} is not a valid project: {error}", dir.display());
-            return Ok(ExitCode::from(2));
-        }
-        Err(error) => return Err(error.into()),
+        Err(code) => return Ok(code),
     };
     let agent = match &args.agent {
         Some(name) => project.agent(name).with_context(|| {

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::Args;
 use weft_runtime::budget::Budget;
 use weft_server::{Auth, Server, ServerConfig};
-use weft_standard::{Launch, Project, ProjectError};
+use weft_standard::Launch;
 use weft_store::Durability;
 
 /// `weft serve` flags.
@@ -18,7 +18,9 @@ use weft_store::Durability;
     after_help = "Examples:\n  weft init demo && weft serve demo            open the printed URL in a browser\n  \
 weft serve demo --port 8080 --json             print {\"url\",\"token\",…} for a script\n\n\
 The chat API speaks the Vercel AI SDK's UI message stream: point useChat's DefaultChatTransport at \
-http://HOST:PORT/api/chat (or /api/agents/NAME/chat) with `Authorization: Bearer TOKEN`.\n\n\
+http://HOST:PORT/api/chat (or /api/agents/NAME/chat) with `Authorization: Bearer TOKEN`. \
+Programs use the run API at the server's root, in the LangGraph SDK's shape (get_client(url=…, api_key=TOKEN): \
+assistants are the project's agents); its OpenAPI document is at /openapi.json.\n\n\
 Security: the server binds to 127.0.0.1 and requires the token it prints (or one made with `weft tokens create`) \
 on every request, streams included; --no-auth is refused on any address but loopback. Requests naming another Host, \
 or sent by a page of another origin, are refused unless allowed (--allow-host, --allow-origin).\n\n\
@@ -81,13 +83,9 @@ pub(crate) struct ServeArgs {
 /// Runs `weft serve`.
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let dir = args.project.clone().unwrap_or_else(|| PathBuf::from("."));
-    let project = match Project::load(&dir) {
+    let project = match super::location::load_project(&dir)? {
         Ok(project) => project,
-        Err(error @ ProjectError::Invalid(_)) => {
-            eprintln!("weft: {} is not a valid project: {error}", dir.display());
-            return Ok(ExitCode::from(2));
-        }
-        Err(error) => return Err(error.into()),
+        Err(code) => return Ok(code),
     };
     let addr = SocketAddr::new(args.host, args.port);
     let mut config = ServerConfig::new(addr);
@@ -178,7 +176,8 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
         } else {
             let name = project.config().name.clone().unwrap_or_else(|| "the project".into());
             println!("Weft is serving {name} at {url}");
-            println!("  chat API: {base}/api/chat (Vercel AI SDK UI message stream); Ctrl-C stops");
+            println!("  chat API: {base}/api/chat (Vercel AI SDK UI message stream)");
+            println!("  run API:  {base}/threads (LangGraph SDK; OpenAPI at {base}/openapi.json); Ctrl-C stops");
         }
         let server = Server::new(config, project, weft);
         // The first Ctrl-C / SIGTERM stops the server gracefully, a second exits at once.

@@ -31,6 +31,9 @@ pub struct RunEvents {
     /// Set for a run driven by no emitter of this process: how often the log is read again
     /// while the run is running elsewhere.
     poll: Option<Duration>,
+    /// Whether the log was read once: a subscriber that joins late gets what was logged
+    /// before it joined at once, not when the run's next event comes.
+    caught_up: bool,
 }
 
 impl std::fmt::Debug for RunEvents {
@@ -58,6 +61,7 @@ impl RunEvents {
             ended: false,
             stop_on_drop: None,
             poll: None,
+            caught_up: false,
         }
     }
 
@@ -96,6 +100,11 @@ impl RunEvents {
             }
             if self.ended {
                 return None;
+            }
+            if !self.caught_up {
+                self.caught_up = true;
+                self.read_back(None).await;
+                continue;
             }
             match self.live.recv().await {
                 Ok(event) if event.seq <= self.last => {}

@@ -115,6 +115,17 @@ impl TestServer {
             .json(body)
     }
 
+    /// The stored conversation of `thread` as `UIMessage`s (`GET /api/chat/{id}/messages`).
+    pub async fn messages(&self, thread: &str) -> Vec<Value> {
+        self.get(&format!("/api/chat/{thread}/messages"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     /// Stops it gracefully (runs in progress end interrupted) and waits.
     pub async fn stop(self) {
         self.stop.cancel();

@@ -152,6 +152,62 @@ impl Store {
         }))
     }
 
+    /// Deletes the thread `thread_id` with every run on it (as [`Store::delete_run`] each:
+    /// logs, ledgers, artifacts, lineage), its checkpoints and history (side B's,
+    /// `THREAD.sideB`, too) and its record. Returns whether there was such a thread (a record
+    /// or a checkpoint).
+    ///
+    /// # Errors
+    /// Database failures.
+    ///
+    /// # Cancel safety
+    /// Each run's deletion is one transaction, and the thread's own rows another: dropping
+    /// the future may leave some runs deleted and the thread whole, never a run half gone.
+    pub async fn delete_thread(&self, thread_id: &str) -> Result<bool, StoreError> {
+        self.flush().await?;
+        let runs = self
+            .query(stmt!(
+                "SELECT run_id FROM runs WHERE thread_id = $1",
+                thread_id
+            ))
+            .await?;
+        for row in &runs {
+            self.delete_run(&row.text(0)?).await?;
+        }
+        let side_b = format!("{thread_id}.sideB");
+        let found = self
+            .query(stmt!(
+                "SELECT (SELECT COUNT(*) FROM threads WHERE id = $1) + (SELECT COUNT(*) FROM checkpoints WHERE thread_id = $1)",
+                thread_id
+            ))
+            .await?
+            .first()
+            .map_or(Ok(0), |r| r.uint(0))?;
+        let mut stmts = Vec::new();
+        for thread in [thread_id, side_b.as_str()] {
+            stmts.push(stmt!(
+                "UPDATE artifacts SET checkpoint_id = NULL WHERE checkpoint_id IN (SELECT id FROM checkpoints WHERE thread_id = $1)",
+                thread
+            ));
+            stmts.push(stmt!(
+                "DELETE FROM checkpoints WHERE thread_id = $1",
+                thread
+            ));
+            stmts.push(stmt!(
+                "DELETE FROM checkpoint_messages WHERE thread_id = $1",
+                thread
+            ));
+            stmts.push(stmt!("DELETE FROM threads WHERE id = $1", thread));
+        }
+        let caches = [self.cache(thread_id), self.cache(&side_b)];
+        let mut guard_a = caches[0].lock().await;
+        let mut guard_b = caches[1].lock().await;
+        self.commit(None, stmts).await?;
+        *guard_a = ThreadCache::default();
+        *guard_b = ThreadCache::default();
+        Ok(found > 0 || !runs.is_empty())
+    }
+
     /// Collects what nothing refers to any more — history rows no checkpoint needs, ledger
     /// rows of deleted runs — and gives the space back (SQLite: a WAL checkpoint and
     /// `VACUUM`; PostgreSQL: `VACUUM` of Weft's tables). Safe while runs are being driven:
