@@ -219,3 +219,51 @@ fn a_subagents_tokens_and_cost_roll_up_into_the_runs() {
     assert_eq!(usage("a"), (90, 3, 0.12), "the run's agent: its own calls");
     assert_eq!(usage("pair"), (20, 2, 0.04), "the child: its own calls");
 }
+
+#[test]
+fn a_subagents_thread_exports_as_spawned_from_its_parents() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    project(&p);
+    let out = weft(&p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let parent = events[0]["payload"]["threadId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_end" && e["payload"]["tool"] == "pair")
+        .and_then(|e| e["payload"]["result"].as_str())
+        .unwrap()
+        .to_owned();
+    let child = result
+        .strip_prefix("Subagent (reference: ")
+        .and_then(|r| r.split_once(')'))
+        .map(|(r, _)| r.to_owned())
+        .unwrap();
+    let exported = weft(&p, &["thread", "export", &child, "-o", "child.json"]);
+    assert_eq!(exported.status.code(), Some(0), "{}", text(&exported));
+    let thread: Value =
+        serde_json::from_str(&std::fs::read_to_string(p.join("child.json")).unwrap()).unwrap();
+    assert_eq!(
+        thread["relationships"]["links"],
+        json!([{"thread_id": parent, "relation": "spawned_from"}])
+    );
+    let names: Vec<&str> = thread["agents"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|a| a["agent_name"].as_str())
+        .collect();
+    // Named after the subagent (its side B never spoke: one agent).
+    assert_eq!(names, ["pair"]);
+    // The child's conversation: its task, then its worker's calls.
+    assert_eq!(thread["turns"][0]["parts"][0]["content"], "write the note");
+    let valid = weft(&p, &["thread", "validate", "child.json"]);
+    assert_eq!(valid.status.code(), Some(0), "{}", text(&valid));
+}

@@ -56,6 +56,10 @@ pub struct CallSite {
 #[derive(Debug, Clone)]
 pub struct ToolSpan(pub SpanParent);
 
+/// The key of a child run's thread metadata naming its agent (beside `runId`, the run it
+/// belongs to): what tells a subagent's thread from a fork (both have a parent thread).
+pub const SUBAGENT_KEY: &str = "subagent";
+
 /// The reference of the child run started by the call at `position` of run `run_id`: a
 /// UUID-shaped name derived from both (the same on every resume of the run).
 ///
@@ -125,6 +129,12 @@ impl ChildRun {
                 let mut thread = ThreadRecord::new(&reference);
                 thread.parent_thread_id = Some(parent.thread_id().to_owned());
                 thread.title = Some(name.to_owned());
+                thread
+                    .metadata
+                    .insert(SUBAGENT_KEY.to_owned(), serde_json::Value::from(name));
+                thread
+                    .metadata
+                    .insert("runId".to_owned(), serde_json::Value::from(parent.run_id()));
                 store.put_thread(&thread).await?;
                 thread
             }

@@ -83,8 +83,11 @@ impl Entry {
 pub struct Transcript {
     /// The thread.
     pub thread_id: String,
-    /// The thread this one was forked from, if any.
+    /// The thread this one was forked from, if any (a subagent's thread: its parent's).
     pub forked_from: Option<String>,
+    /// The subagent whose child run this thread is (`None`: not a child run's thread). Its
+    /// link to the parent thread is the spec's `spawned_from`, its agent named after it.
+    pub subagent: Option<String>,
     /// Whether side B has a conversation of its own (a `dual_ai` session).
     pub dual: bool,
     /// Every message of both sides and every handoff, in time order.
@@ -293,11 +296,19 @@ impl Transcript {
             runs.insert(record.run_id.clone(), RunInfo { agent, handoffs });
         }
         let record = store.thread(thread).await?;
+        // A child run's thread (`weft_runtime::child`) names its subagent.
+        let subagent = record
+            .as_ref()
+            .and_then(|r| r.metadata.get(crate::child::SUBAGENT_KEY))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
         let first_agent = side_a
             .starts
             .first()
             .and_then(|(_, r)| runs.get(r))
-            .map_or_else(|| "agent".to_owned(), |i| i.agent.clone());
+            .map(|i| i.agent.clone())
+            .or_else(|| subagent.clone())
+            .unwrap_or_else(|| "agent".to_owned());
         let entries_a = side_entries(Side::A, &side_a, &runs, &first_agent);
         let entries_b = side_b
             .as_ref()
@@ -306,6 +317,7 @@ impl Transcript {
         Ok(Transcript {
             thread_id: thread.to_owned(),
             forked_from: record.as_ref().and_then(|r| r.parent_thread_id.clone()),
+            subagent,
             dual: side_b.is_some(),
             entries: merge(entries_a, entries_b),
             created_at: record.map_or_else(weft_store::now_string, |r| r.created_at),
@@ -514,7 +526,13 @@ impl Transcript {
             relationships: self.forked_from.as_ref().map(|parent| ThreadRelationships {
                 links: Some(vec![ThreadLink {
                     thread_id: parent.clone(),
-                    relation: "forked_from".to_owned(),
+                    // A subagent's thread was spawned from its parent's; a fork is forked.
+                    relation: if self.subagent.is_some() {
+                        "spawned_from"
+                    } else {
+                        "forked_from"
+                    }
+                    .to_owned(),
                     metadata: None,
                     extra: Default::default(),
                 }]),
@@ -705,6 +723,7 @@ mod tests {
         let transcript = Transcript {
             thread_id: "550e8400-e29b-41d4-a716-446655440000".into(),
             forked_from: None,
+            subagent: None,
             dual: false,
             entries,
             created_at: weft_store::now_string(),
