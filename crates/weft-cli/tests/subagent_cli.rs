@@ -266,4 +266,31 @@ fn a_subagents_thread_exports_as_spawned_from_its_parents() {
     assert_eq!(thread["turns"][0]["parts"][0]["content"], "write the note");
     let valid = weft(&p, &["thread", "validate", "child.json"]);
     assert_eq!(valid.status.code(), Some(0), "{}", text(&valid));
+    // The parent's export records the spawn (`thread.spawn`, after the call's result).
+    let exported = weft(&p, &["thread", "export", &parent, "-o", "parent.json"]);
+    assert_eq!(exported.status.code(), Some(0), "{}", text(&exported));
+    let thread: Value =
+        serde_json::from_str(&std::fs::read_to_string(p.join("parent.json")).unwrap()).unwrap();
+    let spawns: Vec<&Value> = thread["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["messages"].as_array().into_iter().flatten())
+        .filter(|m| m["event_type"] == "thread.spawn")
+        .collect();
+    assert_eq!(spawns.len(), 1, "{thread:#}");
+    assert_eq!(
+        spawns[0]["event_data"],
+        json!({"threadId": child, "agent": "pair"})
+    );
+    let valid = weft(&p, &["thread", "validate", "parent.json"]);
+    assert_eq!(valid.status.code(), Some(0), "{}", text(&valid));
+    // `weft runs show` names the child thread in the transcript.
+    let run = events[0]["runId"].as_str().unwrap();
+    let show = weft(&p, &["runs", "show", run]);
+    assert!(
+        String::from_utf8_lossy(&show.stdout).contains(&format!("subagent pair: thread {child}")),
+        "{}",
+        text(&show)
+    );
 }

@@ -213,6 +213,9 @@ fn transcript_text(lines: &[Line], dual: bool) -> Vec<String> {
                 Said::Handoff { from, to, message } => {
                     format!("handoff {from} → {to}: {}", clip(message, 160))
                 }
+                Said::Spawn { thread, agent } => {
+                    format!("subagent {agent}: thread {thread} (weft thread export {thread})")
+                }
             }
         })
         .collect()
