@@ -6,6 +6,11 @@
 //! exactly once, and no call whose result was recorded may appear twice in the log.
 //! `run_command` runs one call at a time, so each SIGKILL can leave at most one call in
 //! flight: the execution log may repeat calls at most as many times as the run was killed.
+//!
+//! The same holds when the calls are a subagent's: the parent's only call starts a `dual_ai`
+//! child whose worker makes the calls, and the parent waits on it (blocking). A resume goes
+//! on with the child from its thread's checkpoints, replaying its recorded responses and
+//! calls.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -14,13 +19,20 @@ use std::time::Duration;
 
 const CALLS: usize = 20;
 
-fn project(dir: &Path, fresh_ids: bool) {
-    for sub in ["agents", "prompts"] {
+/// Where the calls are made: by the run's agent, or by a subagent it waits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    Agent,
+    Subagent,
+}
+
+fn project(dir: &Path, fresh_ids: bool, caller: Caller) {
+    for sub in ["agents", "prompts", "tools"] {
         std::fs::create_dir_all(dir.join(sub)).expect("mkdir");
     }
     std::fs::write(
         dir.join("weft.toml"),
-        "model = \"scripted-turns:script.json\"\n",
+        "model = \"scripted-turns:script.json\"\ndefaultAgent = \"a\"\n",
     )
     .expect("write");
     std::fs::write(
@@ -28,16 +40,51 @@ fn project(dir: &Path, fresh_ids: bool) {
         "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
     )
     .expect("write");
-    std::fs::write(
-        dir.join("prompts/p.toml"),
-        "name = \"p\"\ntools = [\"run_command\"]\n",
-    )
-    .expect("write");
+    let end = match caller {
+        Caller::Agent => serde_json::json!({"text": "all done"}),
+        Caller::Subagent => {
+            // `a` calls the subagent `pair` once; pair's worker makes the calls, then `done`.
+            std::fs::write(
+                dir.join("prompts/p.toml"),
+                "name = \"p\"\nmodel = \"scripted-turns:lead.json\"\ntools = [\"pair\"]\n",
+            )
+            .expect("write");
+            std::fs::write(
+                dir.join("lead.json"),
+                serde_json::json!({"responses": [
+                    {"toolCalls": [{"id": "s1", "name": "pair", "arguments": {"message": "go"}}]},
+                    {"text": "all done"}]})
+                .to_string(),
+            )
+            .expect("write");
+            std::fs::write(
+                dir.join("agents/pair.toml"),
+                "name = \"pair\"\ntype = \"dual_ai\"\nexposeAsTool = true\ntoolDescription = \"Does the work.\"\n\
+                 maxSessionTurns = 2\n[sideA]\nprompt = \"w\"\nsessionStop = \"done\"\n[sideB]\nprompt = \"b\"\n",
+            )
+            .expect("write");
+            std::fs::write(
+                dir.join("prompts/w.toml"),
+                "name = \"w\"\ntools = [\"run_command\", \"done\"]\n",
+            )
+            .expect("write");
+            std::fs::write(dir.join("prompts/b.toml"), "name = \"b\"\n").expect("write");
+            std::fs::write(dir.join("tools/done.toml"), "name = \"done\"\n").expect("write");
+            serde_json::json!({"toolCalls": [{"id": "d1", "name": "done", "arguments": {}}]})
+        }
+    };
+    if caller == Caller::Agent {
+        std::fs::write(
+            dir.join("prompts/p.toml"),
+            "name = \"p\"\ntools = [\"run_command\"]\n",
+        )
+        .expect("write");
+    }
     let command = "echo \"$WEFT_TOOL_CALL_ID\" >> exec.log; grep -q \"^$WEFT_TOOL_CALL_ID \" out.txt 2>/dev/null || echo \"$WEFT_TOOL_CALL_ID line\" >> out.txt; sleep 0.01";
     let mut responses: Vec<serde_json::Value> = (0..CALLS)
         .map(|i| serde_json::json!({"delayMs": 5, "toolCalls": [{"id": format!("c{i:02}"), "name": "run_command", "arguments": {"command": command}}]}))
         .collect();
-    responses.push(serde_json::json!({"text": "all done"}));
+    responses.push(end);
     std::fs::write(
         dir.join("script.json"),
         serde_json::json!({"responses": responses, "freshIds": fresh_ids}).to_string(),
@@ -56,11 +103,11 @@ fn spawn(cwd: &Path, args: &[&str]) -> std::process::Child {
         .expect("spawn")
 }
 
-fn one_crash_cycle(seed: u64) {
+fn one_crash_cycle(seed: u64, caller: Caller) {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path().join("p");
     // Odd seeds: call ids change on every answer, as real providers give them.
-    project(&root, seed % 2 == 1);
+    project(&root, seed % 2 == 1, caller);
     let mut rng = fastish(seed);
     let mut child = spawn(dir.path(), &["run", "p", "go"]);
     std::thread::sleep(Duration::from_millis(30 + rng() % 400));
@@ -146,6 +193,13 @@ fn fastish(seed: u64) -> impl FnMut() -> u64 {
 #[test]
 fn sigkill_then_resume_never_repeats_a_recorded_call() {
     for seed in 1..=50 {
-        one_crash_cycle(seed);
+        one_crash_cycle(seed, Caller::Agent);
+    }
+}
+
+#[test]
+fn sigkill_then_resume_of_a_parent_waiting_on_a_subagent_never_repeats_a_recorded_call() {
+    for seed in 1..=12 {
+        one_crash_cycle(seed, Caller::Subagent);
     }
 }

@@ -631,3 +631,115 @@ fn a_failed_tool_call_has_an_error_type_and_status() {
     assert_eq!(status.code, 2, "STATUS_CODE_ERROR");
     assert!(!status.message.is_empty());
 }
+
+#[test]
+fn a_subagents_invoke_agent_span_nests_under_the_parent_calls_execute_tool_span() {
+    let receiver = Receiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    // `a` calls the dual_ai subagent `pair`, whose worker writes a file and ends the session.
+    let script = json!({"responses": [
+        {"toolCalls": [{"id": "s1", "name": "pair", "arguments": {"message": "write the note"}}]},
+        {"text": "done"}
+    ]});
+    common::scripted_project(&p, "defaultAgent = \"a\"\n", &["pair"], &script);
+    let files = [
+        (
+            "agents/pair.toml",
+            "name = \"pair\"\ntype = \"dual_ai\"\nexposeAsTool = true\ntoolDescription = \"Writes notes.\"\n\
+             maxSessionTurns = 2\n[sideA]\nprompt = \"w\"\nsessionStop = \"finish\"\n[sideB]\nprompt = \"b\"\n"
+                .to_owned(),
+        ),
+        (
+            "prompts/w.toml",
+            "name = \"w\"\nmodel = \"scripted-turns:worker.json\"\ntools = [\"write_file\", \"finish\"]\n"
+                .to_owned(),
+        ),
+        ("prompts/b.toml", "name = \"b\"\n".to_owned()),
+        ("tools/finish.toml", "name = \"finish\"\n".to_owned()),
+        (
+            "worker.json",
+            json!({"responses": [
+                {"toolCalls": [{"id": "w1", "name": "write_file", "arguments": {"path": "note.txt", "content": "one\n"}}]},
+                {"toolCalls": [{"id": "f1", "name": "finish", "arguments": {}}]}
+            ]})
+            .to_string(),
+        ),
+    ];
+    for (path, body) in files {
+        let path = p.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+    }
+    let endpoint = receiver.endpoint();
+    let out = weft(
+        dir.path(),
+        &["run", "p", "go"],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let spans = receiver.take();
+    let one = |name: &str| -> Span {
+        let found = named(&spans, name);
+        let [span] = found.as_slice() else {
+            panic!(
+                "one {name} span: {:#?}",
+                spans.iter().map(|(_, s)| &s.name).collect::<Vec<_>>()
+            )
+        };
+        (*span).clone()
+    };
+    let root = one("invoke_agent a");
+    let call = one("execute_tool pair");
+    let child = one("invoke_agent pair");
+    assert!(root.parent_span_id.is_empty(), "the run's span is the root");
+    assert_eq!(call.parent_span_id, root.span_id, "the parent's call");
+    assert_eq!(
+        child.parent_span_id, call.span_id,
+        "the child's span is under the parent call's execute_tool span"
+    );
+    assert_eq!(attr(&child, "gen_ai.agent.name"), Some(json!("pair")));
+    assert_eq!(attr(&child, "weft.run.id"), Some(json!(run_id(&out))));
+    assert_eq!(attr(&child, "weft.run.end"), Some(json!("completed")));
+    // The child's thread is its conversation.
+    let conversation = attr(&child, "gen_ai.conversation.id").unwrap();
+    assert_ne!(
+        Some(&conversation),
+        attr(&root, "gen_ai.conversation.id").as_ref()
+    );
+    for tool in ["execute_tool write_file", "execute_tool finish"] {
+        assert_eq!(
+            one(tool).parent_span_id,
+            child.span_id,
+            "{tool} is the child's"
+        );
+    }
+    let chats: Vec<&Span> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
+    let under = |parent: &Span| {
+        chats
+            .iter()
+            .filter(|c| c.parent_span_id == parent.span_id)
+            .count()
+    };
+    assert_eq!((under(&root), under(&child), chats.len()), (2, 2, 4));
+    for chat in &chats {
+        if chat.parent_span_id == child.span_id {
+            assert_eq!(
+                attr(chat, "gen_ai.conversation.id"),
+                Some(conversation.clone())
+            );
+        }
+    }
+    assert!(
+        spans.iter().all(|(_, s)| s.trace_id == root.trace_id),
+        "one trace"
+    );
+    assert_eq!(spans.len(), 9);
+    // The child ran inside the parent's call.
+    assert!(call.start_time_unix_nano <= child.start_time_unix_nano);
+    assert!(child.end_time_unix_nano <= call.end_time_unix_nano);
+}

@@ -67,22 +67,24 @@ pub struct RunContext {
     run_id: String,
     thread_id: String,
     agent_id: String,
-    recorded: Mutex<HashMap<String, ToolCallRecord>>,
-    responses: HashMap<String, RecordedResponse>,
-    approved_reruns: HashSet<String>,
+    recorded: Arc<Mutex<HashMap<String, ToolCallRecord>>>,
+    responses: Arc<HashMap<String, RecordedResponse>>,
+    approved_reruns: Arc<HashSet<String>>,
     turn: AtomicU64,
     step: Mutex<StepCalls>,
     /// The latest rounds, newest last (a few are kept: event consumers may lag a step).
     rounds: Mutex<std::collections::VecDeque<Round>>,
-    failure: Mutex<Option<String>>,
+    failure: Arc<Mutex<Option<String>>>,
     stop: CancellationToken,
     budget: Budget,
     prices: Prices,
-    spent: Mutex<Spent>,
+    spent: Arc<Mutex<Spent>>,
     /// Decisions of earlier processes (approved / denied), by call position.
-    decisions: Mutex<HashMap<String, DecisionRecord>>,
+    decisions: Arc<Mutex<HashMap<String, DecisionRecord>>>,
     /// Decisions raised in this process that nobody could answer: the run suspends.
-    raised: Mutex<Vec<DecisionRecord>>,
+    raised: Arc<Mutex<Vec<DecisionRecord>>>,
+    /// Positions of calls whose child run waits for a decision: they stay pending.
+    deferred: Arc<Mutex<HashSet<String>>>,
     approver: Option<Arc<dyn Approver>>,
     events: Emitter,
     agent: AgentPath,
@@ -125,28 +127,31 @@ impl RunContext {
             run_id,
             thread_id,
             agent_id,
-            recorded: Mutex::new(
+            recorded: Arc::new(Mutex::new(
                 recorded
                     .into_iter()
                     .filter(|r| r.status == ToolCallStatus::Completed)
                     .map(|r| (r.position.clone(), r))
                     .collect(),
+            )),
+            responses: Arc::new(
+                responses
+                    .into_iter()
+                    .map(|r| (r.position.clone(), r))
+                    .collect(),
             ),
-            responses: responses
-                .into_iter()
-                .map(|r| (r.position.clone(), r))
-                .collect(),
-            approved_reruns,
+            approved_reruns: Arc::new(approved_reruns),
             turn: AtomicU64::new(0),
             step: Mutex::new(StepCalls::default()),
             rounds: Mutex::new(std::collections::VecDeque::new()),
-            failure: Mutex::new(None),
+            failure: Arc::new(Mutex::new(None)),
             stop: CancellationToken::new(),
             budget: Budget::default(),
             prices: Prices::builtin(),
-            spent: Mutex::new(Spent::default()),
-            decisions: Mutex::new(HashMap::new()),
-            raised: Mutex::new(Vec::new()),
+            spent: Arc::new(Mutex::new(Spent::default())),
+            decisions: Arc::new(Mutex::new(HashMap::new())),
+            raised: Arc::new(Mutex::new(Vec::new())),
+            deferred: Arc::new(Mutex::new(HashSet::new())),
             approver: None,
             trace: weft_otel::SpanParent::none(),
             inbox: Arc::new(std::sync::atomic::AtomicBool::new(true)),
@@ -244,6 +249,49 @@ impl RunContext {
         self
     }
 
+    /// A child run's view of this run (a subagent, see [`crate::child`]): its own thread
+    /// (checkpoints, positions of its responses and calls), agent path (`parent/name`),
+    /// step counter and span parent, sharing everything that is the run's — the store, the
+    /// run id, the recorded responses and calls (a resume replays the child's too), the
+    /// budget and what was spent (the child's model calls count as the run's), the
+    /// decisions and approver, the failure and stop token, the event emitter.
+    pub fn child(
+        &self,
+        name: &str,
+        thread_id: impl Into<String>,
+        agent_id: impl Into<String>,
+        trace: weft_otel::SpanParent,
+    ) -> RunContext {
+        RunContext {
+            store: self.store.clone(),
+            run_id: self.run_id.clone(),
+            thread_id: thread_id.into(),
+            agent_id: agent_id.into(),
+            recorded: self.recorded.clone(),
+            responses: self.responses.clone(),
+            approved_reruns: self.approved_reruns.clone(),
+            turn: AtomicU64::new(0),
+            step: Mutex::new(StepCalls::default()),
+            rounds: Mutex::new(std::collections::VecDeque::new()),
+            failure: self.failure.clone(),
+            stop: self.stop.clone(),
+            budget: self.budget,
+            prices: self.prices.clone(),
+            spent: self.spent.clone(),
+            decisions: self.decisions.clone(),
+            raised: self.raised.clone(),
+            deferred: self.deferred.clone(),
+            approver: self.approver.clone(),
+            events: self.events.clone(),
+            agent: self.agent.child(name),
+            trace,
+            // A child's thread has a queue of its own (nothing queues on it yet): the user's
+            // messages are the root's to take.
+            inbox: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            taken: Mutex::new(Vec::new()),
+        }
+    }
+
     /// The run's event emitter.
     pub fn emitter(&self) -> &Emitter {
         &self.events
@@ -263,13 +311,13 @@ impl RunContext {
         decisions: impl IntoIterator<Item = DecisionRecord>,
         approver: Option<Arc<dyn Approver>>,
     ) -> Self {
-        self.decisions = Mutex::new(
+        self.decisions = Arc::new(Mutex::new(
             decisions
                 .into_iter()
                 .filter(|d| matches!(d.status, DecisionStatus::Approved | DecisionStatus::Denied))
                 .map(|d| (d.position.clone(), d))
                 .collect(),
-        );
+        ));
         self.approver = approver;
         self
     }
@@ -296,6 +344,22 @@ impl RunContext {
     /// that raised them must not be committed, and the run suspends.
     pub fn suspended(&self) -> Vec<DecisionRecord> {
         self.raised.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Marks the call at `position` as waiting on a decision of a child run it started
+    /// ([`crate::child::ChildRun::defer`]): whatever its handler returns, the record stage
+    /// leaves it pending, and a resume runs it again (the child goes on).
+    pub fn defer_call(&self, position: &str) {
+        if let Ok(mut deferred) = self.deferred.lock() {
+            deferred.insert(position.to_owned());
+        }
+    }
+
+    /// Whether the call at `position` was deferred ([`RunContext::defer_call`]), taken out.
+    pub(crate) fn take_deferred(&self, position: &str) -> bool {
+        self.deferred
+            .lock()
+            .is_ok_and(|mut deferred| deferred.remove(position))
     }
 
     /// Whether the run must suspend (see [`RunContext::suspended`]).
@@ -329,7 +393,7 @@ impl RunContext {
         }
         self.budget = budget;
         self.prices = prices;
-        self.spent = Mutex::new(spent);
+        self.spent = Arc::new(Mutex::new(spent));
         self
     }
 

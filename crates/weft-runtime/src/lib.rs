@@ -14,6 +14,8 @@
 //!   interrupted call stays pending (uncertain), never a recorded result;
 //! * costs ([`cost`]): each model call priced when its usage is known, the price recorded
 //!   with its response, so a later price change never rewrites what a run cost;
+//! * child runs ([`child`]): a tool call running another agent (a subagent) in its own child
+//!   thread, inside the run's ledger, budget, event log and trace;
 //! * ownership ([`ownership`]): an OS lock (a dead owner on this machine is known at once),
 //!   a lease with heartbeat (owners elsewhere), and fenced writes (a stale owner stops).
 //!
@@ -34,6 +36,7 @@
 pub mod agent_program;
 pub mod approval;
 pub mod budget;
+pub mod child;
 pub mod cost;
 mod error;
 pub mod event;

@@ -94,6 +94,10 @@ impl ToolLayer for ReplayLayer {
         Box::pin(async move {
             let run = &*self.0;
             let position = position(run, inv);
+            // A tool that starts a child run names it after the call's position.
+            inv.context.extensions.insert(crate::child::CallSite {
+                position: position.clone(),
+            });
             let id = inv.call.tool_call_id.clone();
             run.emit_call(
                 &id,
@@ -457,6 +461,13 @@ impl ToolLayer for RecordLayer {
             let started = Instant::now();
             let signal = inv.context.signal.clone();
             let outcome = next.run(inv).await;
+            if run.take_deferred(&position) {
+                // A child run of the call waits for a decision: the call stays pending and
+                // the run suspends; the resume runs it again, and the child goes on.
+                return ToolOutcome::Deferred {
+                    reason: format!("{} waits for a decision in its child run", tool.name),
+                };
+            }
             if matches!(outcome, ToolOutcome::Failed(_)) && signal.is_cancelled() {
                 // Interrupted: whether the effect happened is unknown. The call stays
                 // pending (uncertain) — its cancellation error is not its result.

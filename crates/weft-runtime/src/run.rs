@@ -1358,7 +1358,9 @@ impl Drive {
 }
 
 /// Records the root agent of `run` in the lineage as the run stands: completed or failed
-/// (with `ended_at`) once the run ended, active before; usage is the run's.
+/// (with `ended_at`) once the run ended, active before; its usage is the run's less what its
+/// child runs' nodes hold (each node holds its own, so the rolled-up usage of the root is
+/// the run's).
 ///
 /// # Errors
 /// Storage failures.
@@ -1367,6 +1369,24 @@ pub async fn record_root_agent(
     run: &RunRecord,
     role: &str,
 ) -> Result<(), StoreError> {
+    let children = store
+        .lineage(&run.run_id)
+        .await?
+        .iter()
+        .filter(|node| node.parent_agent_id.is_some())
+        .fold(Usage::default(), |total, node| total.plus(node.usage));
+    let own = Usage {
+        input_tokens: run.usage.input_tokens.saturating_sub(children.input_tokens),
+        output_tokens: run
+            .usage
+            .output_tokens
+            .saturating_sub(children.output_tokens),
+        cost: run
+            .usage
+            .cost
+            .zip(children.cost)
+            .map(|(run, children)| (run - children).max(0.0)),
+    };
     store
         .put_agent(&AgentNode {
             id: run.agent_id.clone(),
@@ -1383,7 +1403,7 @@ pub async fn record_root_agent(
             depth: 0,
             created_at: run.started_at.clone(),
             completed_at: run.ended_at.clone(),
-            usage: run.usage,
+            usage: own,
         })
         .await
 }

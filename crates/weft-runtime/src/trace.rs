@@ -12,7 +12,11 @@
 //!   [`crate::recorded`]);
 //! * `execute_tool {tool}` — each tool call whose handler runs, child of the run's span
 //!   (`TraceLayer`, a stage of the tool pipeline just inside `record`: replayed, refused
-//!   and deferred calls run nothing and get no span; a failed call's span has `error.type`).
+//!   and deferred calls run nothing and get no span; a failed call's span has `error.type`);
+//! * `invoke_agent {child}` — a child run started by a tool call (a subagent), child of that
+//!   call's `execute_tool` span and parent of the child's `chat` and `execute_tool` spans
+//!   (opened by [`crate::child::ChildRun::open`]; the trace stage hands the call's span to the
+//!   tool as [`crate::child::ToolSpan`]).
 //!
 //! Without a tracer, [`weft_otel::enabled`] is false and each of these is one branch.
 
@@ -250,6 +254,10 @@ impl ToolLayer for TraceLayer {
                 &inv.tool.description,
             );
             span.set_content(GEN_AI_TOOL_CALL_ARGUMENTS, || inv.arguments.to_string());
+            // A child run started by the tool nests its `invoke_agent` span here.
+            inv.context
+                .extensions
+                .insert(crate::child::ToolSpan(span.parent()));
             let outcome = next.run(inv).await;
             match &outcome {
                 ToolOutcome::Done(value) => {

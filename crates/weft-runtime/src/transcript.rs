@@ -36,6 +36,9 @@ use crate::spec::RunSpec;
 /// The ThreadProtocol system message of a handoff.
 pub const HANDOFF_EVENT: &str = "agent.handoff";
 
+/// The ThreadProtocol system message of a thread spawned from this one (a subagent's).
+pub const SPAWN_EVENT: &str = "thread.spawn";
+
 /// One thing that happened in a thread: a message, or a handoff between agents.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
@@ -67,13 +70,22 @@ pub enum Item {
         /// When (the handoff call's result).
         at: DateTime<Utc>,
     },
+    /// A child run's thread started by a call of this one (a subagent).
+    Spawn {
+        /// The child's thread (its reference).
+        thread: String,
+        /// The subagent.
+        agent: String,
+        /// When (the call's result: the child had ended).
+        at: DateTime<Utc>,
+    },
 }
 
 impl Entry {
     fn at(&self) -> DateTime<Utc> {
         match &self.item {
             Item::Message(m) => m.timestamp(),
-            Item::Handoff { at, .. } => *at,
+            Item::Handoff { at, .. } | Item::Spawn { at, .. } => *at,
         }
     }
 }
@@ -83,8 +95,11 @@ impl Entry {
 pub struct Transcript {
     /// The thread.
     pub thread_id: String,
-    /// The thread this one was forked from, if any.
+    /// The thread this one was forked from, if any (a subagent's thread: its parent's).
     pub forked_from: Option<String>,
+    /// The subagent whose child run this thread is (`None`: not a child run's thread). Its
+    /// link to the parent thread is the spec's `spawned_from`, its agent named after it.
+    pub subagent: Option<String>,
     /// Whether side B has a conversation of its own (a `dual_ai` session).
     pub dual: bool,
     /// Every message of both sides and every handoff, in time order.
@@ -156,6 +171,13 @@ pub enum Said {
         /// The handoff's message.
         message: String,
     },
+    /// A subagent's child thread, started by the call just before.
+    Spawn {
+        /// The child's thread.
+        thread: String,
+        /// The subagent.
+        agent: String,
+    },
 }
 
 fn time(t: DateTime<Utc>) -> String {
@@ -216,10 +238,43 @@ async fn side_messages(
     }))
 }
 
-/// A run's agent and its handoffs, in log order.
+/// A run's agent, its handoffs in log order, and the child threads its calls on this thread
+/// started (call id → child thread, subagent).
 struct RunInfo {
     agent: String,
     handoffs: Vec<(String, String)>,
+    spawns: BTreeMap<String, (String, String)>,
+}
+
+/// The child runs the calls of `run` on `thread` started: call id → (child thread, agent).
+/// A child's reference derives from the run and the call's position
+/// ([`crate::child::child_reference`]), and its lineage node has that id.
+async fn spawns_of(
+    store: &Store,
+    run: &str,
+    thread: &str,
+) -> Result<BTreeMap<String, (String, String)>, RunError> {
+    use weft_store::{Lineage as _, ToolLedger as _};
+    let lineage = store.lineage(run).await?;
+    let children: BTreeMap<&str, &str> = lineage
+        .iter()
+        .filter(|n| n.parent_agent_id.is_some())
+        .map(|n| (n.id.as_str(), n.role.as_str()))
+        .collect();
+    if children.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    Ok(store
+        .tool_calls(run)
+        .await?
+        .into_iter()
+        .filter(|c| c.thread_id == thread)
+        .filter_map(|c| {
+            let reference = crate::child::child_reference(run, &c.position);
+            let agent = (*children.get(reference.as_str())?).to_owned();
+            Some((c.tool_call_id, (reference, agent)))
+        })
+        .collect())
 }
 
 impl Transcript {
@@ -290,14 +345,30 @@ impl Transcript {
                     Some((to, e.payload["message"].as_str().unwrap_or("").to_owned()))
                 })
                 .collect();
-            runs.insert(record.run_id.clone(), RunInfo { agent, handoffs });
+            let spawns = spawns_of(store, &record.run_id, thread).await?;
+            runs.insert(
+                record.run_id.clone(),
+                RunInfo {
+                    agent,
+                    handoffs,
+                    spawns,
+                },
+            );
         }
         let record = store.thread(thread).await?;
+        // A child run's thread (`weft_runtime::child`) names its subagent.
+        let subagent = record
+            .as_ref()
+            .and_then(|r| r.metadata.get(crate::child::SUBAGENT_KEY))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned);
         let first_agent = side_a
             .starts
             .first()
             .and_then(|(_, r)| runs.get(r))
-            .map_or_else(|| "agent".to_owned(), |i| i.agent.clone());
+            .map(|i| i.agent.clone())
+            .or_else(|| subagent.clone())
+            .unwrap_or_else(|| "agent".to_owned());
         let entries_a = side_entries(Side::A, &side_a, &runs, &first_agent);
         let entries_b = side_b
             .as_ref()
@@ -306,6 +377,7 @@ impl Transcript {
         Ok(Transcript {
             thread_id: thread.to_owned(),
             forked_from: record.as_ref().and_then(|r| r.parent_thread_id.clone()),
+            subagent,
             dual: side_b.is_some(),
             entries: merge(entries_a, entries_b),
             created_at: record.map_or_else(weft_store::now_string, |r| r.created_at),
@@ -348,6 +420,10 @@ impl Transcript {
                     from: from.clone(),
                     to: to.clone(),
                     message: message.clone(),
+                })),
+                Item::Spawn { thread, agent, .. } => lines.push(line(Said::Spawn {
+                    thread: thread.clone(),
+                    agent: agent.clone(),
                 })),
                 Item::Message(Message::User(u)) => lines.push(line(Said::User {
                     text: Message::User(u.clone()).text(),
@@ -492,6 +568,22 @@ impl Transcript {
                         }
                     }
                 }
+                Item::Spawn { thread, agent, at } => {
+                    let system = SystemMessage {
+                        timestamp: time(*at),
+                        event_type: SPAWN_EVENT.to_owned(),
+                        event_data: json!({"threadId": thread, "agent": agent}),
+                        source_agent: Some(id.clone()),
+                        target_agents: None,
+                        extra: Default::default(),
+                    };
+                    match &mut open {
+                        Some((_, _, _, pending)) => pending.push(system),
+                        None => {
+                            open = Some((id, entry.side, Vec::new(), vec![system]));
+                        }
+                    }
+                }
             }
         }
         close(&mut open, &mut turns);
@@ -514,7 +606,13 @@ impl Transcript {
             relationships: self.forked_from.as_ref().map(|parent| ThreadRelationships {
                 links: Some(vec![ThreadLink {
                     thread_id: parent.clone(),
-                    relation: "forked_from".to_owned(),
+                    // A subagent's thread was spawned from its parent's; a fork is forked.
+                    relation: if self.subagent.is_some() {
+                        "spawned_from"
+                    } else {
+                        "forked_from"
+                    }
+                    .to_owned(),
                     metadata: None,
                     extra: Default::default(),
                 }]),
@@ -537,6 +635,7 @@ fn side_entries(
     let mut current_run: Option<&str> = None;
     let mut agent = first_agent.to_owned();
     let mut handoffs: std::slice::Iter<'_, (String, String)> = [].iter();
+    let mut spawns: Option<&BTreeMap<String, (String, String)>> = None;
     // A handoff call seen, waiting for its results: (to, message, when).
     let mut pending: Option<(String, String, DateTime<Utc>)> = None;
     for (index, message) in found.messages.iter().enumerate() {
@@ -546,6 +645,7 @@ fn side_entries(
             if let Some(info) = run.and_then(|r| runs.get(r)) {
                 agent.clone_from(&info.agent);
                 handoffs = info.handoffs.iter();
+                spawns = Some(&info.spawns);
             }
         }
         let is_result = matches!(message, Message::ToolResult(_));
@@ -578,6 +678,24 @@ fn side_entries(
                 && matches!(message, Message::User(_)),
             item: Item::Message(message.clone()),
         });
+        // The child threads this message's results came from (a subagent's call).
+        if let (Message::ToolResult(results), Some(spawns)) = (message, spawns) {
+            for result in &results.results {
+                if let Some((thread, child)) = spawns.get(&result.tool_call_id) {
+                    entries.push(Entry {
+                        side,
+                        agent: agent.clone(),
+                        run_id: run.map(str::to_owned),
+                        input: false,
+                        item: Item::Spawn {
+                            thread: thread.clone(),
+                            agent: child.clone(),
+                            at: message.timestamp(),
+                        },
+                    });
+                }
+            }
+        }
         if side == Side::A
             && let Message::Assistant(a) = message
             && let Some((to, _)) = handoffs.as_slice().first()
@@ -696,6 +814,7 @@ mod tests {
             RunInfo {
                 agent: "triage".into(),
                 handoffs: vec![("billing".into(), "refund".into())],
+                spawns: BTreeMap::new(),
             },
         )]);
         let entries = side_entries(Side::A, &side, &runs, "triage");
@@ -705,6 +824,7 @@ mod tests {
         let transcript = Transcript {
             thread_id: "550e8400-e29b-41d4-a716-446655440000".into(),
             forked_from: None,
+            subagent: None,
             dual: false,
             entries,
             created_at: weft_store::now_string(),

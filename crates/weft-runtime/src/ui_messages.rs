@@ -173,6 +173,7 @@ mod tests {
         let transcript = Transcript {
             thread_id: "t".into(),
             forked_from: None,
+            subagent: None,
             dual: false,
             entries: vec![
                 entry("r1", true, Message::user("Write a")),

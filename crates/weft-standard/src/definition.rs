@@ -44,6 +44,11 @@ pub struct AgentDefinition {
     /// The description of the callable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_description: Option<String>,
+    /// Weft's extension: the JSON Schema (an object schema) of the callable's arguments,
+    /// for a `dual_ai` agent called as a subagent. Without it the callable takes one string
+    /// argument, named by the caller's `initUserMessageProperty` (default `message`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_parameters: Option<Value>,
     /// Agent-level default variable values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
@@ -249,9 +254,10 @@ pub struct PromptDefinition {
     /// agent env, then project env, then the process environment).
     #[serde(default)]
     pub system: String,
-    /// Tools by name: built-in tools, project tools, or agents with `exposeAsTool`.
+    /// Tools by name (built-in tools, project tools, agents with `exposeAsTool`,
+    /// `mcp:SERVER`), or a subagent tool's configuration (`SubagentToolConfig`).
     #[serde(default)]
-    pub tools: Vec<String>,
+    pub tools: Vec<PromptTool>,
     /// Model parameters, passed to the provider unchanged (`temperature`, …).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub params: BTreeMap<String, Value>,
@@ -269,6 +275,119 @@ pub struct PromptDefinition {
     /// A summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+}
+
+/// An entry of a prompt's `tools`: a tool's name, or the configuration of a subagent tool
+/// (a `dual_ai` agent with `exposeAsTool`, agents §7.4).
+///
+/// # Examples
+///
+/// ```
+/// let prompt: weft_standard::PromptDefinition = toml::from_str(
+///     "name = \"lead\"\ntools = [\"read_file\", { name = \"reviewer\", initUserMessageProperty = \"task\" }]\n",
+/// )?;
+/// assert_eq!(prompt.tools[0].name(), "read_file");
+/// let reviewer = prompt.tools[1].subagent().expect("the object form");
+/// assert!(reviewer.blocking); // the default
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PromptTool {
+    /// A tool by name.
+    Name(String),
+    /// A subagent tool's configuration.
+    Subagent(Box<SubagentToolConfig>),
+}
+
+impl PromptTool {
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        match self {
+            PromptTool::Name(name) => name,
+            PromptTool::Subagent(config) => &config.name,
+        }
+    }
+
+    /// The subagent configuration (the object form).
+    pub fn subagent(&self) -> Option<&SubagentToolConfig> {
+        match self {
+            PromptTool::Name(_) => None,
+            PromptTool::Subagent(config) => Some(config.as_ref()),
+        }
+    }
+}
+
+impl PartialEq<str> for PromptTool {
+    fn eq(&self, other: &str) -> bool {
+        self.name() == other
+    }
+}
+
+impl PartialEq<&str> for PromptTool {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+/// How a prompt calls a `dual_ai` agent as a subagent (`SubagentToolConfig`, agents §7.4,
+/// tools §5). Weft runs blocking, non-resumable subagents, optional branches included; the
+/// other keys are read so a project using them gets a precise load error instead of a
+/// silent default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubagentToolConfig {
+    /// The callable `dual_ai` agent.
+    pub name: String,
+    /// The parent waits for the child's result (default true).
+    #[serde(default = "default_true")]
+    pub blocking: bool,
+    /// The argument of the call that becomes the child's first message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_user_message_property: Option<String>,
+    /// The argument of the call holding the child's first attachments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_attachments_property: Option<String>,
+    /// The argument of the call naming the child instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_agent_name_property: Option<String>,
+    /// Run as soon as the prompt becomes active (`true` or `{nameEnv, descriptionEnv, scopedEnv}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub immediate: Option<Value>,
+    /// The environment variable that enables this branch (`true`, `1`, `yes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<String>,
+    /// `false`, or the resumable lifecycle's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumable: Option<Value>,
+}
+
+impl SubagentToolConfig {
+    /// Whether this branch is enabled (agents §7.5): always without `optional`; with it,
+    /// when the variable it names resolves (through `lookup`) to `true`, `1` or `yes`, in
+    /// any case.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config: weft_standard::SubagentToolConfig =
+    ///     toml::from_str("name = \"reviewer\"\noptional = \"REVIEW\"\n")?;
+    /// assert!(config.enabled(|_| Some("YES".into())));
+    /// assert!(!config.enabled(|_| Some("no".into())));
+    /// assert!(!config.enabled(|_| None));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn enabled(&self, lookup: impl Fn(&str) -> Option<String>) -> bool {
+        match &self.optional {
+            None => true,
+            Some(name) => lookup(name).is_some_and(|value| {
+                matches!(
+                    value.trim().to_ascii_lowercase().as_str(),
+                    "true" | "1" | "yes"
+                )
+            }),
+        }
+    }
 }
 
 /// A project tool: a declared signature whose call returns its arguments. Such tools are

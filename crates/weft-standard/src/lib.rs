@@ -4,8 +4,9 @@
 //!   in TOML or JSON with the spec's keys) and validates it: every problem comes back with
 //!   its file, key path and a sentence, and nothing runs on an invalid project.
 //! * [`run_session`] runs an agent: `ai_human` or `dual_ai`, with the stop evaluation order
-//!   of agents §5, sequential tool calls, `sessionStatus` events, and handoff to `ai_human`
-//!   agents exposed as tools. With [`Durable`] it checkpoints into weft-store and routes
+//!   of agents §5, sequential tool calls, `sessionStatus` events, handoff to `ai_human`
+//!   agents exposed as tools, and `dual_ai` agents exposed as tools run as blocking subagents
+//!   (child runs, see [`subagent`]). With [`Durable`] it checkpoints into weft-store and routes
 //!   tools through its durable wrapper.
 //!
 //! ```
@@ -31,6 +32,7 @@
 //! | `tools` | built-in, project and handoff tools of a prompt |
 //! | `side` | one side's turn and the §5 stop evaluation |
 //! | `session` | `ai_human` / `dual_ai` sessions, handoff, events |
+//! | `subagent` | `dual_ai` agents called as tools: child runs, the canonical result text |
 //! | `launch` | `Launch`: the recorded spec of a session run (`weft run`, `weft serve`) |
 //! | `preflight` | what is checked before a run is recorded: models, keys, endpoints |
 //! | `error` | `ProjectError`, `Problem`, `SessionError` |
@@ -44,11 +46,13 @@ pub mod project;
 mod runner;
 mod session;
 mod side;
+pub mod subagent;
 pub mod tools;
 
 pub use definition::{
     AgentDefinition, AgentType, LifecyclePayload, MappedBinding, ProjectConfig, PromptDefinition,
-    ProviderSettings, SessionToolBinding, Side, SideConfig, ToolDefinition,
+    PromptTool, ProviderSettings, SessionToolBinding, Side, SideConfig, SubagentToolConfig,
+    ToolDefinition,
 };
 pub use error::{Problem, ProjectError, SessionError};
 pub use launch::Launch;

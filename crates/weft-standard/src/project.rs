@@ -400,7 +400,7 @@ impl Project {
         prompt
             .tools
             .iter()
-            .filter_map(|t| match self.tool_kind(t) {
+            .filter_map(|t| match self.tool_kind(t.name()) {
                 Some(ToolKind::Mcp(server)) => Some(server),
                 _ => None,
             })
@@ -591,7 +591,7 @@ impl Project {
                     sites.push(site);
                 }
                 for tool in &prompt.tools {
-                    if let Some(ToolKind::Agent(next)) = self.tool_kind(tool)
+                    if let Some(ToolKind::Agent(next)) = self.tool_kind(tool.name())
                         && seen_agents.insert(next.name.as_str())
                     {
                         agents.push(next);
@@ -750,7 +750,8 @@ impl Project {
             check_schema(schema, file, "outputSchema", problems);
         }
         let mut seen = BTreeSet::new();
-        for (i, name) in prompt.value.tools.iter().enumerate() {
+        for (i, entry) in prompt.value.tools.iter().enumerate() {
+            let name = entry.name();
             let key = format!("tools[{i}]");
             if !seen.insert(name) {
                 problems.push(Problem::new(
@@ -771,8 +772,13 @@ impl Project {
                     "unknown tool {name:?}: not a built-in tool ({}), not in tools/, not an agent, and not mcp:SERVER", BUILTIN_TOOLS.join(", ")))),
                 Some(ToolKind::Agent(agent)) if !agent.expose_as_tool => problems.push(Problem::new(file, &key, format!(
                     "the agent {name:?} is not callable: set `exposeAsTool = true` in its definition"))),
-                Some(ToolKind::Agent(agent)) if agent.agent_type == AgentType::DualAi => problems.push(Problem::new(file, &key, format!(
-                    "the agent {name:?} is dual_ai: calling it would start a subagent, which this version of Weft does not run yet"))),
+                Some(ToolKind::Agent(agent)) if agent.agent_type == AgentType::DualAi => {
+                    if let Some(config) = entry.subagent() {
+                        subagent_problems(agent, config, file, &key, problems);
+                    }
+                }
+                Some(_) if entry.subagent().is_some() => problems.push(Problem::new(file, &key, format!(
+                    "the object form configures a subagent, and {name:?} is not a dual_ai agent: list it by name"))),
                 Some(_) => {}
             }
         }
@@ -793,6 +799,12 @@ impl Project {
         }
         if def.max_session_turns == Some(0) {
             problems.push(Problem::new(file, "maxSessionTurns", "must be at least 1"));
+        }
+        if let Some(parameters) = &def.tool_parameters {
+            if def.agent_type != AgentType::DualAi || !def.expose_as_tool {
+                problems.push(Problem::new(file, "toolParameters", "only a dual_ai agent with exposeAsTool = true is called with arguments (as a subagent)"));
+            }
+            check_schema(parameters, file, "parameters", problems);
         }
         if def.expose_as_tool && def.tool_description.is_none() && def.description.is_none() {
             problems.push(Problem::new(file, "toolDescription", "an agent exposed as a tool needs a toolDescription (or a description) for the calling model"));
@@ -830,7 +842,7 @@ impl Project {
                 }
             }
             if let Some(stop) = &config.stop_tool
-                && !prompt.tools.contains(stop)
+                && !prompt.tools.iter().any(|t| t == stop.as_str())
             {
                 problems.push(Problem::new(file, at("stopTool"), format!(
                     "the stop tool {stop:?} is not in the tools of prompt {:?}, so the model can never call it", prompt.name)));
@@ -897,6 +909,75 @@ impl Project {
 
 /// A tool's `parameters` or a prompt's `outputSchema`: an object schema that is a valid
 /// JSON Schema (what the providers are sent, and what arguments are checked against).
+/// What this version of Weft cannot do with a subagent tool's configuration `config` of
+/// `agent` (at `key` of `file`): it runs blocking, non-resumable subagents whose first
+/// message is one argument of the call.
+fn subagent_problems(
+    agent: &AgentDefinition,
+    config: &crate::definition::SubagentToolConfig,
+    file: &Path,
+    key: &str,
+    problems: &mut Vec<Problem>,
+) {
+    let unsupported = |what: &str| {
+        format!("{what}: this version of Weft runs blocking, non-resumable subagents only")
+    };
+    let at = |k: &str| format!("{key}.{k}");
+    if !config.blocking {
+        problems.push(Problem::new(
+            file,
+            at("blocking"),
+            unsupported("non-blocking subagents (blocking = false)"),
+        ));
+    }
+    if config
+        .resumable
+        .as_ref()
+        .is_some_and(|r| r != &Value::Bool(false))
+    {
+        problems.push(Problem::new(
+            file,
+            at("resumable"),
+            unsupported("resumable subagents"),
+        ));
+    }
+    if config
+        .immediate
+        .as_ref()
+        .is_some_and(|i| i != &Value::Bool(false))
+    {
+        problems.push(Problem::new(
+            file,
+            at("immediate"),
+            unsupported("immediate subagents"),
+        ));
+    }
+    if config.init_attachments_property.is_some() {
+        problems.push(Problem::new(
+            file,
+            at("initAttachmentsProperty"),
+            unsupported("attachments for a subagent"),
+        ));
+    }
+    if config.init_agent_name_property.is_some() {
+        problems.push(Problem::new(
+            file,
+            at("initAgentNameProperty"),
+            unsupported("named subagent instances"),
+        ));
+    }
+    if let (Some(property), Some(parameters)) =
+        (&config.init_user_message_property, &agent.tool_parameters)
+        && parameters
+            .get("properties")
+            .and_then(|p| p.get(property))
+            .is_none()
+    {
+        problems.push(Problem::new(file, at("initUserMessageProperty"), format!(
+            "the agent {:?} takes no argument {property:?} (its toolParameters have no such property)", agent.name)));
+    }
+}
+
 fn check_schema(schema: &Value, file: &Path, key: &str, problems: &mut Vec<Problem>) {
     if schema.get("type").and_then(Value::as_str) != Some("object") {
         let what = if key == "parameters" {

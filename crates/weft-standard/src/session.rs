@@ -88,6 +88,10 @@ pub struct SessionOptions {
     /// Protocol's `<uap-context>`: memory and rules, when the project turns the gates on for
     /// runs).
     pub start_context: Option<String>,
+    /// The session's agent path in the events of a session outside a durable run (`None`:
+    /// the started agent's name; a subagent's session is `parent/child`). A durable
+    /// session's events name the agent of its run context.
+    pub agent_path: Option<AgentPath>,
 }
 
 impl SessionOptions {
@@ -106,6 +110,7 @@ impl SessionOptions {
             confinement: weft_tools::Confinement::default(),
             base_urls: std::collections::BTreeMap::new(),
             start_context: None,
+            agent_path: None,
         }
     }
 }
@@ -149,6 +154,8 @@ struct Driver<'a> {
     agent: AgentPath,
     /// The project's MCP servers, started on first use, stopped when the session ends.
     mcp: Option<Arc<weft_mcp::McpHub>>,
+    /// The project, shared with the session's subagent tools.
+    shared: Arc<Project>,
 }
 
 impl Driver<'_> {
@@ -258,8 +265,13 @@ impl Driver<'_> {
             _ => model,
         };
         let durable_run = self.options.durable.as_ref().map(|d| d.run.clone());
-        let mut tools =
-            prompt_tools(self.project, prompt, &self.workspace).map_err(|e| fail(e.to_string()))?;
+        let parent = crate::subagent::Parent {
+            project: self.shared.clone(),
+            options: self.options.clone(),
+            agent: self.agent.clone(),
+        };
+        let mut tools = prompt_tools(self.project, agent_def, prompt, &self.workspace, &parent)
+            .map_err(|e| fail(e.to_string()))?;
         let mcp = self.mcp_tools(prompt, &mut tools).await.map_err(fail)?;
         let end = Arc::new(Mutex::new(None));
         let plan = stop_plan(self.project, agent_def, side)
@@ -534,8 +546,11 @@ fn stop_plan(project: &Project, agent: &AgentDefinition, side: Side) -> Option<S
             prompt
                 .tools
                 .iter()
-                .filter(|t| matches!(project.tool_kind(t), Some(ToolKind::Agent(_))))
-                .cloned()
+                .filter(|t| {
+                    matches!(project.tool_kind(t.name()),
+                        Some(ToolKind::Agent(a)) if a.agent_type == AgentType::AiHuman)
+                })
+                .map(|t| t.name().to_owned())
                 .collect()
         })
         .unwrap_or_default();
@@ -728,9 +743,13 @@ pub async fn run_session(
         steps: 0,
         usage: TokenUsage::default(),
         models: HashMap::new(),
-        agent: AgentPath::root(&position.agent.name),
+        agent: options
+            .agent_path
+            .clone()
+            .unwrap_or_else(|| AgentPath::root(&position.agent.name)),
         mcp: (!project.config().mcp_servers.is_empty())
             .then(|| Arc::new(project.mcp_hub(&options.confinement, &options.workspace))),
+        shared: Arc::new(project.clone()),
     };
     driver
         .emit(EventKind::SessionStart {

@@ -1,12 +1,13 @@
 //! The tools of a prompt: built-ins from `weft-tools` bound to the project workspace,
 //! project tools (declared signatures whose call returns the arguments), and agent tools
-//! (handoff to an `ai_human` agent with `exposeAsTool`).
+//! (handoff to an `ai_human` agent with `exposeAsTool`; a `dual_ai` one is a subagent, see
+//! [`crate::subagent`]).
 
 use serde_json::{Value, json};
 use weft_provider::{Tool, ToolContext};
 use weft_tools::Workspace;
 
-use crate::definition::{AgentDefinition, PromptDefinition, ToolDefinition};
+use crate::definition::{AgentDefinition, AgentType, PromptDefinition, ToolDefinition};
 use crate::error::SessionError;
 use crate::project::{Project, ToolKind};
 
@@ -57,21 +58,34 @@ pub fn handoff_tool(target: &AgentDefinition) -> Tool {
     .with_idempotent(true)
 }
 
-/// Builds the tools of `prompt`, in its order, except its MCP servers' (`mcp:NAME`: the
-/// session lists those, see `Project::mcp_hub`). (A durable run adds the runtime's pipeline
-/// layers to the agent: recorded results are replayed, never re-run.)
+/// Builds the tools of `prompt` run by `agent`, in its order, except its MCP servers'
+/// (`mcp:NAME`: the session lists those, see `Project::mcp_hub`) and its disabled optional
+/// subagent branches (agents §7.5: unavailable, so a call of one is an unknown tool); its
+/// subagents' tools start children of `parent`. (A durable run adds the runtime's pipeline layers to the agent: recorded
+/// results are replayed, never re-run.)
 ///
 /// # Errors
 /// [`SessionError::Workspace`] when a built-in tool's workspace cannot be opened.
-pub fn prompt_tools(
+pub(crate) fn prompt_tools(
     project: &Project,
+    agent: &AgentDefinition,
     prompt: &PromptDefinition,
     workspace: &Workspace,
+    parent: &crate::subagent::Parent,
 ) -> Result<Vec<Tool>, SessionError> {
     let mut tools = Vec::with_capacity(prompt.tools.len());
-    for name in &prompt.tools {
+    for entry in &prompt.tools {
+        let name = entry.name();
+        if let Some(config) = entry.subagent()
+            && !config.enabled(|variable| project.variable(agent, prompt, variable))
+        {
+            continue;
+        }
         let tool = match project.tool_kind(name) {
             Some(ToolKind::Project(definition)) => project_tool(definition),
+            Some(ToolKind::Agent(agent)) if agent.agent_type == AgentType::DualAi => {
+                crate::subagent::subagent_tool(agent, entry.subagent(), parent.clone())
+            }
             Some(ToolKind::Agent(agent)) => handoff_tool(agent),
             Some(ToolKind::Builtin) => weft_tools::builtin_tool(workspace, name)
                 .ok_or_else(|| SessionError::Workspace(format!("no built-in tool {name:?}")))?,

@@ -1,5 +1,6 @@
 //! `weft events RUN [--follow] [--after SEQ] [--json]`: a run's event log, in `seq` order —
-//! the same objects `weft run --json` prints live.
+//! the same objects `weft run --json` prints live. A subagent's events carry its agent path
+//! (`agentPath`: `parent/child`), which the text view shows in brackets.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -57,8 +58,14 @@ fn print(event: &RunEvent, json: bool, full: bool) -> anyhow::Result<bool> {
                 payload.chars().take(PAYLOAD_CHARS).collect::<String>()
             )
         };
+        // A subagent's events name it (`[lead/reviewer]`); the root agent's do not.
+        let agent = if event.agent.depth() > 0 {
+            format!("[{}] ", event.agent)
+        } else {
+            String::new()
+        };
         format!(
-            "{:>4}  {}  turn {:>3}  {:<18} {}{payload}",
+            "{:>4}  {}  turn {:>3}  {agent}{:<18} {}{payload}",
             event.seq,
             event.timestamp,
             event.turn,

@@ -727,7 +727,8 @@ async fn render(mut events: RunEvents, json: bool, colors: bool) -> Rendered {
                 );
             }
             EventKind::TextDelta { text, .. } => {
-                rendered.text_shown |= !text.trim().is_empty();
+                // A subagent's text is not the run's answer.
+                rendered.text_shown |= depth == 0 && !text.trim().is_empty();
                 let _ = write!(out, "{}", indent_text(text, depth, &mut at_line_start));
             }
             EventKind::ReasoningDelta { text, .. } => {

@@ -213,6 +213,9 @@ fn transcript_text(lines: &[Line], dual: bool) -> Vec<String> {
                 Said::Handoff { from, to, message } => {
                     format!("handoff {from} → {to}: {}", clip(message, 160))
                 }
+                Said::Spawn { thread, agent } => {
+                    format!("subagent {agent}: thread {thread} (weft thread export {thread})")
+                }
             }
         })
         .collect()
@@ -555,14 +558,18 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                             );
                         }
                     }
+                    // The lineage as a tree: each child run (a subagent, whose id is its
+                    // thread's) under its parent, with its status and its own tokens.
                     println!("agents:");
-                    for a in &agents {
+                    for (depth, a) in lineage_tree(&agents) {
                         println!(
-                            "  {}{} {} {:?}",
-                            "  ".repeat(a.depth as usize),
+                            "  {}{} {} {:?} · {} in / {} out tokens",
+                            "  ".repeat(depth),
                             a.id,
                             a.role,
-                            a.status
+                            a.status,
+                            a.usage.input_tokens,
+                            a.usage.output_tokens
                         );
                     }
                 }
@@ -570,4 +577,73 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
             }
         }
     })
+}
+
+/// `agents` in tree order (each node followed by its children, depth first, in the order
+/// given), with each node's depth in the tree; a node whose parent is not among them is a
+/// root.
+fn lineage_tree(agents: &[weft_store::AgentNode]) -> Vec<(usize, &weft_store::AgentNode)> {
+    fn visit<'a>(
+        node: &'a weft_store::AgentNode,
+        depth: usize,
+        agents: &'a [weft_store::AgentNode],
+        out: &mut Vec<(usize, &'a weft_store::AgentNode)>,
+    ) {
+        // A lineage is a tree; the depth bound keeps a malformed one (a cycle) finite.
+        if depth > agents.len() {
+            return;
+        }
+        out.push((depth, node));
+        for child in agents
+            .iter()
+            .filter(|c| c.parent_agent_id.as_deref() == Some(node.id.as_str()))
+        {
+            visit(child, depth + 1, agents, out);
+        }
+    }
+    let mut out = Vec::with_capacity(agents.len());
+    for root in agents.iter().filter(|a| {
+        a.parent_agent_id
+            .as_deref()
+            .is_none_or(|p| !agents.iter().any(|b| b.id == p))
+    }) {
+        visit(root, 0, agents, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod lineage_tests {
+    use super::lineage_tree;
+    use weft_store::{AgentNode, AgentStatus, Usage};
+
+    fn node(id: &str, parent: Option<&str>) -> AgentNode {
+        AgentNode {
+            id: id.into(),
+            run_id: "r".into(),
+            parent_agent_id: parent.map(Into::into),
+            role: id.into(),
+            status: AgentStatus::Completed,
+            depth: 0,
+            created_at: String::new(),
+            completed_at: None,
+            usage: Usage::default(),
+        }
+    }
+
+    #[test]
+    fn children_follow_their_parent_depth_first() {
+        // By depth then creation, as the store lists them.
+        let agents = [
+            node("root", None),
+            node("a", Some("root")),
+            node("b", Some("root")),
+            node("a1", Some("a")),
+        ];
+        let order: Vec<(usize, &str)> = lineage_tree(&agents)
+            .into_iter()
+            .map(|(d, n)| (d, n.id.as_str()))
+            .collect();
+        assert_eq!(order, [(0, "root"), (1, "a"), (2, "a1"), (1, "b")]);
+    }
 }

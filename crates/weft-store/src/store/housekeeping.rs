@@ -50,9 +50,10 @@ const RUN_TABLES: [&str; 2] = ["tool_calls", "model_responses"];
 
 impl Store {
     /// Deletes the run `run_id` and everything recorded for it: its event log, tool ledger,
-    /// recorded responses, artifacts, agent lineage, and — when no other run uses its thread —
-    /// the thread's checkpoints and history (side B's, `THREAD.sideB`, too). Returns `None`
-    /// when there is no such run.
+    /// recorded responses, artifacts, agent lineage, the threads of its child runs (a child
+    /// run's thread has its lineage node's id, and is the run's alone), and — when no other
+    /// run uses its thread — the thread's checkpoints and history (side B's, `THREAD.sideB`,
+    /// too). Returns `None` when there is no such run.
     ///
     /// # Errors
     /// Database failures.
@@ -81,6 +82,18 @@ impl Store {
             .first()
             .map_or(Ok(0), |r| r.uint(0))?;
         let thread_deleted = others == 0;
+        // The threads of the run's child runs (subagents): lineage nodes below the root
+        // whose id is a thread linked to a parent.
+        let children: Vec<String> = self
+            .query(stmt!(
+                "SELECT t.id FROM agent_lineage a JOIN threads t ON t.id = a.id \
+                 WHERE a.run_id = $1 AND a.parent_agent_id IS NOT NULL AND t.parent_thread_id IS NOT NULL",
+                run_id
+            ))
+            .await?
+            .iter()
+            .map(|r| r.text(0))
+            .collect::<Result<_, _>>()?;
         let mut stmts = vec![
             stmt!("DELETE FROM artifacts WHERE run_id = $1", run_id),
             stmt!("DELETE FROM events WHERE run_id = $1", run_id),
@@ -90,31 +103,47 @@ impl Store {
             stmt!("DELETE FROM runs WHERE run_id = $1", run_id),
         ];
         let side_b = format!("{thread_id}.sideB");
+        let mut gone: Vec<String> = Vec::new();
         if thread_deleted {
-            for thread in [thread_id.as_str(), side_b.as_str()] {
-                stmts.push(stmt!(
-                    "UPDATE artifacts SET checkpoint_id = NULL WHERE checkpoint_id IN (SELECT id FROM checkpoints WHERE thread_id = $1)",
-                    thread
-                ));
-                stmts.push(stmt!(
-                    "DELETE FROM checkpoints WHERE thread_id = $1",
-                    thread
-                ));
-                stmts.push(stmt!(
-                    "DELETE FROM checkpoint_messages WHERE thread_id = $1",
-                    thread
-                ));
-                stmts.push(stmt!("DELETE FROM threads WHERE id = $1", thread));
-            }
+            gone.extend([thread_id.clone(), side_b.clone()]);
+        }
+        for child in &children {
+            gone.extend([child.clone(), format!("{child}.sideB")]);
+        }
+        for thread in gone.iter().map(String::as_str) {
+            stmts.push(stmt!(
+                "UPDATE artifacts SET checkpoint_id = NULL WHERE checkpoint_id IN (SELECT id FROM checkpoints WHERE thread_id = $1)",
+                thread
+            ));
+            stmts.push(stmt!(
+                "DELETE FROM checkpoints WHERE thread_id = $1",
+                thread
+            ));
+            stmts.push(stmt!(
+                "DELETE FROM checkpoint_messages WHERE thread_id = $1",
+                thread
+            ));
+            stmts.push(stmt!("DELETE FROM threads WHERE id = $1", thread));
         }
         // Hold the threads' caches while their rows go, then forget them.
         let caches = [self.cache(&thread_id), self.cache(&side_b)];
         let mut guard_a = caches[0].lock().await;
         let mut guard_b = caches[1].lock().await;
+        let child_caches: Vec<_> = children
+            .iter()
+            .flat_map(|c| [self.cache(c), self.cache(&format!("{c}.sideB"))])
+            .collect();
+        let mut child_guards = Vec::with_capacity(child_caches.len());
+        for cache in &child_caches {
+            child_guards.push(cache.lock().await);
+        }
         self.commit(None, stmts).await?;
         if thread_deleted {
             *guard_a = ThreadCache::default();
             *guard_b = ThreadCache::default();
+        }
+        for guard in &mut child_guards {
+            **guard = ThreadCache::default();
         }
         Ok(Some(DeletedRun {
             run_id: run_id.to_owned(),
