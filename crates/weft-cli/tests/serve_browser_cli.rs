@@ -3,7 +3,7 @@
 //! playwright-core (`tests/browser/drive.mjs`): open the page's URL with its token, pick the
 //! agent, send a message and see the streamed answer, approve a call whose arguments the page
 //! shows, reload in the middle of an answer and see it resume, open the thread's runs and
-//! checkpoints, watch a run's nested view (a sub-agent under the call that started it), fork
+//! checkpoints, watch a real run's nested view (a `dual_ai` subagent under the call that started it), fork
 //! from a checkpoint, export the thread, deny a call after a reload, and stop a slow answer. With `WEFT_UPDATE_SCREENSHOTS=1` its screenshots
 //! replace `docs/images/serve-*.png`.
 //!
@@ -20,7 +20,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use weft_store::{EventLog as _, NewEvent, RunRecord, RunStatus, Runs as _, Store, Usage};
 
 /// The agent's answers, one per model call of the chat's conversation.
 fn script() -> Value {
@@ -145,73 +144,91 @@ fn page_url(line: &str) -> Option<String> {
     url.contains("token=").then_some(url)
 }
 
-/// A finished run whose log holds a sub-agent's events (`a/helper`) inside the call that
-/// started it, as the runtime logs them (docs/events.md, `agentPath`). Standard Agents
-/// projects do not start sub-agents yet, so the page's nested view is checked on this log.
-async fn seed_nested_run(project: &Path) -> String {
-    let db = project.join(".weft/weft.db");
-    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
-    let store = Store::open(&format!("sqlite:{}", db.display()))
-        .await
-        .unwrap();
-    let (run, thread) = ("run-nested-demo", "thread-nested-demo");
-    let now = weft_store::now_string();
-    store
-        .put_run(&RunRecord {
-            run_id: run.into(),
-            thread_id: thread.into(),
-            agent_id: "a".into(),
-            status: RunStatus::Completed,
-            spec: json!({}),
-            started_at: now.clone(),
-            updated_at: now.clone(),
-            ended_at: Some(now.clone()),
-            steps: 1,
-            usage: Usage {
-                input_tokens: 300,
-                output_tokens: 40,
-                cost: None,
-            },
-            owner_pid: None,
-            owner_host: None,
-            error: None,
-            output: Some("The helper found it.".into()),
-            parent_run_id: None,
-            lease: weft_store::Lease::default(),
-        })
-        .await
-        .unwrap();
-    let event = |agent: &str, kind: &str, call: Option<&str>, payload: Value| {
-        let mut e = NewEvent::new(kind, run, thread, agent, payload);
-        e.turn = 1;
-        e.tool_call_id = call.map(str::to_owned);
-        e
-    };
-    store
-        .append_events(vec![
-            event("a", "run_start", None, json!({"agent": "a", "threadId": thread})),
-            event("a", "turn_start", None, json!({"messages": 1})),
-            event("a", "text_delta", None, json!({"text": "Asking the helper."})),
-            event("a", "tool_call_start", Some("h1"),
-                json!({"tool": "helper", "arguments": {"question": "where is the note?"}})),
-            event("a/helper", "turn_start", None, json!({"messages": 1})),
-            event("a/helper", "tool_call_start", Some("c1"),
-                json!({"tool": "read_file", "arguments": {"path": "note.txt"}})),
-            event("a/helper", "tool_call_end", Some("c1"),
-                json!({"tool": "read_file", "isError": false, "result": "hello note"})),
-            event("a/helper", "text_delta", None, json!({"text": "It is in note.txt."})),
-            event("a", "tool_call_end", Some("h1"),
-                json!({"tool": "helper", "isError": false, "result": "It is in note.txt."})),
-            event("a", "text_delta", None, json!({"text": "The helper found it."})),
-            event("a", "turn_end", None, json!({"toolCalls": 1, "inputTokens": 300, "outputTokens": 40,
-                "runInputTokens": 300, "runOutputTokens": 40, "cost": null})),
-            event("a", "run_end", None, json!({"status": "completed", "exitCode": 0, "steps": 1,
-                "inputTokens": 300, "outputTokens": 40, "cost": null, "output": "The helper found it."})),
+/// A real run with a sub-agent: the agent `lead` calls `helper`, a `dual_ai` agent exposed as
+/// a tool, which reads `found.txt` and finishes; run with `weft run` before the server starts,
+/// so the page's nested view shows the child's events (`agentPath` `lead/helper`) under the
+/// call that started it. Returns the run's id.
+fn nested_run(dir: &Path, project: &Path) -> String {
+    let files = [
+        ("agents/lead.toml", "name = \"lead\"\n[sideA]\nprompt = \"lead\"\n".to_owned()),
+        (
+            "prompts/lead.toml",
+            "name = \"lead\"\nmodel = \"scripted-turns:lead.json\"\n\
+             tools = [{ name = \"helper\", initUserMessageProperty = \"question\" }]\n"
+                .to_owned(),
+        ),
+        (
+            "agents/helper.toml",
+            "name = \"helper\"\ntype = \"dual_ai\"\nexposeAsTool = true\ntoolDescription = \"Finds notes.\"\n\
+             maxSessionTurns = 2\n[sideA]\nprompt = \"hw\"\n\
+             sessionStop = { name = \"finish\", messageProperty = \"summary\" }\n[sideB]\nprompt = \"hb\"\n"
+                .to_owned(),
+        ),
+        (
+            "prompts/hw.toml",
+            "name = \"hw\"\nmodel = \"scripted-turns:helper.json\"\ntools = [\"read_file\", \"finish\"]\n"
+                .to_owned(),
+        ),
+        ("prompts/hb.toml", "name = \"hb\"\n".to_owned()),
+        (
+            "tools/finish.toml",
+            "name = \"finish\"\nparameters = { type = \"object\", properties = { summary = { type = \"string\" } } }\n"
+                .to_owned(),
+        ),
+        (
+            "lead.json",
+            json!({"responses": [
+                {"text": "Asking the helper.", "toolCalls": [{"id": "h1", "name": "helper",
+                    "arguments": {"question": "Where is the note?"}}]},
+                {"text": "The helper found it."}
+            ]})
+            .to_string(),
+        ),
+        (
+            "helper.json",
+            json!({"responses": [
+                {"toolCalls": [{"id": "c1", "name": "read_file", "arguments": {"path": "found.txt"}}]},
+                {"toolCalls": [{"id": "f1", "name": "finish", "arguments": {"summary": "It is in found.txt."}}]}
+            ]})
+            .to_string(),
+        ),
+        // Not note.txt: the chat's approved call writes that one, and the test checks it.
+        ("found.txt", "the lost note\n".to_owned()),
+    ];
+    for (path, text) in files {
+        let path = project.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args([
+            "run",
+            "p",
+            "--agent",
+            "lead",
+            "--json",
+            "Where is the note?",
         ])
-        .await
+        .current_dir(dir)
+        .env_remove("WEFT_DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
         .unwrap();
-    store.flush().await.unwrap();
-    run.to_owned()
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the nested run failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("lead/helper"),
+        "the child's events are nested: {stdout}"
+    );
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|e| e["runId"].as_str().map(str::to_owned))
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,11 +249,11 @@ async fn the_page_chats_approves_resumes_and_browses_runs_in_chromium() {
     let project = dir.path().join("p");
     common::scripted_project(
         &project,
-        "requiresApproval = [\"write_file\"]\n",
+        "defaultAgent = \"a\"\nrequiresApproval = [\"write_file\"]\n",
         &["write_file", "read_file"],
         &script(),
     );
-    let nested_run = seed_nested_run(&project).await;
+    let nested_run = nested_run(dir.path(), &project);
     let server = serve(&project);
     // `WEFT_UPDATE_SCREENSHOTS=1` refreshes the committed screenshots in docs/images/.
     let shots = if std::env::var_os("WEFT_UPDATE_SCREENSHOTS").is_some() {
