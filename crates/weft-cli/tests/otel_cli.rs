@@ -143,6 +143,12 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// A span attribute holding JSON text (`gen_ai.input.messages`, …), parsed.
+fn json_attr(span: &Span, key: &str) -> Value {
+    let text = attr(span, key).unwrap_or_else(|| panic!("no attribute {key}"));
+    serde_json::from_str(text.as_str().unwrap()).unwrap()
+}
+
 fn attr(span: &Span, key: &str) -> Option<Value> {
     let value = span
         .attributes
@@ -357,41 +363,17 @@ fn message_content_is_recorded_when_the_project_opts_in() {
         .collect();
     chats.sort_by_key(|s| s.start_time_unix_nano);
     assert_eq!(chats.len(), 2);
-    let input: Value = serde_json::from_str(
-        attr(chats[0], "gen_ai.input.messages")
-            .unwrap()
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
+    let input: Value = json_attr(chats[0], "gen_ai.input.messages");
     assert_eq!(input[0]["role"], "user");
     assert_eq!(input[0]["parts"][0]["content"], "please write the note");
-    let output: Value = serde_json::from_str(
-        attr(chats[0], "gen_ai.output.messages")
-            .unwrap()
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
+    let output: Value = json_attr(chats[0], "gen_ai.output.messages");
     assert_eq!(output[0]["role"], "assistant");
     assert_eq!(output[0]["parts"][0]["type"], "tool_call");
     assert_eq!(output[0]["parts"][0]["id"], "w1");
-    let answer: Value = serde_json::from_str(
-        attr(chats[1], "gen_ai.output.messages")
-            .unwrap()
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
+    let answer: Value = json_attr(chats[1], "gen_ai.output.messages");
     assert_eq!(answer[0]["parts"][0]["content"], "written");
     // The second call carries the tool's result back.
-    let history: Value = serde_json::from_str(
-        attr(chats[1], "gen_ai.input.messages")
-            .unwrap()
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
+    let history: Value = json_attr(chats[1], "gen_ai.input.messages");
     assert!(
         history
             .as_array()
@@ -402,13 +384,7 @@ fn message_content_is_recorded_when_the_project_opts_in() {
     );
 
     let tools = named(&spans, "execute_tool write_file");
-    let arguments: Value = serde_json::from_str(
-        attr(tools[0], "gen_ai.tool.call.arguments")
-            .unwrap()
-            .as_str()
-            .unwrap(),
-    )
-    .unwrap();
+    let arguments: Value = json_attr(tools[0], "gen_ai.tool.call.arguments");
     assert_eq!(arguments["path"], "note.txt");
     assert!(attr(tools[0], "gen_ai.tool.call.result").is_some());
 }

@@ -24,6 +24,7 @@ fn spec(dir: &Path, input: &str, delay_ms: u64) -> RunSpec {
         {"toolCalls": [{"id": "call-1", "name": "append_line", "arguments": {"line": "a"}}]},
         {"text": "finished"},
         {"text": "again"},
+        {"text": "and again"},
     ]);
     let script = dir.join("script.json");
     std::fs::write(&script, json!({"responses": responses}).to_string()).unwrap();
@@ -127,4 +128,48 @@ async fn a_message_queued_on_an_idle_thread_is_taken_by_its_next_run_first() {
         runtime.queue_message("no-such-thread", "x").await,
         Err(weft_runtime::RunError::UnknownThread(_))
     ));
+}
+
+/// A process that checkpointed the step carrying a queued message and died before taking it
+/// out of the queue: the next run finds the message still queued and already in the
+/// conversation, so it does not add it again, and takes it out of the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_message_the_conversation_already_holds_is_not_taken_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let runtime = Runtime::new(store.clone()).with_tools(ToolRegistry::with_builtins());
+    let first = runtime
+        .start(spec(dir.path(), "go", 0), false)
+        .await
+        .unwrap();
+    let run = first.id().to_owned();
+    first.outcome().await.unwrap();
+    let thread = store.run(&run).await.unwrap().unwrap().thread_id;
+    let queued = runtime.queue_message(&thread, "once only").await.unwrap();
+    let second = runtime
+        .start_on(Some(&thread), spec(dir.path(), "next", 0), false)
+        .await
+        .unwrap();
+    second.outcome().await.unwrap();
+    store.flush().await.unwrap();
+    // The crash window: the queue row is back, as if the dequeue never happened.
+    let db = rusqlite::Connection::open(dir.path().join("weft.db")).unwrap();
+    db.execute(
+        "INSERT INTO thread_queue (id, thread_id, text, created_at) VALUES (?1, ?2, ?3, ?4)",
+        (&queued.id, &thread, &queued.text, &queued.created_at),
+    )
+    .unwrap();
+    drop(db);
+    let third = runtime
+        .start_on(Some(&thread), spec(dir.path(), "and then", 0), false)
+        .await
+        .unwrap();
+    third.outcome().await.unwrap();
+    let said = conversation(&store, &thread).await;
+    let held = said.iter().filter(|(id, _)| *id == queued.id).count();
+    assert_eq!(held, 1, "{said:?}");
+    assert!(
+        store.queued(&thread).await.unwrap().is_empty(),
+        "taken out of the queue"
+    );
 }

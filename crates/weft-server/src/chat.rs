@@ -207,7 +207,10 @@ async fn answer_approvals(
     run: &RunRecord,
     message: &ClientMessage,
 ) -> Result<(), ApiError> {
-    let mut answered = 0;
+    // Every answer is checked before any is taken, so a forged or stale one among them
+    // decides nothing.
+    let decisions = state.store().decisions(&run.run_id).await?;
+    let mut answers = Vec::new();
     for part in &message.parts {
         let Some(approval) = part.get("approval").filter(|a| a.get("approved").is_some()) else {
             continue;
@@ -217,55 +220,47 @@ async fn answer_approvals(
                 "an approval answer has no id or toolCallId",
             ));
         };
-        let pending = state
-            .store()
-            .decisions(&run.run_id)
-            .await?
-            .into_iter()
-            .any(|d| d.id == id && d.status == DecisionStatus::Pending);
-        if !pending {
-            // Answered before (a replayed message carries every earlier answer): skip it
-            // only if it is recorded as this very answer; anything else is stale or forged.
-            let decisions = state.store().decisions(&run.run_id).await?;
-            let known = decisions
-                .iter()
-                .find(|d| d.id == id && d.tool_call_id == call);
-            let approved = approval["approved"].as_bool() == Some(true);
-            match known {
-                Some(d)
-                    if d.status != DecisionStatus::Pending
-                        && (d.status == DecisionStatus::Denied) != approved =>
-                {
-                    continue;
-                }
-                _ => {
-                    return Err(ApiError::new(
-                        StatusCode::CONFLICT,
-                        "decision_refused",
-                        format!(
-                            "the approval {id:?} answers no pending call of run {}",
-                            run.run_id
-                        ),
-                    ));
-                }
+        let approved = approval["approved"].as_bool() == Some(true);
+        match decisions
+            .iter()
+            .find(|d| d.id == id && d.tool_call_id == call)
+        {
+            Some(d) if d.status == DecisionStatus::Pending => {
+                answers.push((id, call, part, approved))
+            }
+            // Answered before (a replayed message carries every earlier answer): skipped
+            // only when it is recorded as this very answer.
+            Some(d) if (d.status == DecisionStatus::Denied) != approved => {}
+            _ => {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "decision_refused",
+                    format!(
+                        "the approval {id:?} answers no pending call of run {}",
+                        run.run_id
+                    ),
+                ));
             }
         }
-        let verdict = if approval["approved"].as_bool() == Some(true) {
+    }
+    let answered = answers.len();
+    for (id, call, part, approved) in answers {
+        let verdict = if approved {
             Verdict::Approve
         } else {
             Verdict::Deny(
-                approval["reason"]
+                part["approval"]["reason"]
                     .as_str()
                     .filter(|r| !r.trim().is_empty())
                     .unwrap_or("the user denied this call")
                     .to_owned(),
             )
         };
+        // The arguments are checked against the decision's hash here (single use too).
         state
             .runtime()
             .decide_bound(&run.run_id, id, call, part.get("input"), verdict)
             .await?;
-        answered += 1;
     }
     let still = pending_decisions(state, run).await?;
     if !still.is_empty() {

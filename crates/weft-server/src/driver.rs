@@ -278,7 +278,9 @@ impl AppState {
             Box::pin(self.start_run_as(caller, agent, thread, text, Some(first.id), None)).await
         {
             tracing::warn!(%error, "a queued message could not start a run; it is queued again");
-            let _ = self.store().queue_message(thread, &first.text).await;
+            if let Err(error) = self.store().queue_message(thread, &first.text).await {
+                tracing::error!(%error, text = %first.text, "a queued message could not be queued again: it is lost");
+            }
         }
     }
 
