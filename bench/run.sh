@@ -5,6 +5,9 @@
 #
 #   bench/run.sh            # all workloads, W3 with async checkpoints
 #   DURABILITY=sync bench/run.sh
+#   RUNTIME=1 bench/run.sh  # also w1rt: W1 through Runtime::start (a build with the
+#                           # `runtime` feature, run from its own copy so W2's RSS is not
+#                           # that binary's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,11 +19,22 @@ out="bench/results/$stamp.jsonl"
 
 cargo build --release -p weft-bench >&2
 bin="${CARGO_TARGET_DIR:-target}/release/weft-bench"
+workloads="w1 w2 w3 w4"
+if [ -n "${RUNTIME:-}" ]; then
+  rt_bin="bench/results/weft-bench-runtime"
+  cp "$bin" bench/results/weft-bench
+  bin=bench/results/weft-bench
+  cargo build --release -p weft-bench --features runtime >&2
+  cp "${CARGO_TARGET_DIR:-target}/release/weft-bench" "$rt_bin"
+  workloads="w1 w1rt w2 w3 w4"
+fi
 
 for round in $(seq 1 "$rounds"); do
-  for workload in w1 w2 w3 w4; do
+  for workload in $workloads; do
     echo "round $round: $workload" >&2
-    "$bin" "$workload" --durability "$durability" >> "$out"
+    run="$bin"
+    [ "$workload" = w1rt ] && run="$rt_bin"
+    "$run" "$workload" --durability "$durability" >> "$out"
   done
 done
 

@@ -3,8 +3,13 @@
 //! public API under the same rules as the peer frameworks.
 //!
 //! ```text
-//! weft-bench w1|w2|w3|w4|all [--durability async|sync]
+//! weft-bench w1|w1rt|w2|w3|w4|all [--durability async|sync]
 //! ```
+//!
+//! `w1rt` is W1 through `weft_runtime::Runtime::start` (a durable run on SQLite: argument
+//! validation, the event log, the tool ledger, checkpoints), reported beside W1; it needs a
+//! build with `--features runtime` (kept apart so that W2's resident memory does not include
+//! the runtime's code).
 //!
 //! Prints one JSON line per workload on stdout (and nothing else there); progress goes to
 //! stderr. Build with `cargo build --release -p weft-bench`.
@@ -15,7 +20,7 @@ mod workloads;
 use std::process::ExitCode;
 
 fn usage() -> ExitCode {
-    eprintln!("usage: weft-bench w1|w2|w3|w4|all [--durability async|sync]");
+    eprintln!("usage: weft-bench w1|w1rt|w2|w3|w4|all [--durability async|sync]");
     ExitCode::from(2)
 }
 
@@ -34,12 +39,16 @@ fn main() -> ExitCode {
     }
     let selected: Vec<&str> = match which.as_str() {
         "all" => vec!["w1", "w2", "w3", "w4"],
-        "w1" | "w2" | "w3" | "w4" => vec![which.as_str()],
+        "w1" | "w1rt" | "w2" | "w3" | "w4" => vec![which.as_str()],
         _ => return usage(),
     };
     for workload in selected {
         let result = match workload {
             "w1" => workloads::w1(),
+            #[cfg(feature = "runtime")]
+            "w1rt" => workloads::w1_runtime(durability),
+            #[cfg(not(feature = "runtime"))]
+            "w1rt" => Err("w1rt needs a build with `--features runtime`".into()),
             "w2" => workloads::w2(),
             "w3" => workloads::w3(durability),
             _ => workloads::w4(),

@@ -188,6 +188,116 @@ pub(crate) fn w1() -> Result<String, BoxError> {
     Ok(Value::Object(line).to_string())
 }
 
+/// The runtime of `w1rt`: the bench's model as provider `benchN` (`benchN:w1` answers as W1's
+/// model with that N) and `add` as a registered tool, on a SQLite store in `dir`.
+#[cfg(feature = "runtime")]
+async fn bench_runtime(
+    dir: &Path,
+    durability: Durability,
+) -> Result<weft_runtime::Runtime, BoxError> {
+    let store = weft_store::Store::open(&format!("sqlite:{}", dir.join("weft.db").display()))
+        .await?
+        .with_durability(match durability {
+            Durability::Async => weft_store::Durability::Async,
+            Durability::Sync => weft_store::Durability::Sync,
+        });
+    let mut providers = weft_provider::ProviderRegistry::new();
+    for n in [10u64, 100] {
+        let provider = scripted::function_model(move |request| respond(request, n)).provider;
+        providers.register(format!("bench{n}"), move || provider.clone());
+    }
+    let mut tools = weft_runtime::ToolRegistry::new();
+    tools.register("add", |_config: &Value| Ok(add_tool()));
+    Ok(weft_runtime::Runtime::new(store)
+        .with_providers(providers)
+        .with_tools(tools))
+}
+
+/// One run of `w1rt`: a fresh thread, `start`, the model's N tool steps, `"done"`.
+#[cfg(feature = "runtime")]
+async fn one_runtime_run(
+    runtime: &weft_runtime::Runtime,
+    n: u64,
+    durability: Durability,
+) -> Result<(), BoxError> {
+    use weft_runtime::spec::{AgentProgram, Program, RunSpec, ToolSpec};
+    let mut program = AgentProgram::new(format!("bench{n}:w1"));
+    program.tools = vec![ToolSpec {
+        name: "add".into(),
+        config: json!({}),
+    }];
+    program.max_steps = Some(n + 10);
+    let mut spec = RunSpec::new("start", Program::Agent(program));
+    spec.durability = match durability {
+        Durability::Async => weft_store::Durability::Async,
+        Durability::Sync => weft_store::Durability::Sync,
+    };
+    let handle = runtime.start(spec, false).await?;
+    match handle.outcome().await?.end {
+        weft_runtime::RunEnd::Completed { output } if output == "done" => Ok(()),
+        end => Err(format!("run ended with {end:?}, not \"done\"").into()),
+    }
+}
+
+/// W1 through `Runtime::start` (`w1rt`): the same model, tool, N and run counts as W1, each
+/// run a durable run on SQLite (a new thread, argument validation against the tool's schema,
+/// the event log, the tool ledger and a checkpoint per step, in `durability`).
+#[cfg(feature = "runtime")]
+pub(crate) fn w1_runtime(durability: Durability) -> Result<String, BoxError> {
+    let tokio = runtime_current()?;
+    let temp = tempfile::tempdir()?;
+    let runtime = tokio.block_on(bench_runtime(temp.path(), durability))?;
+    let mut line = header("w1rt");
+    let runs: usize = std::env::var("PEERS_W1_N100_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    for n in [10u64, 100] {
+        let r = if n == 100 { runs } else { 200 };
+        let warmup = (200 / n).max(5);
+        let start_calls = CALLS.load(Ordering::Relaxed);
+        let samples = tokio.block_on(async {
+            for _ in 0..warmup {
+                one_runtime_run(&runtime, n, durability).await?;
+            }
+            let mut samples = Vec::with_capacity(r);
+            for _ in 0..r {
+                let started = Instant::now();
+                one_runtime_run(&runtime, n, durability).await?;
+                samples.push(started.elapsed().as_nanos());
+            }
+            Ok::<_, BoxError>(samples)
+        })?;
+        let executed = CALLS.load(Ordering::Relaxed) - start_calls;
+        if executed != (warmup + r as u64) * n {
+            return Err(format!(
+                "add ran {executed} times, expected {}",
+                (warmup + r as u64) * n
+            )
+            .into());
+        }
+        let s = stats(samples);
+        eprintln!(
+            "w1rt n={n}: median {:.1} µs per run, {:.2} µs per step",
+            s.median_us,
+            s.median_us / n as f64
+        );
+        line.insert(format!("w1rt_n{n}_run_us"), json!(s.median_us));
+        line.insert(format!("w1rt_n{n}_step_us"), json!(s.median_us / n as f64));
+        line.insert(format!("w1rt_n{n}_min_us"), json!(s.min_us));
+        line.insert(format!("w1rt_n{n}_p90_us"), json!(s.p90_us));
+    }
+    line.insert("w1rt_n100_runs".into(), json!(runs));
+    line.insert(
+        "w1rt_durability".into(),
+        json!(match durability {
+            Durability::Async => "async",
+            Durability::Sync => "sync",
+        }),
+    );
+    Ok(Value::Object(line).to_string())
+}
+
 /// W2: 1,000 concurrent runs of N = 10 on a multi-threaded runtime with the machine's cores.
 pub(crate) fn w2() -> Result<String, BoxError> {
     let cores = std::thread::available_parallelism().map_or(2, usize::from);
@@ -301,7 +411,15 @@ pub(crate) fn w3(durability: Durability) -> Result<String, BoxError> {
         }),
     );
     let mut baseline = None;
+    // `WEFT_BENCH_W3_STORES=none,sqlite`: only these stores (say, to profile one).
+    let only = std::env::var("WEFT_BENCH_W3_STORES").ok();
     for (name, store) in runtime.block_on(stores(temp.path()))? {
+        if only
+            .as_deref()
+            .is_some_and(|only| !only.split(',').any(|o| o == name))
+        {
+            continue;
+        }
         let agent = build_agent(100, store.clone(), durability)?;
         let samples = runtime.block_on(async {
             let mut samples = Vec::new();
@@ -429,6 +547,18 @@ mod tests {
         assert_eq!(ids, ["call_0", "call_1", "call_2"]);
         assert_eq!(result.turn.tool_executions[2].result, json!(3));
         assert!(CALLS.load(Ordering::SeqCst) - before >= 3);
+    }
+
+    #[cfg(feature = "runtime")]
+    #[tokio::test]
+    async fn a_runtime_run_makes_n_tool_calls_and_ends_with_done() {
+        let temp = tempfile::tempdir().unwrap();
+        let before = CALLS.load(Ordering::SeqCst);
+        let runtime = bench_runtime(temp.path(), Durability::Sync).await.unwrap();
+        one_runtime_run(&runtime, 10, Durability::Sync)
+            .await
+            .unwrap();
+        assert!(CALLS.load(Ordering::SeqCst) - before >= 10);
     }
 
     #[tokio::test]

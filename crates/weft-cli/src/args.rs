@@ -78,6 +78,16 @@ pub(crate) enum Command {
     /// The completion checklist of weft.toml: `check`.
     #[command(subcommand)]
     Completion(commands::compliance::CompletionCommand),
+    /// Compare the schemas and API contracts (JSON Schema, OpenAPI, SQL DDL) of BASE with HEAD
+    /// (default: the working tree); exit 1 when a change is breaking.
+    #[command(
+        name = "schema-diff",
+        after_help = "Breaking: a removed property, path, operation, parameter, table or column; a changed type; a newly required field or parameter; a removed enum value; a new NOT NULL column without a default; a removed contract file.\n\nExamples:\n  weft schema-diff main\n  weft schema-diff v1.2.0 HEAD --json\n\nExit codes: 0 no breaking change, 1 a breaking change, 2 not a git repository or an unknown revision."
+    )]
+    SchemaDiff(commands::schema_diff::SchemaDiffArgs),
+    /// The decision loop's ACT step: `classify TEXT` (category, tool to act with, memory queries).
+    #[command(subcommand)]
+    Task(commands::task::TaskCommand),
     /// The run store: `gc` drops orphaned rows and gives the space back.
     #[command(subcommand)]
     Store(commands::store::StoreCommand),
@@ -103,6 +113,16 @@ once, when it is created. A revoked token is refused from the next request on.",
 Exit codes: 0 done, 2 a usage error (an invalid or taken name, an unknown token, no project or store)."
     )]
     Tokens(commands::tokens::TokensCommand),
+    /// Standard Agents variables: `list` what agents declare and what a thread lacks,
+    /// `set NAME=VALUE [--secret] --thread ID`, `unset NAME --thread ID`.
+    #[command(
+        subcommand,
+        after_help = "A required variable without a value stops `weft run` before anything is recorded (exit 2); secret values are encrypted in the store and never listed.\n\n\
+Examples:\n  weft variables list --thread th-123\n  weft variables set REGION=eu-west-1 --thread th-123\n  \
+printf %s \"$TOKEN\" | weft variables set API_TOKEN --secret --thread th-123\n  weft run --continue th-123 \"Hello\"\n\n\
+Exit codes: 0 done, 2 a usage error, 3 (list) a required variable is missing."
+    )]
+    Variables(commands::variables::VariablesCommand),
     /// Model Context Protocol: `list PROJECT` the MCP servers' tools, `serve PROJECT` the
     /// project's agents as MCP tools over stdio.
     #[command(subcommand)]

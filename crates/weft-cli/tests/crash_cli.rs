@@ -10,7 +10,8 @@
 //! The same holds when the calls are a subagent's: the parent's only call starts a `dual_ai`
 //! child whose worker makes the calls, and the parent waits on it (blocking). A resume goes
 //! on with the child from its thread's checkpoints, replaying its recorded responses and
-//! calls.
+//! calls. And when the parent does not wait (`blocking = false`): a resume starts the child
+//! again where it stopped, and its result reaches the parent's conversation exactly once.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,6 +25,8 @@ const CALLS: usize = 20;
 enum Caller {
     Agent,
     Subagent,
+    /// A subagent it does not wait on (`blocking = false`): its result arrives queued.
+    Background,
 }
 
 fn project(dir: &Path, fresh_ids: bool, caller: Caller) {
@@ -42,19 +45,31 @@ fn project(dir: &Path, fresh_ids: bool, caller: Caller) {
     .expect("write");
     let end = match caller {
         Caller::Agent => serde_json::json!({"text": "all done"}),
-        Caller::Subagent => {
+        Caller::Subagent | Caller::Background => {
             // `a` calls the subagent `pair` once; pair's worker makes the calls, then `done`.
+            let (entry, lead) = match caller {
+                Caller::Background => (
+                    "{ name = \"pair\", blocking = false }",
+                    serde_json::json!([
+                        {"toolCalls": [{"id": "s1", "name": "pair", "arguments": {"message": "go"}}]},
+                        {"text": "waiting"},
+                        {"text": "all done"}]),
+                ),
+                _ => (
+                    "\"pair\"",
+                    serde_json::json!([
+                        {"toolCalls": [{"id": "s1", "name": "pair", "arguments": {"message": "go"}}]},
+                        {"text": "all done"}]),
+                ),
+            };
             std::fs::write(
                 dir.join("prompts/p.toml"),
-                "name = \"p\"\nmodel = \"scripted-turns:lead.json\"\ntools = [\"pair\"]\n",
+                format!("name = \"p\"\nmodel = \"scripted-turns:lead.json\"\ntools = [{entry}]\n"),
             )
             .expect("write");
             std::fs::write(
                 dir.join("lead.json"),
-                serde_json::json!({"responses": [
-                    {"toolCalls": [{"id": "s1", "name": "pair", "arguments": {"message": "go"}}]},
-                    {"text": "all done"}]})
-                .to_string(),
+                serde_json::json!({"responses": lead}).to_string(),
             )
             .expect("write");
             std::fs::write(
@@ -177,6 +192,23 @@ fn one_crash_cycle(seed: u64, caller: Caller) {
         executions >= CALLS && executions - CALLS <= kills,
         "seed {seed}: {executions} executions of {CALLS} calls after {kills} kills:\n{log}"
     );
+    if caller == Caller::Background {
+        // The child's result reached the parent's conversation exactly once.
+        let export = spawn(&root, &["thread", "export", &run_id, "-o", "parent.json"])
+            .wait_with_output()
+            .expect("export");
+        assert!(
+            export.status.success(),
+            "{}",
+            String::from_utf8_lossy(&export.stderr)
+        );
+        let thread = std::fs::read_to_string(root.join("parent.json")).expect("parent.json");
+        assert_eq!(
+            thread.matches("has returned the following result:").count(),
+            1,
+            "seed {seed} after {kills} kills: {thread}"
+        );
+    }
 }
 
 /// A tiny deterministic generator (xorshift), so a failure can be replayed by its seed.
@@ -201,5 +233,12 @@ fn sigkill_then_resume_never_repeats_a_recorded_call() {
 fn sigkill_then_resume_of_a_parent_waiting_on_a_subagent_never_repeats_a_recorded_call() {
     for seed in 1..=12 {
         one_crash_cycle(seed, Caller::Subagent);
+    }
+}
+
+#[test]
+fn sigkill_then_resume_of_a_parent_with_a_background_subagent_delivers_its_result_once() {
+    for seed in 1..=8 {
+        one_crash_cycle(seed, Caller::Background);
     }
 }

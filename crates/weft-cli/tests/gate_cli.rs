@@ -132,6 +132,19 @@ fn claude_fixtures_answer_in_claude_code_format() {
         ("pre_tool_use_read_root", "pre-tool-use", 0, ""),
         ("post_tool_use_edit", "post-tool-use", 0, ""),
         ("pre_compact", "pre-compact", 0, "compaction"),
+        ("post_compact", "post-compact", 0, "compaction recorded"),
+        (
+            "session_start_compact",
+            "session-start",
+            0,
+            "Protocol state before the compaction",
+        ),
+        (
+            "user_prompt_submit",
+            "user-prompt-submit",
+            0,
+            "Task class: debugging",
+        ),
         ("stop", "stop", 2, "\"decision\":\"block\""),
         ("subagent_stop", "subagent-stop", 0, ""),
     ];
@@ -625,8 +638,9 @@ fn compliance_check_reports_section_6() {
     .unwrap();
     let o = weft(&root, &["compliance", "check"], "");
     assert_eq!(code(&o), 0, "{}", out(&o));
-    assert_eq!(out(&o).matches("[pass]").count(), 5, "{}", out(&o));
-    assert!(out(&o).contains("[unknown] The agent follows the READ"));
+    assert_eq!(out(&o).matches("[pass]").count(), 6, "{}", out(&o));
+    assert!(out(&o).contains("[pass] The agent follows the READ"));
+    assert!(out(&o).contains("each task is classified and planned for: claude"));
     // An edit left at the project root is reported.
     std::fs::write(root.join("README.md"), "changed\n").unwrap();
     let o = weft(&root, &["compliance", "check"], "");
@@ -894,4 +908,400 @@ fn post_exec_policies_run_after_the_call() {
     // A pre-exec check of the same edit is not affected by a post-exec policy.
     let pre = fixture("claude", "pre_tool_use_multiedit_worktree", &root);
     assert_eq!(code(&weft(&root, &["hook", "pre-tool-use"], &pre)), 0);
+}
+
+/// A Claude Code payload for `event` in session `session` at `cwd`, with `extra` fields.
+fn claude_payload(event: &str, session: &str, cwd: &Path, extra: Value) -> String {
+    let mut payload = serde_json::json!({
+        "session_id": session,
+        "transcript_path": "/tmp/t.jsonl",
+        "cwd": cwd,
+        "hook_event_name": event,
+    });
+    if let (Some(p), Value::Object(extra)) = (payload.as_object_mut(), extra) {
+        p.extend(extra);
+    }
+    payload.to_string()
+}
+
+#[test]
+fn uni_019_post_tool_use_runs_the_build_gate_and_the_backup_reminder_after_edits() {
+    let (_d, root) = repo();
+    std::fs::write(
+        root.join("weft.toml"),
+        "[gates]\npostEditBuild = \"grep -qx ok status.txt || { echo 'build failed: status.txt is not ok'; exit 1; }\"\nbackupReminder = 2\n",
+    )
+    .unwrap();
+    let created = weft(&root, &["worktree", "create", "build"], "");
+    assert_eq!(code(&created), 0, "{}", err(&created));
+    let wt = root.join(".worktrees/001-build");
+    let edit = |file: &str, text: &str| {
+        std::fs::write(wt.join(file), text).unwrap();
+        let payload = claude_payload(
+            "PostToolUse",
+            "s1",
+            &root,
+            serde_json::json!({"tool_name": "Write", "tool_use_id": "t",
+                "tool_input": {"file_path": wt.join(file), "content": text},
+                "tool_response": {"success": true}}),
+        );
+        weft(
+            &root,
+            &["hook", "post-tool-use", "--harness", "claude"],
+            &payload,
+        )
+    };
+    // A broken build after the edit: exit 2, the failure on stderr for Claude.
+    let broken = edit("status.txt", "broken\n");
+    assert_eq!(code(&broken), 2, "{}", out(&broken));
+    assert!(
+        err(&broken).contains("the build is broken after editing")
+            && err(&broken).contains("build failed: status.txt is not ok"),
+        "{}",
+        err(&broken)
+    );
+    // Fixed: the build passes; one uncommitted file is under the reminder's threshold.
+    let fixed = edit("status.txt", "ok\n");
+    assert_eq!(code(&fixed), 0, "{}", err(&fixed));
+    assert_eq!(out(&fixed), "");
+    // A second uncommitted file: the reminder, as context for Claude (advisory, exit 0).
+    let second = edit("notes.md", "ok\n");
+    assert_eq!(code(&second), 0, "{}", err(&second));
+    let context = json_out(&second)["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        context.contains("2 files have uncommitted changes") && context.contains("git commit"),
+        "{context}"
+    );
+    // Reads are not edits: no build runs.
+    let read = weft(
+        &root,
+        &["hook", "post-tool-use", "--harness", "claude"],
+        &claude_payload(
+            "PostToolUse",
+            "s1",
+            &root,
+            serde_json::json!({"tool_name": "Read", "tool_input": {"file_path": wt.join("status.txt")}}),
+        ),
+    );
+    std::fs::write(wt.join("status.txt"), "broken\n").unwrap();
+    assert_eq!(code(&read), 0, "{}", err(&read));
+}
+
+#[test]
+fn uni_020_pre_compact_saves_the_protocol_state_and_it_returns_after_compaction() {
+    let (_d, root) = repo();
+    let created = weft(&root, &["worktree", "create", "parser"], "");
+    assert_eq!(code(&created), 0, "{}", err(&created));
+    let wt = root.join(".worktrees/001-parser");
+    let hook = |event: &str, payload: String| {
+        weft(&root, &["hook", event, "--harness", "claude"], &payload)
+    };
+    // The session works: a task in progress, an edit in the worktree.
+    let start = hook(
+        "session-start",
+        claude_payload(
+            "SessionStart",
+            "s9",
+            &wt,
+            serde_json::json!({"source": "startup"}),
+        ),
+    );
+    assert_eq!(code(&start), 0);
+    assert!(!out(&start).contains("before the compaction"));
+    let todo = hook(
+        "pre-tool-use",
+        claude_payload(
+            "PreToolUse",
+            "s9",
+            &wt,
+            serde_json::json!({"tool_name": "TodoWrite", "tool_input": {"todos": [
+                {"content": "Rewrite the tokenizer of the parser", "status": "in_progress", "activeForm": "Rewriting"}]}}),
+        ),
+    );
+    assert_eq!(code(&todo), 0, "{}", err(&todo));
+    let edit = hook(
+        "pre-tool-use",
+        claude_payload(
+            "PreToolUse",
+            "s9",
+            &wt,
+            serde_json::json!({"tool_name": "Edit", "tool_input": {"file_path": wt.join("src/lexer.rs"), "old_string": "a", "new_string": "b"}}),
+        ),
+    );
+    assert_eq!(code(&edit), 0, "{}", err(&edit));
+    // Pre-compact saves the state; post-compact records the compaction.
+    let pre = hook(
+        "pre-compact",
+        claude_payload(
+            "PreCompact",
+            "s9",
+            &wt,
+            serde_json::json!({"trigger": "auto", "custom_instructions": ""}),
+        ),
+    );
+    assert_eq!(code(&pre), 0);
+    assert!(out(&pre).contains("was saved"), "{}", out(&pre));
+    // The state is the saved one, even if the session's row changes afterwards.
+    let post = hook(
+        "post-compact",
+        claude_payload(
+            "PostCompact",
+            "s9",
+            &wt,
+            serde_json::json!({"trigger": "auto", "compact_summary": "We were refactoring."}),
+        ),
+    );
+    assert_eq!(code(&post), 0, "{}", err(&post));
+    assert!(out(&post).contains("compaction recorded"), "{}", out(&post));
+    // The session resumes after compaction: the block carries the saved state.
+    let resumed = hook(
+        "session-start",
+        claude_payload(
+            "SessionStart",
+            "s9",
+            &wt,
+            serde_json::json!({"source": "compact"}),
+        ),
+    );
+    assert_eq!(code(&resumed), 0);
+    let block = out(&resumed);
+    let restored = &block[block
+        .find("Protocol state before the compaction")
+        .unwrap_or_else(|| panic!("{block}"))..];
+    assert!(
+        restored.contains("Task in progress: Rewrite the tokenizer of the parser")
+            && restored.contains("src/lexer.rs")
+            && restored.contains(".worktrees/001-parser")
+            && restored.find("</uap-context>").is_some(),
+        "{block}"
+    );
+    // Another session's compaction does not see it; a plain resume does not inject it.
+    let other = hook(
+        "session-start",
+        claude_payload(
+            "SessionStart",
+            "s10",
+            &wt,
+            serde_json::json!({"source": "compact"}),
+        ),
+    );
+    assert!(
+        !out(&other).contains("Rewrite the tokenizer"),
+        "{}",
+        out(&other)
+    );
+    let resume = hook(
+        "session-start",
+        claude_payload(
+            "SessionStart",
+            "s9",
+            &wt,
+            serde_json::json!({"source": "resume"}),
+        ),
+    );
+    assert!(!out(&resume).contains("before the compaction"));
+    // `weft hooks install` registers PostCompact and UserPromptSubmit for Claude Code.
+    let installed = weft(&root, &["hooks", "install", "--harness", "claude"], "");
+    assert_eq!(code(&installed), 0, "{}", err(&installed));
+    let settings: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join(".claude/settings.json")).unwrap())
+            .unwrap();
+    for event in ["PreCompact", "PostCompact", "UserPromptSubmit"] {
+        assert!(
+            settings["hooks"][event][0]["hooks"][0]["command"]
+                .as_str()
+                .is_some_and(|c| c.contains("hook")),
+            "{event}: {settings:#}"
+        );
+    }
+}
+
+#[test]
+fn uni_025_a_submitted_prompt_is_classified_and_the_loop_planned() {
+    let (_d, root) = repo();
+    let prompt = |text: &str| {
+        weft(
+            &root,
+            &["hook", "user-prompt-submit", "--harness", "claude"],
+            &claude_payload(
+                "UserPromptSubmit",
+                "s1",
+                &root,
+                serde_json::json!({"prompt": text}),
+            ),
+        )
+    };
+    let fix =
+        prompt("Fix the crash in the login handler; the traceback points at the session cache");
+    assert_eq!(code(&fix), 0, "{}", err(&fix));
+    let plan = out(&fix);
+    for part in [
+        "<uap-task>",
+        "Task class: debugging",
+        "work in a worktree",
+        "READ",
+        "QUERY `weft memory query \"debugging lessons\"`",
+        "ACT via `weft deliver`",
+        "RECORD `weft memory store",
+        "PROMOTE `weft memory promote`",
+    ] {
+        assert!(plan.contains(part), "{part}: {plan}");
+    }
+    let question = prompt("Why does the nginx reverse proxy answer 502?");
+    assert!(
+        out(&question).contains("Task class: sysadmin")
+            && out(&question).contains("read-only: no worktree needed"),
+        "{}",
+        out(&question)
+    );
+    // Cursor's beforeSubmitPrompt is let through.
+    let cursor = weft(
+        &root,
+        &["hook", "user-prompt-submit", "--harness", "cursor"],
+        r#"{"conversation_id":"c","hook_event_name":"beforeSubmitPrompt","prompt":"fix it","workspace_roots":["/tmp"]}"#,
+    );
+    assert_eq!(json_out(&cursor)["continue"], true);
+    // `weft task classify`: the same classifier, as JSON.
+    let classified = weft(
+        &root,
+        &[
+            "task",
+            "classify",
+            "Download the archive and convert the CSV files to JSON",
+            "--json",
+        ],
+        "",
+    );
+    assert_eq!(code(&classified), 0, "{}", err(&classified));
+    let class = json_out(&classified);
+    assert_eq!(class["category"], "file-ops");
+    assert_eq!(class["changesFiles"], true);
+    assert!(class["confidence"].as_f64().unwrap() > 0.5, "{class}");
+}
+
+#[test]
+fn uni_041_weft_schema_diff_compares_revisions() {
+    let (_d, root) = repo();
+    std::fs::create_dir_all(root.join("db")).unwrap();
+    std::fs::write(
+        root.join("db/schema.sql"),
+        "CREATE TABLE runs (id TEXT PRIMARY KEY, status TEXT NOT NULL, note TEXT);\n",
+    )
+    .unwrap();
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "-q", "-m", "schema"]);
+    git(&root, &["tag", "v1"]);
+    std::fs::write(
+        root.join("db/schema.sql"),
+        "CREATE TABLE runs (id TEXT PRIMARY KEY, status TEXT NOT NULL, owner TEXT);\n",
+    )
+    .unwrap();
+    // The working tree against v1: a removed column is breaking (exit 1).
+    let diff = weft(&root, &["schema-diff", "v1", "--json"], "");
+    assert_eq!(code(&diff), 1, "{}", err(&diff));
+    let answer = json_out(&diff);
+    assert_eq!(answer["passed"], false);
+    assert_eq!(answer["changes"][0]["location"], "runs.note");
+    assert_eq!(answer["changes"][0]["breaking"], true);
+    // Committed, HEAD against v1 says the same; v1 against itself has no change (exit 0).
+    git(&root, &["commit", "-q", "-am", "owner"]);
+    let text = weft(&root, &["schema-diff", "v1", "HEAD"], "");
+    assert_eq!(code(&text), 1);
+    assert!(
+        out(&text).contains("BREAKING db/schema.sql: runs.note: column note removed"),
+        "{}",
+        out(&text)
+    );
+    assert!(out(&text).contains("ok db/schema.sql: runs.owner: new column owner"));
+    let same = weft(&root, &["schema-diff", "v1", "v1"], "");
+    assert_eq!(code(&same), 0);
+    assert_eq!(out(&same).trim(), "no schema or contract change");
+    // An unknown revision is a usage error.
+    assert_eq!(code(&weft(&root, &["schema-diff", "nope"], "")), 2);
+}
+
+/// A Weft project whose agent (a scripted model) answers a review with `verdict`.
+fn reviewer_project(dir: &Path, verdict: &str, reason: &str) {
+    std::fs::create_dir_all(dir.join("agents")).unwrap();
+    std::fs::create_dir_all(dir.join("prompts")).unwrap();
+    std::fs::write(
+        dir.join("weft.toml"),
+        "model = \"scripted-turns:script.json\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("agents/reviewer.toml"),
+        "name = \"reviewer\"\n[sideA]\nprompt = \"p\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("prompts/p.toml"), "name = \"p\"\ntools = []\n").unwrap();
+    let text = format!(
+        "I read the diff.\n{}",
+        serde_json::json!({"verdict": verdict, "reasons": [reason]})
+    );
+    std::fs::write(
+        dir.join("script.json"),
+        serde_json::json!({"responses": [{"text": text}]}).to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn uni_040_weft_agents_review_the_diff_for_weft_completion_check() {
+    let (d, root) = repo();
+    let bin = env!("CARGO_BIN_EXE_weft");
+    let security = d.path().join("security");
+    let tests = d.path().join("tests-reviewer");
+    reviewer_project(&security, "approve", "no secret or injection in the change");
+    reviewer_project(&tests, "reject", "the empty input has no test");
+    let command = |project: &Path| {
+        format!(
+            "{bin} run {} \\\"Review the change in $WEFT_REVIEW_DIFF\\\"",
+            project.display()
+        )
+    };
+    std::fs::write(
+        root.join("weft.toml"),
+        format!(
+            "[completion]\nreview = true\n[[review.reviewers]]\nname = \"security\"\ncommand = \"{}\"\n[[review.reviewers]]\nname = \"tests\"\ncommand = \"{}\"\n",
+            command(&security),
+            command(&tests)
+        ),
+    )
+    .unwrap();
+    let created = weft(&root, &["worktree", "create", "parse"], "");
+    assert_eq!(code(&created), 0, "{}", err(&created));
+    let wt = root.join(".worktrees/001-parse");
+    std::fs::write(
+        wt.join("parse.py"),
+        "def parse(s):\n    return s.split(',')\n",
+    )
+    .unwrap();
+    let check = weft(&wt, &["completion", "check"], "");
+    assert_eq!(code(&check), 1, "{}{}", out(&check), err(&check));
+    let report = out(&check);
+    assert!(
+        report.contains("FAIL review")
+            && report.contains("approved by security: no secret or injection in the change")
+            && report.contains("REJECTED by tests: the empty input has no test"),
+        "{report}"
+    );
+    // Each reviewer's verdict is in the audit trail; each review was a recorded Weft run.
+    let audit = weft(&root, &["policy", "audit"], "");
+    assert!(
+        out(&audit).contains("security") && out(&audit).contains("the empty input has no test"),
+        "{}",
+        out(&audit)
+    );
+    for project in [&security, &tests] {
+        let runs = weft(project, &["runs", "list", "--json"], "");
+        assert!(out(&runs).contains("completed"), "{}", out(&runs));
+    }
+    // The rejecting reviewer now approves: the review passes.
+    reviewer_project(&tests, "approve", "the empty input is tested");
+    let check = weft(&wt, &["completion", "check"], "");
+    assert_eq!(code(&check), 0, "{}{}", out(&check), err(&check));
 }

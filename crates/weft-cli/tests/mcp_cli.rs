@@ -333,3 +333,174 @@ fn weft_mcp_serve_runs_an_agent_for_the_python_mcp_client() {
         text(&runs)
     );
 }
+
+/// What `compress_output` may do to text without changing its meaning: terminal sequences
+/// gone, a carriage-return rewrite shows its last state, trailing blanks cut, blank runs one.
+fn normalized_log(text: &str) -> String {
+    let ansi = regex_lite_strip(text);
+    let lines: Vec<String> = ansi
+        .split('\n')
+        .map(|l| l.rsplit('\r').next().unwrap_or(l).trim_end().to_owned())
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    for line in lines {
+        if line.is_empty() && out.last().is_some_and(String::is_empty) {
+            continue;
+        }
+        out.push(line);
+    }
+    out.join("\n").trim_matches('\n').to_owned()
+}
+
+/// Removes `ESC [ … letter` sequences (all the output server uses).
+fn regex_lite_strip(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for n in chars.by_ref() {
+                if n.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A project whose `[mcpServers.out]` is the output server; `router_client.py` run against
+/// it through `weft mcp router`.
+fn router_project(python: &(PathBuf, PathBuf), p: &Path) {
+    let servers = std::fs::canonicalize(servers_dir()).unwrap();
+    common::scripted_project(
+        p,
+        &format!(
+            "[mcpServers.out]\ncommand = {:?}\nargs = [{:?}]\nreadOnly = [{:?}, {:?}]\n",
+            python.0.display().to_string(),
+            servers.join("output_server.py").display().to_string(),
+            python.1.display().to_string(),
+            servers.display().to_string(),
+        ),
+        &[],
+        &json!({"responses": []}),
+    );
+}
+
+fn router_client(python: &(PathBuf, PathBuf), p: &Path) -> Value {
+    let servers = std::fs::canonicalize(servers_dir()).unwrap();
+    let out = Command::new(&python.0)
+        .arg(servers.join("router_client.py"))
+        .args([
+            env!("CARGO_BIN_EXE_weft"),
+            p.to_str().unwrap(),
+            servers.join("output_server.py").to_str().unwrap(),
+        ])
+        .current_dir(p.parent().unwrap())
+        .env_remove("WEFT_DATABASE_URL")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)))
+}
+
+#[test]
+fn the_mcp_router_refuses_a_call_a_required_policy_denies() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    router_project(&python, &p);
+    let added = weft(
+        &p,
+        &[
+            "policy",
+            "add",
+            "no-build-logs",
+            "--tools",
+            "mcp__out__build_log",
+            "--deny-pattern",
+            ".*",
+        ],
+    );
+    assert!(added.status.success(), "{}", text(&added));
+    let answer = router_client(&python, &p);
+    let refused = answer["routed"]["build_log"].as_str().unwrap();
+    assert!(
+        refused.contains("out/build_log was refused") && refused.contains("no-build-logs"),
+        "{refused}"
+    );
+    // Other tools pass; both checks are in the audit trail.
+    assert!(
+        answer["routed"]["report"]
+            .as_str()
+            .unwrap()
+            .starts_with('{')
+    );
+    let audit = weft(&p, &["policy", "audit"]);
+    assert!(
+        text(&audit).contains("mcp__out__build_log") && text(&audit).contains("mcp__out__report"),
+        "{}",
+        text(&audit)
+    );
+}
+
+#[test]
+fn uni_008_the_mcp_router_compresses_tool_output_without_changing_its_meaning() {
+    let Some(python) = python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    router_project(&python, &p);
+    let answer = router_client(&python, &p);
+    // Tool hiding: the client sees the two meta-tools; discovery finds the downstream tool.
+    assert_eq!(
+        answer["meta_tools"],
+        json!(["discover_tools", "execute_tool"])
+    );
+    assert_eq!(answer["discovered"]["tools"][0]["path"], "out/build_log");
+    assert_eq!(
+        answer["discovered"]["tools"][0]["description"],
+        "Returns the log of the last build."
+    );
+    // JSON: much smaller, the same value.
+    let (direct, routed) = (
+        answer["direct"]["report"].as_str().unwrap(),
+        answer["routed"]["report"].as_str().unwrap(),
+    );
+    assert!(
+        routed.len() * 2 < direct.len(),
+        "{} → {}",
+        direct.len(),
+        routed.len()
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(routed).unwrap(),
+        serde_json::from_str::<Value>(direct).unwrap(),
+        "minified JSON is the same value"
+    );
+    // A log: smaller, and expanding the folded lines gives back every line of the original
+    // (minus colours, progress redraws and trailing blanks).
+    let (direct, routed) = (
+        answer["direct"]["build_log"].as_str().unwrap(),
+        answer["routed"]["build_log"].as_str().unwrap(),
+    );
+    assert!(
+        routed.len() * 4 < direct.len(),
+        "{} → {}:\n{routed}",
+        direct.len(),
+        routed.len()
+    );
+    assert!(
+        routed.contains("[previous line repeated 39 more times]") && !routed.contains('\u{1b}'),
+        "{routed}"
+    );
+    assert_eq!(weft_mcp::expand(routed), normalized_log(direct));
+    assert!(routed.contains("\n    indented context stays"), "{routed}");
+    // A tool the server does not have is an error result, not a crash.
+    assert_eq!(answer["unknown"]["isError"], true);
+    assert!(
+        answer["unknown"]["text"].as_str().unwrap().contains("nope"),
+        "{}",
+        answer["unknown"]
+    );
+}

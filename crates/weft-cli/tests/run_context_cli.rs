@@ -87,7 +87,7 @@ async fn a_run_with_gates_on_starts_with_the_protocol_context_and_memory() {
         "{}",
         String::from_utf8_lossy(&stored.stderr)
     );
-    let out = weft(&p, &["run", "hi"], &url).await;
+    let out = weft(&p, &["run", "Fix the crash in the parser"], &url).await;
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -112,6 +112,13 @@ async fn a_run_with_gates_on_starts_with_the_protocol_context_and_memory() {
     assert!(with.contains("Be brief."), "{with}");
     assert!(with.contains("<uap-context>"), "{with}");
     assert!(with.contains("Chose SQLite for memory"), "{with}");
+    // The decision loop's ACT step: the run's task is classified and the loop planned.
+    assert!(
+        with.contains("<uap-task>")
+            && with.contains("Task class: debugging")
+            && with.contains("weft deliver"),
+        "{with}"
+    );
     let without = String::from_utf8_lossy(&received[1].body).into_owned();
     assert!(
         without.contains("Be brief.") && !without.contains("<uap-context>"),

@@ -294,3 +294,82 @@ fn a_subagents_thread_exports_as_spawned_from_its_parents() {
         text(&show)
     );
 }
+
+#[test]
+fn the_subagents_template_runs_end_to_end_with_no_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = weft(dir.path(), &["init", "--template", "subagents", "p"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let p = dir.path().join("p");
+    // `weft run` returns once the thread is settled: the writer's results arrived and
+    // the editor answered them.
+    let out = weft(&p, &["run", "--json", "Write a blurb about Weft"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let run = events[0]["runId"].as_str().unwrap().to_owned();
+    let thread = events[0]["payload"]["threadId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The thread's state: one writer instance, done.
+    let state = weft(&p, &["thread", "state", &thread]);
+    assert_eq!(state.status.code(), Some(0), "{}", text(&state));
+    let state: Value = serde_json::from_slice(&state.stdout).unwrap();
+    assert_eq!(state["threadId"], thread.as_str());
+    assert_eq!(state["agentId"], "editor");
+    assert!(state["terminated"].is_null());
+    let children = state["children"].as_array().unwrap();
+    assert_eq!(children.len(), 1, "{state:#}");
+    assert_eq!(
+        (
+            &children[0]["name"],
+            &children[0]["status"],
+            &children[0]["resumable"],
+            &children[0]["blocking"]
+        ),
+        (
+            &json!("blurb"),
+            &json!("completed"),
+            &json!(true),
+            &json!(false)
+        )
+    );
+    let child = children[0]["reference"].as_str().unwrap().to_owned();
+    // Each result reached the editor's conversation once, with the spec's text.
+    let export = weft(&p, &["thread", "export", &run]);
+    assert_eq!(export.status.code(), Some(0), "{}", text(&export));
+    let exported = String::from_utf8_lossy(&export.stdout).into_owned();
+    let first = format!(
+        "Subagent (reference: {child}) has returned the following result:\\n\\nWeft runs agents durably: every step is recorded, nothing runs twice."
+    );
+    assert_eq!(exported.matches(&first).count(), 1, "{exported}");
+    // `weft runs show` draws the thread tree with the instance's status.
+    let show = weft(&p, &["runs", "show", &run]);
+    let shown = String::from_utf8_lossy(&show.stdout).into_owned();
+    assert!(
+        shown.contains(&format!(
+            "threads:\n  {thread} (this run's)\n    blurb {child} (writer) · completed · resumable, non-blocking"
+        )),
+        "{shown}"
+    );
+    // Terminating the instance: its parent's registry says so, and it takes no new run.
+    let out = weft(&p, &["thread", "terminate", &child]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let ended: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        ended["terminated"].as_i64().is_some_and(|t| t > 0),
+        "{ended:#}"
+    );
+    let state: Value =
+        serde_json::from_slice(&weft(&p, &["thread", "state", &thread]).stdout).unwrap();
+    assert_eq!(state["children"][0]["status"], "terminated");
+    let out = weft(
+        &p,
+        &["run", "--continue", &child, "--agent", "writer", "more"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("was terminated"), "{}", text(&out));
+}

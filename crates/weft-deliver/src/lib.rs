@@ -335,6 +335,7 @@ pub async fn deliver(
             sandbox: options.sandbox.clone(),
             // Settled from the project and the environment when the session runs.
             base_urls: Default::default(),
+            profile: None,
         };
         let input = prompt(&options.instruction, &last, number, options.max_iterations);
         let mut spec = RunSpec::new(input, Program::Session(program));

@@ -5,10 +5,19 @@
 //! memory lesson) passes when it exits 0; three are built in:
 //! - `newTests`: when the branch (committed or not, against the base branch) changes source
 //!   files, it changes at least one test file too (a path with a `test`/`tests`/`spec`
-//!   part, or a `_test.`/`.test.`/`.spec.`/`test_` file name);
+//!   part, or a `_test.`/`.test.`/`.spec.`/`test_` file name); and, when a test command is
+//!   set (the `tests` check's, else `[project] testCommand`), those tests cover the change:
+//!   the base revision (the merge base) is checked out in a temporary git worktree, the
+//!   base's own suite must pass there, then the head's changed test files are copied in and
+//!   the test command must FAIL — a test that passes on the old code does not cover the new
+//!   behaviour (the `tests` check runs the suite on the head);
+//! - `schemaDiff`: no breaking schema or contract change against the base
+//!   ([`mod@crate::schema_diff`]);
 //! - `versionBump`: the branch is not a protected one, and the version in `Cargo.toml`,
 //!   `package.json` or `pyproject.toml` at `HEAD` differs from the base branch's;
-//! - `review`: a commit on the branch since the base carries a `Reviewed-by:` trailer;
+//! - `review`: the `[[review.reviewers]]` approve the diff, run in parallel
+//!   ([`crate::review`]; each verdict goes to the audit trail); without reviewers, a commit on
+//!   the branch since the base carries a `Reviewed-by:` trailer;
 //! - `taskDiscipline`: the session had a task in progress (a `TodoWrite` item
 //!   `in_progress`) before its first edit;
 //! - `memoryLesson`: a lesson (a memory of kind lesson, pattern, decision or config, see
@@ -96,7 +105,9 @@ pub fn run_checklist(
             CheckSpec::Command(line) => run_command(line, dir, limit),
             CheckSpec::Builtin => match check.name.as_str() {
                 "versionBump" => version_bump(config, dir),
-                "newTests" => new_tests(config, dir),
+                "newTests" => new_tests(config, dir, limit),
+                "schemaDiff" => schema_diff_check(config, dir),
+                "review" if !config.reviewers.is_empty() => expert_review(config, dir, db, session),
                 "review" => review(config, dir),
                 "taskDiscipline" => task_discipline(db, session),
                 "memoryLesson" => memory_lesson(config, dir, db, session),
@@ -242,7 +253,223 @@ fn is_test_path(path: &str) -> bool {
         || file.contains(".spec.")
 }
 
-fn new_tests(config: &GateConfig, dir: &Path) -> (bool, String) {
+fn merge_base(config: &GateConfig, dir: &Path) -> Result<(String, String), String> {
+    let Some(base) = base_branch(config, dir) else {
+        return Err("no base branch to compare the changes with".into());
+    };
+    git(dir, &["merge-base", "HEAD", &base])
+        .map(|s| (base.clone(), s.trim().to_owned()))
+        .ok_or_else(|| format!("no common ancestor of HEAD and {base}"))
+}
+
+fn schema_diff_check(config: &GateConfig, dir: &Path) -> (bool, String) {
+    let (base, merge_base) = match merge_base(config, dir) {
+        Ok(found) => found,
+        Err(e) => return (false, e),
+    };
+    match crate::schema_diff::schema_diff(dir, &merge_base, None) {
+        Err(e) => (false, e.to_string()),
+        Ok(diff) if diff.passed() => (true, diff.summary()),
+        Ok(diff) => (
+            false,
+            format!(
+                "breaking schema/contract changes against {base} (weft schema-diff {merge_base}):\n{}",
+                diff.summary()
+            ),
+        ),
+    }
+}
+
+fn expert_review(
+    config: &GateConfig,
+    dir: &Path,
+    db: Option<&GateDb>,
+    session: Option<&str>,
+) -> (bool, String) {
+    let (_, merge_base) = match merge_base(config, dir) {
+        Ok(found) => found,
+        Err(e) => return (false, e),
+    };
+    let review = crate::review::run_review(config, dir, &merge_base);
+    if let Some(db) = db {
+        let at = crate::db::now_ms();
+        let rows: Vec<crate::db::AuditEntry> = review
+            .verdicts
+            .iter()
+            .map(|v| crate::db::AuditEntry {
+                at,
+                session_id: session.map(str::to_owned),
+                harness: "weft".into(),
+                event: "review".into(),
+                stage: Some("review".into()),
+                gate: "review".into(),
+                policy_id: Some(v.reviewer.clone()),
+                level: Some(
+                    if v.required {
+                        "REQUIRED"
+                    } else {
+                        "RECOMMENDED"
+                    }
+                    .into(),
+                ),
+                passed: v.approved,
+                message: crate::invocation::clip(&v.reasons.join("; "), 2000),
+                ..crate::db::AuditEntry::default()
+            })
+            .collect();
+        let _ = db.audit(&rows);
+    }
+    (review.passed(), review.summary())
+}
+
+/// The command that runs the suite: the `tests` check's, else `[project] testCommand`.
+fn test_line(config: &GateConfig) -> Option<String> {
+    config
+        .completion
+        .checks
+        .iter()
+        .find_map(|c| match (&c.spec, c.name.as_str()) {
+            (CheckSpec::Command(line), "tests") => Some(line.clone()),
+            _ => None,
+        })
+        .or_else(|| config.test_command.clone())
+}
+
+/// Runs `test_line` against the code of `merge_base` with the head's `tests` copied in: a
+/// failure there means the tests cover the change.
+fn covers(
+    dir: &Path,
+    merge_base: &str,
+    tests: &[String],
+    test_line: &str,
+    limit: Duration,
+) -> (bool, String) {
+    let Some(top) = git(dir, &["rev-parse", "--show-toplevel"]).map(|t| t.trim().to_owned()) else {
+        return (false, "not a git repository".into());
+    };
+    let top = Path::new(&top);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let scratch =
+        std::env::temp_dir().join(format!("weft-coverage-{}-{nanos}", std::process::id()));
+    let scratch_text = scratch.to_string_lossy().into_owned();
+    if git(
+        top,
+        &[
+            "worktree",
+            "add",
+            "--detach",
+            "--quiet",
+            &scratch_text,
+            merge_base,
+        ],
+    )
+    .is_none()
+    {
+        return (
+            false,
+            format!("the base revision {merge_base} could not be checked out to run the new tests"),
+        );
+    }
+    let relative = dir
+        .canonicalize()
+        .ok()
+        .zip(top.canonicalize().ok())
+        .and_then(|(d, t)| d.strip_prefix(&t).ok().map(Path::to_path_buf))
+        .unwrap_or_default();
+    let verdict = judge_coverage(
+        top, &scratch, &relative, merge_base, tests, test_line, limit,
+    );
+    if git(top, &["worktree", "remove", "--force", &scratch_text]).is_none() {
+        let _ = std::fs::remove_dir_all(&scratch);
+        let _ = git(top, &["worktree", "prune"]);
+    }
+    verdict
+}
+
+/// In the scratch checkout of the base: its own suite must pass, and fail once the head's
+/// changed tests are copied in.
+fn judge_coverage(
+    top: &Path,
+    scratch: &Path,
+    relative: &Path,
+    merge_base: &str,
+    tests: &[String],
+    test_line: &str,
+    limit: Duration,
+) -> (bool, String) {
+    let work = scratch.join(relative);
+    let exit = |code: Option<i32>| code.map_or_else(|| "by signal".to_owned(), |c| c.to_string());
+    // A base whose suite already fails proves nothing by failing again.
+    match process::run_shell(test_line, &work, limit) {
+        Err(e) => return (false, e),
+        Ok(done) if done.timed_out => {
+            return (
+                false,
+                format!(
+                    "`{test_line}` on the base revision ran past {}s",
+                    limit.as_secs()
+                ),
+            );
+        }
+        Ok(done) if done.code != Some(0) => {
+            return (
+                false,
+                format!(
+                    "the base revision's own suite fails (`{test_line}` exited {} on {merge_base:.12}), so whether the changed tests cover the change cannot be told; fix the base branch's tests or make newTests optional:\n{}",
+                    exit(done.code),
+                    process::tail(&format!("{}\n{}", done.stdout, done.stderr), 10)
+                ),
+            );
+        }
+        Ok(_) => {}
+    }
+    let mut copied = Vec::new();
+    for test in tests {
+        let (from, to) = (top.join(test), scratch.join(test));
+        let result = to
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::copy(&from, &to).map(|_| ()));
+        if let Err(e) = result {
+            return (false, format!("{test} could not be copied: {e}"));
+        }
+        copied.push(test.as_str());
+    }
+    let names = copied
+        .iter()
+        .take(5)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    match process::run_shell(test_line, &work, limit) {
+        Err(e) => (false, e),
+        Ok(done) if done.timed_out => (
+            false,
+            format!(
+                "`{test_line}` on the base revision with the changed tests ran past {}s",
+                limit.as_secs()
+            ),
+        ),
+        Ok(done) if done.code == Some(0) => (
+            false,
+            format!(
+                "the changed tests ({names}) also pass against the base revision's code ({merge_base:.12}): they do not cover the change; add a test that fails without it"
+            ),
+        ),
+        Ok(done) => (
+            true,
+            format!(
+                "the changed tests ({names}) fail against the base revision's code (exit {}; its own suite passes there) and so cover the change",
+                exit(done.code)
+            ),
+        ),
+    }
+}
+
+fn new_tests(config: &GateConfig, dir: &Path, limit: Duration) -> (bool, String) {
     let Some(base) = base_branch(config, dir) else {
         return (false, "no base branch to compare the changes with".into());
     };
@@ -250,16 +477,21 @@ fn new_tests(config: &GateConfig, dir: &Path) -> (bool, String) {
     else {
         return (false, format!("no common ancestor of HEAD and {base}"));
     };
+    let top = git(dir, &["rev-parse", "--show-toplevel"])
+        .map_or_else(|| dir.to_path_buf(), |t| Path::new(t.trim()).to_path_buf());
     let mut changed: Vec<String> = git(dir, &["diff", "--name-only", &merge_base])
         .unwrap_or_default()
         .lines()
         .map(str::to_owned)
         .collect();
     changed.extend(
-        git(dir, &["ls-files", "--others", "--exclude-standard"])
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned),
+        git(
+            dir,
+            &["ls-files", "--others", "--exclude-standard", "--full-name"],
+        )
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned),
     );
     let code: Vec<&String> = changed
         .iter()
@@ -269,7 +501,12 @@ fn new_tests(config: &GateConfig, dir: &Path) -> (bool, String) {
                 && !is_test_path(p)
         })
         .collect();
-    let tests = changed.iter().filter(|p| is_test_path(p)).count();
+    let test_files: Vec<String> = changed
+        .iter()
+        .filter(|p| is_test_path(p) && top.join(p).is_file())
+        .cloned()
+        .collect();
+    let tests = test_files.len();
     match (code.is_empty(), tests) {
         (true, _) => (true, "no source file changed".into()),
         (false, 0) => (
@@ -283,7 +520,15 @@ fn new_tests(config: &GateConfig, dir: &Path) -> (bool, String) {
                     .join(", ")
             ),
         ),
-        (false, n) => (true, format!("{n} test file(s) changed with the code")),
+        (false, n) => match test_line(config) {
+            Some(line) => covers(dir, &merge_base, &test_files, &line, limit),
+            None => (
+                true,
+                format!(
+                    "{n} test file(s) changed with the code (set a test command to check that they cover it)"
+                ),
+            ),
+        },
     }
 }
 

@@ -167,10 +167,51 @@ pub fn check(root: &Path) -> Vec<Item> {
         ),
     });
 
+    // The loop is the agent's to follow; what can be checked is that every wired harness is
+    // told it: Claude Code at each prompt (the task classified, the loop planned), Cursor at
+    // session start (its prompt event cannot add context).
+    let plans = wired(&coverage, "UserPromptSubmit", "sessionStart");
+    let plan = run_hook(
+        HookEvent::UserPromptSubmit,
+        Some(Harness::Claude),
+        json!({"session_id": "weft-compliance-check", "hook_event_name": "UserPromptSubmit", "cwd": scratch,
+               "prompt": "Fix the failing parser test"})
+        .to_string()
+        .as_bytes(),
+        &scratch,
+    );
+    let planned = plan.exit_code == 0
+        && plan.stdout.contains("Loop: READ")
+        && plan.stdout.contains("Task class: ");
+    let unplanned: Vec<&str> = coverage
+        .iter()
+        .filter(|c| c.present && !plans.contains(&c.harness))
+        .map(|c| c.harness)
+        .collect();
     items.push(Item {
         title: "The agent follows the READ → QUERY → ACT → RECORD → PROMOTE loop",
-        status: Status::Unknown,
-        detail: "the memory tiers are not built yet (issue 23, item 3)".into(),
+        status: if !plans.is_empty() && unplanned.is_empty() && planned {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        detail: if plans.is_empty() || !unplanned.is_empty() {
+            format!(
+                "the loop's plan reaches no agent of: {} (Claude Code needs the UserPromptSubmit hook: weft hooks install)",
+                if unplanned.is_empty() {
+                    "any harness".to_owned()
+                } else {
+                    unplanned.join(", ")
+                }
+            )
+        } else if !planned {
+            "weft hook user-prompt-submit did not print the plan".into()
+        } else {
+            format!(
+                "each task is classified and planned for: {} (following the loop is the agent's part)",
+                plans.join(", ")
+            )
+        },
     });
 
     let root_changes = process::run(
@@ -237,5 +278,6 @@ pub fn check(root: &Path) -> Vec<Item> {
             )
         },
     });
+    let _ = std::fs::remove_dir_all(&scratch);
     items
 }

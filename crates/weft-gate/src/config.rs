@@ -10,6 +10,8 @@
 //! worktree = true                 # the worktree gate (default on)
 //! dangerousCommands = true        # the dangerous-command guard (default on)
 //! protectedBranches = ["main", "master"]
+//! postEditBuild = "cargo check"   # post-tool-use build gate: run after every edit (off by default)
+//! backupReminder = 10             # post-tool-use: remind to commit at 10+ uncommitted files
 //!
 //! [completion]                    # the checklist the stop hook runs
 //! tests = true                    # runs [project] testCommand (on whenever it is set)
@@ -17,16 +19,25 @@
 //! build = "cargo build"
 //! typeCheck = "cargo check --all-targets"
 //! lint = "cargo clippy -- -D warnings"
-//! schemaDiff = "scripts/schema-diff.sh"
+//! schemaDiff = true               # built in: no breaking schema/contract change (or a command)
 //! taskDiscipline = true           # built in: a task was in progress before the first edit
-//! review = true                   # built in: a Reviewed-by: trailer on the branch
+//! review = true                   # built in: the [review] reviewers approve, in parallel
+//!                                 # (without reviewers: a Reviewed-by: trailer on the branch)
 //! memoryLesson = true             # built in: a lesson was written to memory (or a command)
 //! versionBump = true              # built in: the version differs from the base branch's
 //! optional = ["lint"]             # checks that only warn
 //! timeoutSeconds = 900
 //! subagents = false               # also check when a sub-agent stops
 //! baseBranch = "main"
+//!
+//! [[review.reviewers]]            # the parallel expert review (see crate::review)
+//! name = "security"
+//! command = "scripts/review-security.sh"
+//! required = true                 # default; false: its rejection is only reported
 //! ```
+//!
+//! `newTests = true` checks that the tests cover the change when a test command is set:
+//! the head's changed test files, run against the base revision's code, must fail there.
 
 use std::path::Path;
 
@@ -49,6 +60,7 @@ pub const CHECK_NAMES: &[&str] = &[
 /// Checks that have a built-in meaning when set to `true`.
 const BUILTIN_CHECKS: &[&str] = &[
     "newTests",
+    "schemaDiff",
     "taskDiscipline",
     "review",
     "versionBump",
@@ -101,6 +113,26 @@ impl Default for CompletionConfig {
     }
 }
 
+/// One expert reviewer of the parallel review (`[[review.reviewers]]`).
+///
+/// ```
+/// let c = weft_gate::GateConfig::parse(
+///     "[[review.reviewers]]\nname = \"security\"\ncommand = \"./review.sh\"\n",
+/// )
+/// .expect("valid");
+/// assert_eq!(c.reviewers[0].name, "security");
+/// assert!(c.reviewers[0].required);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reviewer {
+    /// Its name (in verdicts and the audit trail).
+    pub name: String,
+    /// The command line (through `sh -c`) that reviews the diff.
+    pub command: String,
+    /// Whether its rejection fails the review (default true).
+    pub required: bool,
+}
+
 /// The gate settings of a project.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GateConfig {
@@ -114,6 +146,12 @@ pub struct GateConfig {
     pub protected_branches: Vec<String>,
     /// The completion checklist.
     pub completion: CompletionConfig,
+    /// `[gates] postEditBuild`: the build command the post-tool-use hook runs after an edit.
+    pub post_edit_build: Option<String>,
+    /// `[gates] backupReminder`: remind to commit once this many files are uncommitted.
+    pub backup_reminder: Option<usize>,
+    /// `[[review.reviewers]]`: the parallel expert review.
+    pub reviewers: Vec<Reviewer>,
 }
 
 impl Default for GateConfig {
@@ -124,6 +162,9 @@ impl Default for GateConfig {
             dangerous_commands: true,
             protected_branches: vec!["main".into(), "master".into()],
             completion: CompletionConfig::default(),
+            post_edit_build: None,
+            backup_reminder: None,
+            reviewers: Vec::new(),
         }
     }
 }
@@ -173,6 +214,19 @@ impl GateConfig {
         if let Some(list) = strings(gates, "gates", "protectedBranches")? {
             config.protected_branches = list;
         }
+        config.post_edit_build = string(gates, "gates", "postEditBuild")?;
+        config.backup_reminder = match gates.get("backupReminder") {
+            None | Some(toml::Value::Boolean(false)) => None,
+            Some(toml::Value::Boolean(true)) => Some(10),
+            Some(toml::Value::Integer(n)) if *n > 0 => usize::try_from(*n).ok(),
+            Some(_) => {
+                return Err(
+                    "[gates] backupReminder must be true, false or a positive number of files"
+                        .into(),
+                );
+            }
+        };
+        config.reviewers = reviewers(section("review")?)?;
         let completion = section("completion")?;
         let optional = strings(completion, "completion", "optional")?.unwrap_or_default();
         for key in completion.keys() {
@@ -230,6 +284,36 @@ impl GateConfig {
         config.completion.base_branch = string(completion, "completion", "baseBranch")?;
         Ok(config)
     }
+}
+
+fn reviewers(review: &toml::Table) -> Result<Vec<Reviewer>, String> {
+    let Some(list) = review.get("reviewers") else {
+        return Ok(Vec::new());
+    };
+    let Some(list) = list.as_array() else {
+        return Err("[review] reviewers must be a list of tables".into());
+    };
+    let mut out: Vec<Reviewer> = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        let Some(table) = item.as_table() else {
+            return Err("[review] reviewers must be a list of tables".into());
+        };
+        let section = format!("review.reviewers[{i}]");
+        let name =
+            string(table, &section, "name")?.unwrap_or_else(|| format!("reviewer-{}", i + 1));
+        let Some(command) = string(table, &section, "command")? else {
+            return Err(format!("[{section}] needs a command"));
+        };
+        if out.iter().any(|r| r.name == name) {
+            return Err(format!("[review] two reviewers are named {name:?}"));
+        }
+        out.push(Reviewer {
+            name,
+            command,
+            required: boolean(table, &section, "required")?.unwrap_or(true),
+        });
+    }
+    Ok(out)
 }
 
 fn string(table: &toml::Table, section: &str, key: &str) -> Result<Option<String>, String> {

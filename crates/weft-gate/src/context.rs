@@ -18,7 +18,7 @@ use weft_memory::{Entry, SessionContext};
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
-fn time(ms: i64) -> String {
+pub(crate) fn time(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
         .unwrap_or_default()

@@ -68,6 +68,16 @@ const MIGRATIONS: &[&str] = &[
         claimed_at INTEGER NOT NULL,
         PRIMARY KEY (path, session_id)
     );",
+    // V2: the protocol state a session had when its context was compacted (pre-compact
+    // saves it; session start with `source: compact` injects it again).
+    "CREATE TABLE gate_snapshots (
+        session_id TEXT PRIMARY KEY,
+        saved_at INTEGER NOT NULL,
+        trigger TEXT,
+        state TEXT NOT NULL,
+        compacted_at INTEGER,
+        summary TEXT
+    );",
 ];
 
 /// Milliseconds since the Unix epoch.
@@ -574,6 +584,99 @@ impl GateDb {
         Ok(())
     }
 
+    /// The protocol state of a session, as a few lines: where it works, its task in
+    /// progress, the files it edited. Empty when the session is unknown.
+    ///
+    /// # Errors
+    /// [`GateError::Database`].
+    pub fn session_state(&self, session_id: &str) -> Result<Vec<String>, GateError> {
+        let row: Option<(Option<String>, Option<String>)> = self
+            .conn
+            .query_row(
+                "SELECT cwd, task FROM gate_agents WHERE session_id = ?1",
+                [session_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let Some((cwd, task)) = row else {
+            return Ok(Vec::new());
+        };
+        let mut lines = Vec::new();
+        if let Some(cwd) = cwd {
+            lines.push(format!("Working directory: {cwd}"));
+        }
+        if let Some(task) = task {
+            lines.push(format!("Task in progress: {task}"));
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT path FROM gate_claims WHERE session_id = ?1 ORDER BY claimed_at, path LIMIT 20",
+            )
+            .map_err(|e| self.err(e))?;
+        let paths = stmt
+            .query_map([session_id], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(e))?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))?;
+        if !paths.is_empty() {
+            lines.push(format!("Files edited this session: {}", paths.join(", ")));
+        }
+        Ok(lines)
+    }
+
+    /// Saves the protocol state of a session before its context is compacted.
+    ///
+    /// # Errors
+    /// [`GateError::Database`].
+    pub fn save_snapshot(
+        &self,
+        session_id: &str,
+        trigger: Option<&str>,
+        state: &str,
+    ) -> Result<(), GateError> {
+        self.conn
+            .execute(
+                "INSERT INTO gate_snapshots (session_id, saved_at, trigger, state) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (session_id) DO UPDATE SET saved_at = ?2, trigger = ?3, state = ?4,
+                     compacted_at = NULL, summary = NULL",
+                params![session_id, now_ms(), trigger, state],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Records that the compaction of a session happened (with the harness's summary).
+    ///
+    /// # Errors
+    /// [`GateError::Database`].
+    pub fn compacted(&self, session_id: &str, summary: Option<&str>) -> Result<bool, GateError> {
+        let n = self
+            .conn
+            .execute(
+                "UPDATE gate_snapshots SET compacted_at = ?2, summary = ?3 WHERE session_id = ?1",
+                params![session_id, now_ms(), summary],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(n > 0)
+    }
+
+    /// The saved state of a session: `(saved at, state)`.
+    ///
+    /// # Errors
+    /// [`GateError::Database`].
+    pub fn snapshot(&self, session_id: &str) -> Result<Option<(i64, String)>, GateError> {
+        self.conn
+            .query_row(
+                "SELECT saved_at, state FROM gate_snapshots WHERE session_id = ?1",
+                [session_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
     /// When a session was first seen (ms), if it is registered.
     ///
     /// # Errors
@@ -631,6 +734,11 @@ impl GateDb {
                 [],
             )
             .map_err(|e| GateError::db(&path, e))?;
+        tx.execute(
+            "DELETE FROM gate_snapshots WHERE session_id NOT IN (SELECT session_id FROM gate_agents)",
+            [],
+        )
+        .map_err(|e| GateError::db(&path, e))?;
         tx.commit().map_err(|e| GateError::db(&path, e))?;
         Ok((agents, claims))
     }

@@ -9,7 +9,12 @@
 //! | pre-tool-use, allow | exit 0, no output | exit 0; `{"permission":"allow"}` |
 //! | pre-tool-use, deny | exit 2; stderr: the reason; stdout: `hookSpecificOutput.permissionDecision = "deny"` (ignored under exit 2, kept for harnesses that read it) | exit 2; stderr: the reason; `{"permission":"deny","user_message","agent_message"}` |
 //! | post-tool-use | exit 0 (exit 2 + stderr when a REQUIRED post-exec policy fails: the tool already ran, Claude is told) | exit 0; `{"additional_context": …}` when something failed |
-//! | pre-compact | exit 0; a reminder on stdout | exit 0; `{}` |
+//! | post-tool-use after an edit, `[gates] postEditBuild` failing | exit 2; stderr: the build's failure (Claude is told; the edit stays) | exit 0; `{"additional_context": …}` |
+//! | post-tool-use after an edit, `[gates] backupReminder` files uncommitted | exit 0; `hookSpecificOutput.additionalContext`: commit reminder | exit 0; `{"additional_context": …}` |
+//! | pre-compact | exit 0; saves the session's protocol state (worktree, task, edited files); a note on stdout | exit 0; `{}` |
+//! | post-compact | exit 0; records the compaction; the state comes back through session start | exit 0; `{}` |
+//! | session start with `source: "compact"` | as session start, plus the state saved before compaction | — |
+//! | user-prompt-submit | exit 0; stdout: the task's class and the READ → QUERY → ACT → RECORD → PROMOTE plan (added to the context) | exit 0; `{"continue": true}` |
 //! | stop, sub-agent stop | refused: exit 2, stderr reason, stdout `{"decision":"block","reason"}`; allowed: exit 0 | refused: exit 0, `{"followup_message": reason}`; allowed: `{}` |
 //!
 //! A pre-tool-use payload that cannot be read (not JSON, no tool) is denied (fail-closed).
@@ -44,8 +49,12 @@ pub enum HookEvent {
     PreToolUse,
     /// After a tool call.
     PostToolUse,
-    /// Before the context is compacted.
+    /// Before the context is compacted: saves the session's protocol state.
     PreCompact,
+    /// After the context was compacted (Claude Code's `PostCompact`).
+    PostCompact,
+    /// The user submitted a prompt: the task is classified and the loop planned.
+    UserPromptSubmit,
     /// The agent wants to stop (claims to be done).
     Stop,
     /// A sub-agent wants to stop.
@@ -60,6 +69,8 @@ impl HookEvent {
             HookEvent::PreToolUse => "pre-tool-use",
             HookEvent::PostToolUse => "post-tool-use",
             HookEvent::PreCompact => "pre-compact",
+            HookEvent::PostCompact => "post-compact",
+            HookEvent::UserPromptSubmit => "user-prompt-submit",
             HookEvent::Stop => "stop",
             HookEvent::SubagentStop => "subagent-stop",
         }
@@ -224,6 +235,46 @@ impl Payload {
     }
 }
 
+/// What [`run_hook`] reads from a payload before it acts: the harness it answers as, the
+/// event name, and the tool call classified as a [`ToolInvocation`] (with the shell words the
+/// command guard sees, for a shell call). `None` for a payload that is not a JSON object
+/// (which `run_hook` refuses). Touches no file: the entry point of the payload fuzz target.
+#[doc(hidden)]
+pub fn read_payload(stdin: &[u8], process_cwd: &Path) -> Option<PayloadReading> {
+    let raw = serde_json::from_slice::<Value>(stdin)
+        .ok()
+        .filter(Value::is_object)?;
+    let payload = Payload::read(raw, process_cwd);
+    let harness = Harness::detect(&payload.raw);
+    let invocation = payload
+        .tool_call()
+        .map(|(tool, input)| payload.invocation(tool, input, Stage::PreExec));
+    let words = match invocation.as_ref().map(|i| &i.kind) {
+        Some(ToolKind::Shell { command }) => crate::shell::simple_commands(command),
+        _ => Vec::new(),
+    };
+    Some(PayloadReading {
+        harness,
+        event_name: payload.event_name.clone(),
+        invocation,
+        shell_words: words,
+    })
+}
+
+/// What [`read_payload`] found in a payload.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct PayloadReading {
+    /// The harness the payload is answered as.
+    pub harness: Harness,
+    /// `hook_event_name`.
+    pub event_name: String,
+    /// The tool call, classified.
+    pub invocation: Option<ToolInvocation>,
+    /// A shell call's simple commands, as words.
+    pub shell_words: Vec<Vec<String>>,
+}
+
 /// Answers one hook call. `harness` is `None` to detect it from the payload; `process_cwd`
 /// is used when the payload names no directory.
 pub fn run_hook(
@@ -280,6 +331,8 @@ pub fn run_hook(
         HookEvent::PreToolUse => pre_tool_use(&payload, harness),
         HookEvent::PostToolUse => post_tool_use(&payload, harness),
         HookEvent::PreCompact => pre_compact(&payload, harness),
+        HookEvent::PostCompact => post_compact(&payload, harness),
+        HookEvent::UserPromptSubmit => user_prompt_submit(&payload, harness),
         HookEvent::Stop => stop(&payload, harness, false),
         HookEvent::SubagentStop => stop(&payload, harness, true),
     }
@@ -523,9 +576,14 @@ fn post_tool_use(payload: &Payload, harness: Harness) -> HookAnswer {
         .ok()
         .and_then(|db| db.policies().ok())
         .unwrap_or_default();
-    let verdict = Gates::new(&setup.root, setup.config.clone())
+    let mut verdict = Gates::new(&setup.root, setup.config.clone())
         .with_policies(policies)
         .check(&invocation);
+    if let ToolKind::Edit { paths } = &invocation.kind {
+        verdict
+            .findings
+            .extend(after_edit(&setup.config, &invocation.cwd, paths));
+    }
     let reason = verdict.reason();
     if let Ok(db) = setup.db.as_mut() {
         let rows = audit_rows(
@@ -553,7 +611,9 @@ fn post_tool_use(payload: &Payload, harness: Harness) -> HookAnswer {
         Harness::Claude | Harness::Codex if !verdict.allowed() => HookAnswer {
             exit_code: 2,
             stdout: String::new(),
-            stderr: format!("weft gate: a required post-exec policy failed:\n{reason}\n"),
+            stderr: format!(
+                "weft gate: a required post-tool-use check failed (the tool already ran):\n{reason}\n"
+            ),
         },
         Harness::Claude | Harness::Codex if !message.is_empty() => HookAnswer::ok(format!(
             "{}\n",
@@ -561,6 +621,77 @@ fn post_tool_use(payload: &Payload, harness: Harness) -> HookAnswer {
         )),
         Harness::Claude | Harness::Codex => HookAnswer::ok(""),
     }
+}
+
+/// The top of the git checkout (worktree) holding `path`, or `None`.
+fn checkout_of(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .find(|dir| dir.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+/// The post-tool-use checks of an edit: the build gate (`[gates] postEditBuild`, REQUIRED)
+/// and the backup reminder (`[gates] backupReminder`, advisory), run in the checkout that
+/// holds the edited file.
+fn after_edit(config: &GateConfig, cwd: &Path, paths: &[String]) -> Vec<Finding> {
+    if config.post_edit_build.is_none() && config.backup_reminder.is_none() {
+        return Vec::new();
+    }
+    let Some(dir) = paths
+        .iter()
+        .map(|p| crate::project::normalize(cwd, Path::new(p)))
+        .find_map(|p| checkout_of(&p))
+        .or_else(|| checkout_of(cwd))
+    else {
+        return Vec::new();
+    };
+    let mut findings = Vec::new();
+    if let Some(line) = &config.post_edit_build {
+        let limit = Duration::from_secs(config.completion.timeout_seconds);
+        let (passed, detail) = crate::completion::run_command(line, &dir, limit);
+        findings.push(Finding {
+            gate: "build",
+            policy: Some("postEditBuild".into()),
+            level: Level::Required,
+            passed,
+            message: if passed {
+                detail
+            } else {
+                format!(
+                    "the build is broken after editing {} in {}: {detail}",
+                    paths.join(", "),
+                    dir.display()
+                )
+            },
+        });
+    }
+    if let Some(threshold) = config.backup_reminder {
+        let status = crate::process::run(
+            "git",
+            &["status".to_owned(), "--porcelain".to_owned()],
+            &dir,
+            &[],
+            Duration::from_secs(30),
+        );
+        if let Ok(done) = status
+            && done.code == Some(0)
+        {
+            let dirty = done.stdout.lines().filter(|l| !l.trim().is_empty()).count();
+            if dirty >= threshold {
+                findings.push(Finding {
+                    gate: "backup",
+                    policy: Some("backupReminder".into()),
+                    level: Level::Recommended,
+                    passed: false,
+                    message: format!(
+                        "{dirty} files have uncommitted changes in {}: back up your work with a commit (git add -A && git commit -m \"…\")",
+                        dir.display()
+                    ),
+                });
+            }
+        }
+    }
+    findings
 }
 
 fn session_answer(harness: Harness, block: &str) -> HookAnswer {
@@ -623,7 +754,7 @@ fn session_start(payload: &Payload, harness: Harness) -> HookAnswer {
                 None
             }
         };
-    let block = context_block(
+    let mut block = context_block(
         &setup.root,
         &payload.cwd,
         &setup.config,
@@ -632,11 +763,34 @@ fn session_start(payload: &Payload, harness: Harness) -> HookAnswer {
         payload.session_id.as_deref(),
         &housekeeping,
     );
+    let compacted = payload.raw.get("source").and_then(Value::as_str) == Some("compact");
+    if let (true, Ok(db), Some(session)) =
+        (compacted, setup.db.as_ref(), payload.session_id.as_deref())
+    {
+        let restored = match db.snapshot(session) {
+            Ok(Some((at, state))) if !state.is_empty() => format!(
+                "Protocol state before the compaction (saved by pre-compact at {}):\n{state}\n",
+                crate::context::time(at)
+            ),
+            _ => {
+                let live = session_state(db, session);
+                if live.is_empty() {
+                    String::new()
+                } else {
+                    format!("Protocol state of this session:\n{live}\n")
+                }
+            }
+        };
+        if let Some(at) = block.rfind("</uap-context>") {
+            block.insert_str(at, &restored);
+        }
+    }
     session_answer(harness, &block)
 }
 
 fn pre_compact(payload: &Payload, harness: Harness) -> HookAnswer {
     let mut setup = setup(payload);
+    let mut saved = false;
     if let Ok(db) = setup.db.as_mut() {
         let rows = audit_rows(
             payload,
@@ -647,12 +801,94 @@ fn pre_compact(payload: &Payload, harness: Harness) -> HookAnswer {
             (true, ""),
         );
         let _ = db.audit(&rows);
+        if let Some(session) = payload.session_id.as_deref() {
+            let _ = db.heartbeat(
+                session,
+                payload.agent_id.as_deref(),
+                harness.as_str(),
+                &payload.cwd,
+            );
+            let state = session_state(db, session);
+            let trigger = payload.raw.get("trigger").and_then(Value::as_str);
+            saved = db.save_snapshot(session, trigger, &state).is_ok();
+        }
     }
     match harness {
         Harness::Cursor => HookAnswer::ok("{}\n"),
-        Harness::Claude | Harness::Codex => HookAnswer::ok(
-            "weft gate: the protocol context (worktree rule, open loops, completion checklist) is injected again when the session resumes after compaction.\n",
-        ),
+        Harness::Claude | Harness::Codex => HookAnswer::ok(if saved {
+            "weft gate: the protocol state (worktree, task in progress, edited files, open loops) was saved; it is injected again when the session resumes after compaction.\n"
+        } else {
+            "weft gate: the protocol context (worktree rule, open loops, completion checklist) is injected again when the session resumes after compaction.\n"
+        }),
+    }
+}
+
+/// The protocol state of a session worth keeping across a compaction.
+fn session_state(db: &GateDb, session: &str) -> String {
+    let mut lines = db.session_state(session).unwrap_or_default();
+    if let Ok(loops) = db.open_loops(0) {
+        for (_, _, why) in loops.iter().filter(|(s, _, _)| s == session) {
+            let first = why.lines().nth(1).unwrap_or(why.as_str()).trim();
+            lines.push(format!("Refused \"done\" (still open): {first}"));
+        }
+    }
+    lines.join("\n")
+}
+
+fn post_compact(payload: &Payload, harness: Harness) -> HookAnswer {
+    let mut setup = setup(payload);
+    let mut note = String::new();
+    if let Ok(db) = setup.db.as_mut() {
+        let summary = payload.raw.get("compact_summary").and_then(Value::as_str);
+        let recorded = payload
+            .session_id
+            .as_deref()
+            .is_some_and(|s| db.compacted(s, summary).unwrap_or(false));
+        let rows = audit_rows(
+            payload,
+            harness,
+            HookEvent::PostCompact,
+            None,
+            &[],
+            (
+                true,
+                if recorded {
+                    "compacted; the saved state is injected at the next session start"
+                } else {
+                    "compacted; no state had been saved"
+                },
+            ),
+        );
+        let _ = db.audit(&rows);
+        if recorded {
+            note = "weft gate: compaction recorded; the protocol state saved before it comes back with the session-start context (source compact).\n".into();
+        }
+    }
+    match harness {
+        Harness::Cursor => HookAnswer::ok("{}\n"),
+        Harness::Claude | Harness::Codex => HookAnswer::ok(note),
+    }
+}
+
+fn user_prompt_submit(payload: &Payload, harness: Harness) -> HookAnswer {
+    let prompt = payload
+        .raw
+        .get("prompt")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if prompt.trim().is_empty() {
+        return match harness {
+            Harness::Cursor => HookAnswer::ok("{\"continue\":true}\n"),
+            Harness::Claude | Harness::Codex => HookAnswer::ok(""),
+        };
+    }
+    let plan = crate::classify::classify_task(prompt).plan();
+    match harness {
+        // Cursor's beforeSubmitPrompt cannot add context; it is let through.
+        Harness::Cursor => HookAnswer::ok("{\"continue\":true}\n"),
+        Harness::Claude | Harness::Codex => {
+            HookAnswer::ok(format!("<uap-task>\n{plan}</uap-task>\n"))
+        }
     }
 }
 

@@ -16,7 +16,9 @@ const CLAUDE_EVENTS: &[(&str, &str, &str, u64)] = &[
     ("SessionStart", "session-start", "", 30),
     ("PreToolUse", "pre-tool-use", "*", 60),
     ("PostToolUse", "post-tool-use", "*", 60),
+    ("UserPromptSubmit", "user-prompt-submit", "", 30),
     ("PreCompact", "pre-compact", "", 30),
+    ("PostCompact", "post-compact", "", 30),
     ("Stop", "stop", "", 1800),
     ("SubagentStop", "subagent-stop", "", 1800),
 ];

@@ -260,13 +260,19 @@ impl ToolInvocation {
     pub fn summary(&self) -> String {
         let target = match &self.kind {
             ToolKind::Edit { paths } => paths.join(", "),
-            ToolKind::Shell { command } => command.replace('\n', " "),
+            ToolKind::Shell { command } => command.clone(),
             ToolKind::Read | ToolKind::Other => {
                 let text = self.input.to_string();
                 if text == "null" { String::new() } else { text }
             }
         };
-        clip(&format!("{} {}", self.tool, target), 200)
+        // One line whatever the payload holds: CR, LF, and other control characters in the
+        // tool name, a path or a command become spaces.
+        let line: String = format!("{} {}", self.tool, target)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        clip(&line, 200)
     }
 
     /// The completion-like operation this call performs (`merge`, `deploy`, `release`,
@@ -309,6 +315,23 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Found by the `hook_payload` fuzz target: a CR in a shell command (or any control
+    /// character in a tool name or path) split the audit trail's one-line summary.
+    #[test]
+    fn summary_is_one_line_whatever_the_payload_holds() {
+        for (tool, input) in [
+            (
+                "Bash",
+                json!({"command": "git push --force\rorigin main\nls"}),
+            ),
+            ("Edit\r\nx", json!({"file_path": "a\nb\u{7f}"})),
+            ("Write", json!({"file_path": "line\rbreak"})),
+        ] {
+            let summary = ToolInvocation::new(tool, input, "/w").summary();
+            assert!(!summary.chars().any(char::is_control), "{summary:?}");
+        }
+    }
 
     #[test]
     fn every_harness_edit_tool_is_an_edit() {

@@ -12,7 +12,8 @@
 //!   claims) in the project's SQLite file, beside the store's, with its own migrations.
 //! - [`worktree`], [`install`] and [`compliance`] back `weft worktree`, `weft hooks` and
 //!   `weft compliance check`; [`run_checklist`] runs the completion checklist, [`run_ladder`]
-//!   the verifier ladder of `weft deliver`.
+//!   the verifier ladder of `weft deliver`; [`schema_diff()`] backs `weft schema-diff` and the
+//!   `schemaDiff` check, [`run_review`] the parallel expert review of the `review` check.
 //!
 //! # Example: one check
 //!
@@ -35,6 +36,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod classify;
 mod command_guard;
 mod completion;
 pub mod compliance;
@@ -50,19 +52,26 @@ mod ladder;
 mod policy;
 mod process;
 mod project;
+pub mod review;
+pub mod schema_diff;
 mod shell;
 mod verdict;
 pub mod worktree;
 
+pub use classify::{TaskClass, classify_task};
 pub use completion::{CheckResult, Checklist, run_checklist};
-pub use config::{CHECK_NAMES, Check, CheckSpec, CompletionConfig, GateConfig};
+pub use config::{CHECK_NAMES, Check, CheckSpec, CompletionConfig, GateConfig, Reviewer};
 pub use context::start_context;
 pub use db::{AgentRow, AuditEntry, GateDb, TaskTrace, now_ms};
 pub use error::GateError;
 pub use gates::{Gates, NO_WORKTREE_ENV, is_worktree_name};
-pub use hook::{Harness, HookAnswer, HookEvent, STALE_AFTER, run_hook};
+pub use hook::{
+    Harness, HookAnswer, HookEvent, PayloadReading, STALE_AFTER, read_payload, run_hook,
+};
 pub use invocation::{Stage, ToolInvocation, ToolKind};
 pub use ladder::{LADDER, LadderResult, RungResult, RungStatus, has_ladder, run_ladder};
 pub use policy::{Policy, check_pattern};
 pub use project::{Repo, normalize, project_root};
+pub use review::{Review, ReviewVerdict, run_review};
+pub use schema_diff::{SchemaChange, SchemaDiff, schema_diff};
 pub use verdict::{Finding, Level, Verdict};

@@ -79,7 +79,7 @@ pub(crate) async fn run_round(
         }
         remaining.retain(|i| !started.contains(i));
         for i in started {
-            running.push(async move { (i, run_call(&calls[i], cx).await) });
+            running.push(async move { (i, run_call(calls, i, cx).await) });
         }
         if running.is_empty() {
             // Nothing runs and nothing can start: what is left is a constraint cycle.
@@ -186,7 +186,12 @@ fn rejected(call: &ToolCall, message: String, cx: &RoundContext<'_>) -> CallOutc
     error_outcome(call, message)
 }
 
-async fn run_call(call: &ToolCall, cx: &RoundContext<'_>) -> Result<CallOutcome, UppError> {
+async fn run_call(
+    calls: &[ToolCall],
+    index: usize,
+    cx: &RoundContext<'_>,
+) -> Result<CallOutcome, UppError> {
+    let call = &calls[index];
     let Some(tool) = cx.tools.iter().find(|t| t.name == call.tool_name) else {
         let known: Vec<&str> = cx.tools.iter().map(|t| t.name.as_str()).collect();
         let message = format!(
@@ -213,7 +218,9 @@ async fn run_call(call: &ToolCall, cx: &RoundContext<'_>) -> Result<CallOutcome,
         signal: cx.signal.child_token(),
         extensions: cx.extensions.clone(),
     };
-    let mut inv = Invocation::new(tool, call, context).with_events(cx.events);
+    let mut inv = Invocation::new(tool, call, context)
+        .in_round(calls, index)
+        .with_events(cx.events);
     let started = Instant::now();
     let outcome = cx.pipeline.run(&mut inv).await;
     if let Some(reason) = inv.abort.take() {

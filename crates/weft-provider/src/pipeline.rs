@@ -152,6 +152,11 @@ pub struct Invocation<'t> {
     pub tool: &'t Tool,
     /// The call as the model sent it.
     pub call: &'t ToolCall,
+    /// Every call of the model's response this call came with, in the model's order
+    /// (empty when the call was run on its own).
+    pub round: &'t [ToolCall],
+    /// The call's index in [`Invocation::round`].
+    pub index: usize,
     /// The arguments the handler will run with (`on_before_call` may replace them).
     pub arguments: Value,
     /// The context handed to the tool (call id, cancellation, extensions).
@@ -184,6 +189,8 @@ impl<'t> Invocation<'t> {
         Invocation {
             tool,
             call,
+            round: &[],
+            index: 0,
             arguments: call.arguments.clone(),
             context,
             key: None,
@@ -192,6 +199,13 @@ impl<'t> Invocation<'t> {
             events: None,
             abort: None,
         }
+    }
+
+    /// This call as call `index` of the model's response `round`.
+    pub(crate) fn in_round(mut self, round: &'t [ToolCall], index: usize) -> Self {
+        self.round = round;
+        self.index = index;
+        self
     }
 
     pub(crate) fn with_events(mut self, events: EventEmitter<'t>) -> Self {

@@ -92,6 +92,15 @@ pub fn child_reference(run_id: &str, position: &str) -> String {
     )
 }
 
+/// The position of `call` in `parent`'s run (its [`CallSite`], or the thread and call id of a
+/// call made outside the runtime's pipeline).
+pub fn call_position(parent: &RunContext, call: &ToolContext) -> String {
+    call.extensions.get::<CallSite>().map_or_else(
+        || format!("{}:{}", parent.thread_id(), call.tool_call_id),
+        |site| site.position.clone(),
+    )
+}
+
 /// A child run in progress (see the module docs).
 #[derive(Debug)]
 pub struct ChildRun {
@@ -117,11 +126,25 @@ impl ChildRun {
         name: &str,
         call: &ToolContext,
     ) -> Result<ChildRun, StoreError> {
-        let position = call.extensions.get::<CallSite>().map_or_else(
-            || format!("{}:{}", parent.thread_id(), call.tool_call_id),
-            |site| site.position.clone(),
-        );
+        let position = call_position(parent, call);
         let reference = child_reference(parent.run_id(), &position);
+        Self::open_as(parent, name, &reference, call).await
+    }
+
+    /// Opens the child run `name` of `parent` on the child thread `reference` (a resumable
+    /// subagent's, which outlives the call: each message to it is a child run of the run
+    /// that sends it), for the call `call`; the thread is recorded when it does not exist.
+    ///
+    /// # Errors
+    /// Storage failures.
+    pub async fn open_as(
+        parent: &Arc<RunContext>,
+        name: &str,
+        reference: &str,
+        call: &ToolContext,
+    ) -> Result<ChildRun, StoreError> {
+        let position = call_position(parent, call);
+        let reference = reference.to_owned();
         let store = parent.store();
         let thread = match store.thread(&reference).await? {
             Some(thread) => thread,
@@ -175,6 +198,12 @@ impl ChildRun {
     /// The child's reference: its thread id and its agent id in the lineage.
     pub fn reference(&self) -> &str {
         &self.reference
+    }
+
+    /// The call that opened the child: `RUN_ID POSITION` (the same on every replay of the
+    /// call), e.g. to recognise a message the child already took.
+    pub fn call_site(&self) -> String {
+        format!("{} {}", self.context.run_id(), self.position)
     }
 
     async fn record(

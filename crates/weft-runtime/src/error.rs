@@ -15,9 +15,16 @@ pub enum RunError {
     /// The run's budget cannot be enforced (a cost limit without prices): not started.
     #[error("{0}")]
     Budget(String),
+    /// The run may not start (a required variable has no value): not started, nothing
+    /// recorded (exit code 2).
+    #[error("{0}")]
+    Refused(String),
     /// The thread does not exist.
     #[error("thread {0:?} not found")]
     UnknownThread(String),
+    /// The thread was terminated: it takes no new run and no queued message.
+    #[error("thread {0:?} was terminated: it takes no new work")]
+    Terminated(String),
     /// The run spec names a tool the registry lacks.
     #[error("the run uses tool {0:?}, which this program does not provide")]
     UnknownTool(String),
@@ -72,7 +79,11 @@ impl RunError {
     pub fn exit_code(&self) -> u8 {
         match self {
             RunError::Owned { .. } | RunError::Store(StoreError::Fenced { .. }) => 5,
-            RunError::Budget(_) | RunError::UnknownThread(_) | RunError::Decision(_) => 2,
+            RunError::Budget(_)
+            | RunError::Refused(_)
+            | RunError::UnknownThread(_)
+            | RunError::Terminated(_)
+            | RunError::Decision(_) => 2,
             _ => 1,
         }
     }

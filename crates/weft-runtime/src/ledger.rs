@@ -167,6 +167,12 @@ impl RunContext {
         self
     }
 
+    /// Tells this context that something was queued on its thread (by this process): its
+    /// next model step reads the queue.
+    pub fn wake_inbox(&self) {
+        self.inbox.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// The messages queued on the run's thread that the next model step takes (each once:
     /// one the conversation's last messages already hold — a step checkpointed just before a
     /// crash — is skipped and dequeued). Empty, without reading the store, unless something
@@ -202,15 +208,7 @@ impl RunContext {
                 .take(QUEUE_LOOKBACK)
                 .any(|m| m.id() == message.id);
             if !held {
-                messages.push(weft_provider::Message::User(
-                    weft_provider::UserMessage::with_options(
-                        vec![weft_provider::ContentBlock::text(message.text)],
-                        weft_provider::MessageOptions {
-                            id: Some(message.id),
-                            metadata: None,
-                        },
-                    ),
-                ));
+                messages.push(queued_message(message));
             }
         }
         messages
@@ -643,6 +641,52 @@ impl RunContext {
 /// SHA-256 (hex) of a call's arguments as JSON.
 pub(crate) fn args_hash(arguments: &Value) -> String {
     hex(&Sha256::digest(arguments.to_string().as_bytes()))
+}
+
+/// The metadata key that flags a *silent* user message: one the runtime queued for the
+/// model (a child's result or failure, Standard Agents §F), not one the user typed.
+/// User-facing views ([`crate::transcript::Transcript::to_ui_messages`]) do not show it as a user message.
+pub const SILENT: &str = "silent";
+
+/// `queued` as the user message a run takes into its conversation: its id kept (so a step
+/// taken again recognises it), and a silent one ([`weft_store::QueuedMessage::silent`], a
+/// child's result) flagged with metadata [`SILENT`] `true` — the model reads it, user-facing
+/// views do not show it as the user's.
+///
+/// ```
+/// let queued = weft_store::QueuedMessage {
+///     id: "q-1".into(),
+///     thread_id: "t".into(),
+///     text: "Subagent (reference: u) has returned the following result:\n\nok".into(),
+///     created_at: "2026-11-24T10:00:00Z".into(),
+///     silent: true,
+/// };
+/// let message = weft_runtime::ledger::queued_message(queued);
+/// assert_eq!(message.id(), "q-1");
+/// assert!(weft_runtime::ledger::is_silent(&message));
+/// ```
+pub fn queued_message(queued: weft_store::QueuedMessage) -> weft_provider::Message {
+    let metadata = queued.silent.then(|| {
+        let mut metadata = weft_provider::Metadata::new();
+        metadata.insert(SILENT.into(), Value::Bool(true));
+        metadata
+    });
+    weft_provider::Message::User(weft_provider::UserMessage::with_options(
+        vec![weft_provider::ContentBlock::text(queued.text)],
+        weft_provider::MessageOptions {
+            id: Some(queued.id),
+            metadata,
+        },
+    ))
+}
+
+/// Whether `message` is a silent message (metadata [`SILENT`] `true`).
+pub fn is_silent(message: &weft_provider::Message) -> bool {
+    message
+        .metadata()
+        .and_then(|m| m.get(SILENT))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 /// How many of a conversation's last messages are searched for a queued message it already

@@ -47,9 +47,11 @@ pub mod ledger;
 pub mod observer;
 pub mod ownership;
 pub mod pipeline;
+pub mod profile;
 pub mod recorded;
 pub mod run;
 pub mod spec;
+pub mod thread_state;
 pub mod trace;
 pub mod transcript;
 pub mod ui_messages;
@@ -61,3 +63,4 @@ pub use run::{
     ActiveRun, EndStatus, ProgramEnd, ResumeOptions, RunEnd, RunHandle, RunOutcome, Runtime,
     Sessions, default_providers, record_root_agent,
 };
+pub use thread_state::ThreadState;

@@ -30,7 +30,7 @@ use weft_store::{
     ToolLedger as _, Verdict, now_string,
 };
 
-use crate::approval::{ApprovalRequest, ToolPolicy};
+use crate::approval::{ApprovalRequest, NeedsApproval, RetryPolicy, ToolPolicy};
 use crate::event::EventKind;
 use crate::hooks::HooksLayer;
 use crate::ledger::{INLINE_RESULT_BYTES, RunContext, args_hash};
@@ -50,9 +50,11 @@ pub fn layers(run: &Arc<RunContext>, policy: &ToolPolicy) -> Vec<Arc<dyn ToolLay
         layers.push(Arc::new(RetryLayer {
             run: run.clone(),
             max_retries: policy.max_retries,
+            policy: policy.retry.clone(),
+            seen: std::sync::Mutex::new(std::collections::HashSet::new()),
         }));
     }
-    if !policy.requires_approval.is_empty() {
+    if !policy.requires_approval.is_empty() || policy.confirmations {
         layers.push(Arc::new(ApprovalLayer {
             run: run.clone(),
             policy: policy.clone(),
@@ -236,7 +238,9 @@ impl ToolLayer for ApprovalLayer {
         inv: &'a mut Invocation<'t>,
         next: Next<'a>,
     ) -> BoxFuture<'a, ToolOutcome> {
-        if !self.policy.requires_approval(&inv.tool.name) {
+        if !self.policy.requires_approval(&inv.tool.name)
+            && inv.context.extensions.get::<NeedsApproval>().is_none()
+        {
             return next.run(inv);
         }
         Box::pin(async move {
@@ -365,7 +369,9 @@ impl ToolLayer for ChildApprovalLayer {
         inv: &'a mut Invocation<'t>,
         next: Next<'a>,
     ) -> BoxFuture<'a, ToolOutcome> {
-        if !self.policy.requires_approval(&inv.tool.name) {
+        if !self.policy.requires_approval(&inv.tool.name)
+            && inv.context.extensions.get::<NeedsApproval>().is_none()
+        {
             return next.run(inv);
         }
         Box::pin(async move {
@@ -431,7 +437,9 @@ impl ToolLayer for RecordLayer {
                 run_id: run.run_id().to_owned(),
                 position: position.clone(),
                 tool_call_id: id.clone(),
-                args_hash: args_hash(&inv.arguments),
+                // The model's arguments, as the replay stage compares them (a stage between
+                // may have rewritten the ones the handler runs with: sanitized, replaced).
+                args_hash: args_hash(&inv.call.arguments),
                 thread_id: run.thread_id().to_owned(),
                 tool_name: tool.name.clone(),
                 arguments: inv.arguments.clone(),
@@ -562,16 +570,37 @@ async fn uncertain(
 
 /// Runs a call again after a transient failure (`ToolError::transient`), with exponential
 /// backoff, each retry logged (`tool_call_retry`); a cancelled call is not retried, nor is a
-/// failure identical to the one before it.
+/// failure identical to the one before it. With a [`RetryPolicy`] (the runtime profile,
+/// §5.10) the backoff is the policy's, the errors it lists are retried too, a failure whose
+/// signature (tool and error) was seen before in the task is never retried, and the error the
+/// model finally gets says what was tried.
 struct RetryLayer {
     run: Arc<RunContext>,
     max_retries: u32,
+    policy: Option<RetryPolicy>,
+    /// Error signatures seen (the spec's `errorSignatureCache`), with a policy.
+    seen: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// The wait before retry `attempt` (1-based): 100 ms, 200 ms, 400 ms, … (at most 5 s).
 fn backoff(attempt: u32) -> std::time::Duration {
     std::time::Duration::from_millis(100u64.saturating_mul(1 << attempt.saturating_sub(1).min(6)))
         .min(std::time::Duration::from_secs(5))
+}
+
+impl RetryLayer {
+    /// Whether the signature of `error` of `tool` was seen before (and remembers it).
+    fn repeated(&self, tool: &str, error: &ToolError) -> bool {
+        if self.policy.is_none() {
+            return false;
+        }
+        let signature = format!("{tool}\u{0}{}", error.message);
+        let mut seen = match self.seen.lock() {
+            Ok(seen) => seen,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        !seen.insert(signature)
+    }
 }
 
 impl ToolLayer for RetryLayer {
@@ -587,21 +616,47 @@ impl ToolLayer for RetryLayer {
         Box::pin(async move {
             let mut attempt = 0;
             let mut last: Option<String> = None;
+            let mut waits: Vec<u64> = Vec::new();
             loop {
                 let outcome = next.run(inv).await;
                 let ToolOutcome::Failed(error) = &outcome else {
                     return outcome;
                 };
                 let signal = &inv.context.signal;
-                if !error.transient
-                    || attempt >= self.max_retries
-                    || signal.is_cancelled()
-                    || last.as_deref() == Some(error.message.as_str())
-                {
+                let retryable = error.transient
+                    || self
+                        .policy
+                        .as_ref()
+                        .is_some_and(|p| p.retryable(&error.message));
+                let repeated = self.repeated(&inv.tool.name, error)
+                    || last.as_deref() == Some(error.message.as_str());
+                let why_not = if error.uncertain || signal.is_cancelled() {
                     return outcome;
+                } else if !retryable {
+                    Some("not retried: a permanent error")
+                } else if repeated {
+                    Some("not retried again: the same error as an earlier attempt")
+                } else if attempt >= self.max_retries {
+                    Some("the retries are used up")
+                } else {
+                    None
+                };
+                if let Some(why_not) = why_not {
+                    return match &self.policy {
+                        Some(_) => ToolOutcome::Failed(ToolError {
+                            message: error_context(&error.message, attempt, &waits, why_not),
+                            ..error.clone()
+                        }),
+                        None => outcome,
+                    };
                 }
                 attempt += 1;
-                let wait = backoff(attempt);
+                let wait = self
+                    .policy
+                    .as_ref()
+                    .map_or_else(|| backoff(attempt), |p| p.wait(attempt));
+                let delay_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                waits.push(delay_ms);
                 self.run
                     .emit_call(
                         &inv.call.tool_call_id,
@@ -609,7 +664,7 @@ impl ToolLayer for RetryLayer {
                             tool: inv.tool.name.clone(),
                             attempt,
                             error: error.message.clone(),
-                            delay_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                            delay_ms,
                         },
                     )
                     .await;
@@ -621,6 +676,26 @@ impl ToolLayer for RetryLayer {
             }
         })
     }
+}
+
+/// The error the model gets after the runtime's retries (§5.10(4)): the last error, how often
+/// the call was tried, and why it is not tried again.
+fn error_context(message: &str, retries: u32, waits: &[u64], why_not: &str) -> String {
+    let tried = match retries {
+        0 => "the call was tried once".to_owned(),
+        n => format!(
+            "the call was tried {} times (retried after {} ms)",
+            n + 1,
+            waits
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(" ms, ")
+        ),
+    };
+    format!(
+        "{message} [runtime: {tried}; {why_not}; this is the last error — change the arguments or the approach]"
+    )
 }
 
 #[cfg(test)]

@@ -53,6 +53,22 @@ pub trait Sessions: Send + Sync + std::fmt::Debug {
     /// When the session cannot be set up (its project, its agent).
     async fn run(&self, program: &SessionProgram, run: ActiveRun) -> Result<ProgramEnd, RunError>;
 
+    /// Whether a new run of `program` may start on `thread` (`None`: a new thread), asked
+    /// before the run is recorded: [`RunError::Refused`] says why not (Standard Agents: a
+    /// required variable without a value). The default admits every run.
+    ///
+    /// # Errors
+    /// [`RunError::Refused`]; storage failures.
+    async fn admit(
+        &self,
+        program: &SessionProgram,
+        store: &Store,
+        thread: Option<&str>,
+    ) -> Result<(), RunError> {
+        let _ = (program, store, thread);
+        Ok(())
+    }
+
     /// The model references (`PROVIDER:MODEL`) a run of `program` may call, so a cost
     /// budget can be checked against their prices before the run starts. Empty (the
     /// default) when they cannot be known: such a run with a cost budget is refused.
@@ -370,6 +386,7 @@ impl Runtime {
         if self.store.thread(thread).await?.is_none() {
             return Err(RunError::UnknownThread(thread.to_owned()));
         }
+        self.refuse_terminated(thread).await?;
         let queued = self.store.queue_message(thread, text).await?;
         if let Ok(runs) = self.live.lock() {
             for run in runs.values().filter(|r| r.thread == thread) {
@@ -402,6 +419,15 @@ impl Runtime {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Stops every run of `thread` this process drives (as [`Runtime::stop`]).
+    pub(crate) fn stop_thread(&self, thread: &str) {
+        if let Ok(runs) = self.live.lock() {
+            for run in runs.values().filter(|r| r.thread == thread) {
+                run.abort.cancel();
+            }
         }
     }
 
@@ -639,6 +665,9 @@ impl Runtime {
                 message: "a run with this id exists already".to_owned(),
             });
         }
+        if let Some(thread) = thread {
+            self.refuse_terminated(thread).await?;
+        }
         if spec.budget.max_cost.is_some()
             && let Some(model) = self.unpriced_model(&spec)
         {
@@ -657,6 +686,9 @@ impl Runtime {
             self.providers
                 .resolve(&agent.model)
                 .map_err(|e| RunError::Agent(e.to_string()))?;
+        }
+        if let (Program::Session(program), Some(sessions)) = (&spec.program, &self.sessions) {
+            sessions.admit(program, &self.store, thread).await?;
         }
         let run_id = self.create_on(run_id, thread, &spec).await?;
         let ownership = Ownership::claim(&self.store, &run_id).await?;
@@ -706,6 +738,7 @@ impl Runtime {
             };
             return finished(&self.store, &record, spec.role(), end, events).await;
         }
+        self.refuse_terminated(&record.thread_id).await?;
         let tools = self.agent_tools(&spec)?;
         let ownership = Ownership::claim(&self.store, run_id).await?;
         // The uncertain-call rule.
@@ -790,6 +823,7 @@ impl Runtime {
                     "tool": c.tool_name, "position": c.position, "decision": d.id})
                     })
                     .collect(),
+                grace: None,
             }
             .into_parts();
             let event = NewEvent::new(kind, run_id, &record.thread_id, spec.role(), payload);
@@ -1189,6 +1223,7 @@ impl Drive {
                         .count() as u64,
                     rerun_uncertain: approved.iter().cloned().collect(),
                     uncertain_calls: Vec::new(),
+                    grace: None,
                 })
                 .await;
         }

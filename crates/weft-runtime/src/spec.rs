@@ -94,6 +94,7 @@ impl RunSpec {
                 project_dir: None,
                 sandbox: None,
                 base_urls: Default::default(),
+                profile: None,
             }),
             None => Program::Agent(AgentProgram {
                 model: legacy.model,
@@ -222,6 +223,10 @@ pub struct SessionProgram {
     /// environment that started it. Never a key.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub base_urls: BTreeMap<String, String>,
+    /// `--profile` of the command that started the run (`runtime`: the Agent Runtime Spec's
+    /// profile, see [`crate::profile`]; `None`: the project's `[runtime]` table decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 impl SessionProgram {

@@ -29,13 +29,19 @@ pub fn input_message_id(run_id: &str) -> String {
     format!("user-{run_id}")
 }
 
+/// The `UIMessage` part type of a silent message (a child's result or failure queued for the
+/// model, [`crate::ledger::SILENT`]): `{"type": "data-subagent-result", "id", "data": {"text"}}`.
+pub const SUBAGENT_RESULT_PART: &str = "data-subagent-result";
+
 impl Transcript {
     /// Side A's conversation as `UIMessage` objects: each run's input is a user message
     /// (with the id the client gave it, from `input_ids` by run id, else
     /// [`input_message_id`]); everything a run's agents said and did is one assistant
     /// message ([`assistant_message_id`]) with a `step-start` part per model response, its
     /// reasoning and text parts, and a `tool-NAME` part per call (`output-available` or
-    /// `output-error` once its result is known, `input-available` before).
+    /// `output-error` once its result is known, `input-available` before). A silent message
+    /// (a child's result queued for the model) is a [`SUBAGENT_RESULT_PART`] part of the
+    /// run's assistant message, not a user message.
     pub fn to_ui_messages(&self, input_ids: &HashMap<String, String>) -> Vec<Value> {
         let mut messages: Vec<Value> = Vec::new();
         // The assistant message being built: its run and parts; where each call's part is.
@@ -59,6 +65,23 @@ impl Transcript {
                 continue;
             };
             match message {
+                // A silent message (a child's result the runtime queued for the model) is
+                // not the user's: it is a `data-subagent-result` part of the run's assistant
+                // message, never a user bubble.
+                Message::User(_) if crate::ledger::is_silent(message) => {
+                    if current.as_ref().is_none_or(|(r, _)| *r != run) {
+                        flush(&mut current, &mut messages);
+                        calls.clear();
+                        current = Some((run.clone(), Vec::new()));
+                    }
+                    if let Some((_, parts)) = current.as_mut() {
+                        parts.push(json!({
+                            "type": SUBAGENT_RESULT_PART,
+                            "id": message.id(),
+                            "data": {"text": message.text()},
+                        }));
+                    }
+                }
                 Message::User(_) => {
                     flush(&mut current, &mut messages);
                     calls.clear();
@@ -218,5 +241,46 @@ mod tests {
         assert_eq!(parts[2]["state"], "output-error");
         assert_eq!(parts[2]["errorText"], "denied: no");
         assert_eq!(parts[2]["input"], json!({"path": "a"}));
+    }
+
+    #[test]
+    fn a_silent_message_is_a_data_part_of_the_run_not_a_user_message() {
+        let mut metadata = weft_provider::Metadata::new();
+        metadata.insert(crate::ledger::SILENT.into(), Value::Bool(true));
+        let result = "Subagent (reference: u1) has returned the following result:\n\ndone";
+        let silent = Message::User(weft_provider::UserMessage::with_options(
+            vec![ContentBlock::text(result)],
+            MessageOptions {
+                id: Some("q-1".into()),
+                metadata: Some(metadata),
+            },
+        ));
+        let transcript = Transcript {
+            thread_id: "t".into(),
+            forked_from: None,
+            subagent: None,
+            dual: false,
+            entries: vec![
+                entry("r1", true, Message::user("Start the writer")),
+                entry("r1", false, Message::assistant("Started.")),
+                entry("r1", false, silent),
+                entry("r1", false, Message::assistant("The writer is done.")),
+            ],
+            created_at: "2026-11-24T10:00:00Z".into(),
+        };
+        let messages = transcript.to_ui_messages(&HashMap::new());
+        let roles: Vec<&str> = messages
+            .iter()
+            .map(|m| m["role"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(roles, ["user", "assistant"], "{messages:?}");
+        let parts = messages[1]["parts"].as_array().cloned().unwrap_or_default();
+        let data: Vec<&Value> = parts
+            .iter()
+            .filter(|p| p["type"] == SUBAGENT_RESULT_PART)
+            .collect();
+        assert_eq!(data.len(), 1, "{parts:?}");
+        assert_eq!(data[0]["id"], "q-1");
+        assert_eq!(data[0]["data"]["text"], result);
     }
 }

@@ -637,6 +637,7 @@ async fn a_program_that_cannot_start_fails_its_run() {
         project_dir: None,
         sandbox: None,
         base_urls: Default::default(),
+        profile: None,
     };
     let outcome = Runtime::new(store.clone())
         .start(RunSpec::new("go", Program::Session(program)), false)

@@ -86,6 +86,45 @@ impl UiQuery {
     }
 }
 
+/// A chat request as read: the chat id, the message to act on, and the history before it
+/// (when the client sent the whole conversation).
+#[derive(Debug)]
+pub(crate) struct ChatInput {
+    pub(crate) thread: String,
+    pub(crate) last: ClientMessage,
+    pub(crate) history: Option<Vec<ClientMessage>>,
+}
+
+/// Reads a `POST /api/chat` body: 400 when it is not a chat request or has no message, 409
+/// for `regenerate-message`.
+pub(crate) fn read_chat_request(body: &[u8]) -> Result<ChatInput, ApiError> {
+    let request: ChatRequest = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("the request body is not a chat request: {e}"))
+    })?;
+    if request.trigger.as_deref() == Some("regenerate-message") {
+        return Err(ApiError::conflict(
+            "regenerating a message is not supported: the stored thread keeps every answer; fork the thread from a checkpoint instead",
+        ));
+    }
+    let (last, history) = match (request.message, request.messages) {
+        (Some(message), _) => (message, None),
+        (None, Some(mut messages)) => match messages.pop() {
+            Some(last) => (last, Some(messages)),
+            None => return Err(ApiError::bad_request("the request has no messages")),
+        },
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "the request has neither messages nor message",
+            ));
+        }
+    };
+    Ok(ChatInput {
+        thread: request.id,
+        last,
+        history,
+    })
+}
+
 /// `POST /api/chat`.
 pub(crate) async fn post_default(
     state: State<AppState>,
@@ -114,27 +153,11 @@ async fn post(
     Query(query): Query<UiQuery>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let request: ChatRequest = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_request(format!("the request body is not a chat request: {e}"))
-    })?;
-    if request.trigger.as_deref() == Some("regenerate-message") {
-        return Err(ApiError::conflict(
-            "regenerating a message is not supported: the stored thread keeps every answer; fork the thread from a checkpoint instead",
-        ));
-    }
-    let (last, history) = match (&request.message, &request.messages) {
-        (Some(message), _) => (message.clone(), None),
-        (None, Some(messages)) => match messages.split_last() {
-            Some((last, before)) => (last.clone(), Some(before)),
-            None => return Err(ApiError::bad_request("the request has no messages")),
-        },
-        (None, None) => {
-            return Err(ApiError::bad_request(
-                "the request has neither messages nor message",
-            ));
-        }
-    };
-    let thread = request.id.clone();
+    let ChatInput {
+        thread,
+        last,
+        history,
+    } = read_chat_request(&body)?;
     let lock = state.thread_lock(&thread);
     let guard = lock.lock().await;
     if let Some(active) = state.active_run(&thread).await? {
@@ -170,7 +193,7 @@ async fn post(
             (started, encoder)
         }
         "user" => {
-            if let Some(history) = history {
+            if let Some(history) = &history {
                 check_history(&state, &thread, history).await?;
             }
             let text = last.text();

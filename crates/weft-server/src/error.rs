@@ -78,6 +78,14 @@ impl From<RunError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "busy", error.to_string())
             }
             RunError::Budget(_) => ApiError::bad_request(error.to_string()),
+            RunError::Refused(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "variables_required",
+                error.to_string(),
+            ),
+            RunError::Terminated(_) => {
+                ApiError::new(StatusCode::CONFLICT, "terminated", error.to_string())
+            }
             RunError::Store(_) => ApiError::internal(error.to_string()),
             _ => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,

@@ -30,6 +30,8 @@ pub mod chat;
 mod config;
 pub mod driver;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod page;
 pub mod runs;
 pub mod sse;

@@ -894,3 +894,47 @@ async fn a_message_queued_during_the_last_model_call_starts_the_next_run() {
         .collect();
     assert_eq!(texts, ["one", "First answer.", "and two", "Second answer."]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminating_a_thread_stops_its_run_and_refuses_new_ones() {
+    let script = json!({"responses": [{"text": "never", "delayMs": 60000}]});
+    let s = Served::start("", &[], &script).await;
+    let thread = s.thread().await;
+    let (status, state) = s.get(&format!("/threads/{thread}/thread-state")).await;
+    assert_eq!(status, 200, "{state}");
+    assert_eq!(state["threadId"], thread.as_str());
+    assert!(state["terminated"].is_null());
+    assert_eq!(state["children"], json!([]));
+    let (_, run) = s
+        .post(
+            &format!("/threads/{thread}/runs"),
+            &json!({"assistant_id": "a", "input": input("slow")}),
+        )
+        .await;
+    let run_id = run["run_id"].as_str().unwrap().to_owned();
+    let (status, ended) = s
+        .post(&format!("/threads/{thread}/terminate"), &Value::Null)
+        .await;
+    assert_eq!(status, 200, "{ended}");
+    assert!(
+        ended["terminated"].as_i64().is_some_and(|t| t > 0),
+        "{ended}"
+    );
+    // The run in progress stopped (its model would have answered in a minute).
+    let (status, joined) = s
+        .get(&format!("/threads/{thread}/runs/{run_id}/join"))
+        .await;
+    assert_eq!(status, 200, "{joined}");
+    let (_, got) = s.get(&format!("/threads/{thread}/runs/{run_id}")).await;
+    assert_eq!(got["status"], "interrupted", "{got}");
+    // No new run.
+    let (status, refused) = s
+        .post(
+            &format!("/threads/{thread}/runs/wait"),
+            &json!({"assistant_id": "a", "input": input("again")}),
+        )
+        .await;
+    assert_eq!(status, 409, "{refused}");
+    let (status, _) = s.get("/threads/nope/thread-state").await;
+    assert_eq!(status, 404);
+}

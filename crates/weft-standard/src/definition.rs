@@ -52,6 +52,9 @@ pub struct AgentDefinition {
     /// Agent-level default variable values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The variables the agent declares (tools §3; see [`crate::variables`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<VariableDefinition>,
     /// Tools that wait for a person's approval before every call by this agent (added to
     /// the project's `requiresApproval`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -71,6 +74,10 @@ pub struct AgentDefinition {
     /// Packaging metadata: license.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub license: Option<String>,
+    /// Weft's extension: this agent's runtime profile settings over the project's
+    /// `[runtime]` (its presence turns the profile on for the agent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Value>,
 }
 
 impl AgentDefinition {
@@ -272,6 +279,9 @@ pub struct PromptDefinition {
     /// Prompt-level default variable values.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// The variables the prompt declares (tools §3; see [`crate::variables`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<VariableDefinition>,
     /// A summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -331,9 +341,9 @@ impl PartialEq<&str> for PromptTool {
 }
 
 /// How a prompt calls a `dual_ai` agent as a subagent (`SubagentToolConfig`, agents §7.4,
-/// tools §5). Weft runs blocking, non-resumable subagents, optional branches included; the
-/// other keys are read so a project using them gets a precise load error instead of a
-/// silent default.
+/// tools §5). Weft runs all four modes (blocking or not, resumable or not), optional branches
+/// and immediate ones included; the other keys are read so a project using them gets a precise
+/// load error instead of a silent default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubagentToolConfig {
@@ -357,12 +367,160 @@ pub struct SubagentToolConfig {
     /// The environment variable that enables this branch (`true`, `1`, `yes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optional: Option<String>,
-    /// `false`, or the resumable lifecycle's settings.
+    /// `false`, or the resumable lifecycle's settings (agents §7.7): the prompt then offers
+    /// `subagent_create` and `subagent_message` instead of a tool named after the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resumable: Option<Value>,
+    pub resumable: Option<Resumable>,
+}
+
+/// `resumable` of a [`SubagentToolConfig`]: `false`, or the lifecycle's settings.
+///
+/// # Examples
+///
+/// ```
+/// let config: weft_standard::SubagentToolConfig = toml::from_str(
+///     "name = \"writer\"\nresumable = { receives_messages = \"side_b\", maxInstances = 2 }\n",
+/// )?;
+/// let resumable = config.resumable_config().expect("resumable");
+/// assert_eq!(resumable.receives_messages, weft_standard::Side::B);
+/// assert_eq!(resumable.max_instances, Some(2));
+/// assert!(!resumable.explicit());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Resumable {
+    /// `false` (`true` is refused at load: the object form says which side hears messages).
+    Flag(bool),
+    /// The lifecycle's settings.
+    Settings(ResumableConfig),
+}
+
+/// The settings of a resumable subagent (agents §7.4, tools §5).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ResumableConfig {
+    /// The side a `subagent_message` goes to: `side_a` (queued as the user's message) or
+    /// `side_b` (queued as side A's, which side B answers).
+    #[serde(rename = "receives_messages", with = "side_name")]
+    pub receives_messages: Side,
+    /// How many instances may exist at once per parent thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_instances: Option<u64>,
+    /// `implicit` (the default: results and failures queued to the parent) or `explicit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_communication: Option<ParentCommunication>,
+}
+
+impl ResumableConfig {
+    /// Whether escalation is left to tools (`parentCommunication = "explicit"`).
+    pub fn explicit(&self) -> bool {
+        self.parent_communication == Some(ParentCommunication::Explicit)
+    }
+}
+
+/// How a child's results reach its parent (agents §7.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParentCommunication {
+    /// Completion and failure are queued to the parent automatically.
+    Implicit,
+    /// Nothing is queued automatically; tools escalate.
+    Explicit,
+}
+
+impl ParentCommunication {
+    /// `implicit` or `explicit`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParentCommunication::Implicit => "implicit",
+            ParentCommunication::Explicit => "explicit",
+        }
+    }
+}
+
+/// `side_a` / `side_b` (the spelling of `receives_messages`).
+mod side_name {
+    use serde::{Deserialize as _, Deserializer, Serializer};
+
+    use super::Side;
+
+    pub(super) fn serialize<S: Serializer>(side: &Side, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match side {
+            Side::A => "side_a",
+            Side::B => "side_b",
+        })
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Side, D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "side_a" => Ok(Side::A),
+            "side_b" => Ok(Side::B),
+            other => Err(serde::de::Error::custom(format!(
+                "receives_messages is side_a or side_b, not {other:?}"
+            ))),
+        }
+    }
+}
+
+/// The settings of an `immediate` subagent tool (agents §7.6): `immediate = true`, or the
+/// object form `{ nameEnv, descriptionEnv, scopedEnv }`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Immediate {
+    /// The variable whose value is the child's name: a model-visible hint.
+    pub name_env: Option<String>,
+    /// The variable whose value describes the child: a model-visible hint.
+    pub description_env: Option<String>,
+    /// Variables whose values are transferred to the child's env, runtime-only (never in any
+    /// model's context unless also a hint).
+    pub scoped_env: Vec<String>,
 }
 
 impl SubagentToolConfig {
+    /// The `immediate` settings, when the tool runs as soon as its prompt becomes active.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let config: weft_standard::SubagentToolConfig = toml::from_str(
+    ///     "name = \"indexer\"\nimmediate = { nameEnv = \"NAME\", scopedEnv = [\"DB_URL\"] }\n",
+    /// )?;
+    /// let immediate = config.immediate().expect("immediate");
+    /// assert_eq!(immediate.name_env.as_deref(), Some("NAME"));
+    /// assert_eq!(immediate.scoped_env, ["DB_URL"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn immediate(&self) -> Option<Immediate> {
+        match self.immediate.as_ref()? {
+            Value::Bool(true) => Some(Immediate::default()),
+            Value::Object(map) => {
+                let text = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+                let scoped_env = match map.get("scopedEnv") {
+                    Some(Value::String(name)) => vec![name.clone()],
+                    Some(Value::Array(names)) => names
+                        .iter()
+                        .filter_map(|n| n.as_str().map(str::to_owned))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                Some(Immediate {
+                    name_env: text("nameEnv"),
+                    description_env: text("descriptionEnv"),
+                    scoped_env,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The resumable lifecycle's settings (`None`: a non-resumable subagent).
+    pub fn resumable_config(&self) -> Option<&ResumableConfig> {
+        match &self.resumable {
+            Some(Resumable::Settings(settings)) => Some(settings),
+            _ => None,
+        }
+    }
+
     /// Whether this branch is enabled (agents §7.5): always without `optional`; with it,
     /// when the variable it names resolves (through `lookup`) to `true`, `1` or `yes`, in
     /// any case.
@@ -407,6 +565,45 @@ pub struct ToolDefinition {
     /// Every call waits for a person's approval.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub requires_approval: bool,
+    /// Tool-level default variable values.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// The variables the tool declares (tools §3; see [`crate::variables`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variables: Vec<VariableDefinition>,
+}
+
+/// A variable declaration (tools §3 `VariableDefinition`) on an agent, a prompt or a tool.
+///
+/// # Examples
+///
+/// ```
+/// let tool: weft_standard::ToolDefinition = toml::from_str(
+///     "name = \"search\"\n[[variables]]\nname = \"VECTOR_STORE_ID\"\ntype = \"secret\"\nrequired = true\ndescription = \"Vector store identifier\"\n",
+/// )?;
+/// let variable = &tool.variables[0];
+/// assert!(variable.required && !variable.scoped);
+/// assert_eq!(variable.kind, weft_store::VariableKind::Secret);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VariableDefinition {
+    /// The variable's name (an identifier: letters, digits, `_`).
+    pub name: String,
+    /// `text` (the default) or `secret` (encrypted at rest, never in events or checkpoints).
+    #[serde(default, rename = "type")]
+    pub kind: weft_store::VariableKind,
+    /// Execution cannot start (or continue) until a value resolves.
+    #[serde(default)]
+    pub required: bool,
+    /// Not inherited from the parent thread; values set on the declaring thread still flow
+    /// down to its descendants.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scoped: bool,
+    /// What the value is, for the person who provides it.
+    #[serde(default)]
+    pub description: String,
 }
 
 /// `weft.toml` (or `weft.json`): the project's own settings.
@@ -481,6 +678,12 @@ pub struct ProjectConfig {
     /// read-only annotations count. See `weft_mcp::ServerConfig`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mcp_servers: BTreeMap<String, weft_mcp::ServerConfig>,
+    /// `[runtime]`: the Agent Runtime Spec's profile for the project's `ai_human` agents
+    /// (`completion`, `maxTurns`, `graceTurns`, …, `[runtime.policy]`, `[runtime.retry]`;
+    /// see `weft_runtime::profile::RuntimeProfile` and `docs/runtime-profile.md`). Its
+    /// presence turns the profile on; an agent's `runtime` table overrides it key by key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Value>,
 }
 
 /// `[providers.NAME]` of `weft.toml`: how the project reaches one model provider.

@@ -50,6 +50,9 @@ pub struct Launch {
     /// Limits of the run; what is unset comes from the project's `[budget]`, then the
     /// sessions' default step limit.
     pub budget: Budget,
+    /// `--profile` (`runtime`: the Agent Runtime Spec's profile even without a `[runtime]`
+    /// table).
+    pub profile: Option<String>,
 }
 
 impl Launch {
@@ -86,6 +89,7 @@ impl Launch {
             model_override: self.model.clone(),
             sandbox: self.sandbox.clone(),
             base_urls: self.base_urls.clone(),
+            profile: self.profile.clone(),
         };
         let mut spec = RunSpec::new(input, Program::Session(program));
         spec.durability = self.durability;

@@ -29,30 +29,38 @@
 //! |---|---|
 //! | `definition` | `AgentDefinition`, `SideConfig`, `SessionToolBinding`, prompts, tools, `weft.toml` |
 //! | `project` | loading a folder, validation, variable substitution |
+//! | `variables` | variable declarations, resolution for a thread, required / secret / scoped |
 //! | `tools` | built-in, project and handoff tools of a prompt |
 //! | `side` | one side's turn and the §5 stop evaluation |
 //! | `session` | `ai_human` / `dual_ai` sessions, handoff, events |
 //! | `subagent` | `dual_ai` agents called as tools: child runs, the canonical result text |
+//! | `runtime_profile` | the Agent Runtime Spec's profile for an agent: its settings, tools and stages |
 //! | `launch` | `Launch`: the recorded spec of a session run (`weft run`, `weft serve`) |
 //! | `preflight` | what is checked before a run is recorded: models, keys, endpoints |
 //! | `error` | `ProjectError`, `Problem`, `SessionError` |
 
+pub mod attachments;
+mod background;
 pub mod definition;
 mod error;
 mod gates;
 mod launch;
+pub mod lifecycle;
 pub mod preflight;
 pub mod project;
 mod runner;
+pub mod runtime_profile;
 mod session;
 mod side;
 pub mod subagent;
 pub mod tools;
+pub mod variables;
 
+pub use background::{Background, Escalation, NOTIFY_PARENT, SET_STATUS};
 pub use definition::{
-    AgentDefinition, AgentType, LifecyclePayload, MappedBinding, ProjectConfig, PromptDefinition,
-    PromptTool, ProviderSettings, SessionToolBinding, Side, SideConfig, SubagentToolConfig,
-    ToolDefinition,
+    AgentDefinition, AgentType, Immediate, LifecyclePayload, MappedBinding, ParentCommunication,
+    ProjectConfig, PromptDefinition, PromptTool, ProviderSettings, Resumable, ResumableConfig,
+    SessionToolBinding, Side, SideConfig, SubagentToolConfig, ToolDefinition, VariableDefinition,
 };
 pub use error::{Problem, ProjectError, SessionError};
 pub use launch::Launch;

@@ -616,32 +616,44 @@ impl Project {
         }
     }
 
-    /// The variables visible to `prompt` run by `agent`, low to high precedence: process
-    /// environment, project env, agent env, prompt env.
+    /// The variable `name` for `prompt` run by `agent` outside any thread, by the
+    /// precedence of [`crate::variables`] (lowest first: the process environment, weft.toml's
+    /// `env`, the prompt's, the agent's).
     pub fn variable(
         &self,
         agent: &AgentDefinition,
         prompt: &PromptDefinition,
         name: &str,
     ) -> Option<String> {
-        prompt
-            .env
-            .get(name)
-            .or_else(|| agent.env.get(name))
-            .or_else(|| self.config.env.get(name))
-            .cloned()
-            .or_else(|| std::env::var(name).ok())
+        crate::variables::resolve(
+            self,
+            &crate::variables::Env::default(),
+            agent,
+            Some(prompt),
+            None,
+            name,
+        )
     }
 
-    /// The system text of `prompt` for `agent`, with `${NAME}` replaced (unknown names
-    /// are left as written; [`Project::load`] reports them).
-    pub fn system_text(&self, agent: &AgentDefinition, prompt: &PromptDefinition) -> String {
-        substitute(&prompt.system, |name| self.variable(agent, prompt, name))
+    /// The system text of `prompt` for `agent` on a thread whose variables are `env`, with
+    /// `${NAME}` replaced (unknown names are left as written; [`Project::load`] reports the
+    /// ones no declaration covers).
+    pub fn system_text(
+        &self,
+        env: &crate::variables::Env,
+        agent: &AgentDefinition,
+        prompt: &PromptDefinition,
+    ) -> String {
+        substitute(&prompt.system, |name| {
+            crate::variables::resolve(self, env, agent, Some(prompt), None, name)
+        })
     }
 
-    /// The HTTP headers of `prompt` for `agent`, with `${NAME}` replaced in the values.
+    /// The HTTP headers of `prompt` for `agent` on a thread whose variables are `env`, with
+    /// `${NAME}` replaced in the values.
     pub fn headers(
         &self,
+        env: &crate::variables::Env,
         agent: &AgentDefinition,
         prompt: &PromptDefinition,
     ) -> Vec<(String, String)> {
@@ -649,7 +661,9 @@ impl Project {
             .headers
             .iter()
             .map(|(name, value)| {
-                let value = substitute(value, |variable| self.variable(agent, prompt, variable));
+                let value = substitute(value, |variable| {
+                    crate::variables::resolve(self, env, agent, Some(prompt), None, variable)
+                });
                 (name.clone(), value)
             })
             .collect()
@@ -667,6 +681,12 @@ impl Project {
         if let Err(problem) = self.telemetry() {
             problems.push(problem);
         }
+        crate::runtime_profile::check(
+            self.config.runtime.as_ref(),
+            &config_file,
+            self.agents.values().map(|a| (&a.value, a.file.as_path())),
+            problems,
+        );
         // An agent file that did not parse would make this a second, misleading problem.
         let parsed_cleanly = problems.is_empty();
         if let Some(name) = &self.config.default_agent
@@ -832,7 +852,15 @@ impl Project {
                     .map(|(header, value)| (format!("headers.{header}"), value)),
             );
             for (key, text) in texts {
-                for name in undefined_variables(text, |n| self.variable(def, prompt, n).is_some()) {
+                // A declared variable may get its value on the thread, at run time (a
+                // required one is checked before a run starts).
+                let declared: Vec<String> = crate::variables::declared(self, def)
+                    .into_iter()
+                    .map(|d| d.name)
+                    .collect();
+                for name in undefined_variables(text, |n| {
+                    declared.iter().any(|d| d == n) || self.variable(def, prompt, n).is_some()
+                }) {
                     let prompt_file = self
                         .prompts
                         .get(&config.prompt)
@@ -910,7 +938,7 @@ impl Project {
 /// A tool's `parameters` or a prompt's `outputSchema`: an object schema that is a valid
 /// JSON Schema (what the providers are sent, and what arguments are checked against).
 /// What this version of Weft cannot do with a subagent tool's configuration `config` of
-/// `agent` (at `key` of `file`): it runs blocking, non-resumable subagents whose first
+/// `agent` (at `key` of `file`): it runs blocking and resumable subagents whose first
 /// message is one argument of the call.
 fn subagent_problems(
     agent: &AgentDefinition,
@@ -919,45 +947,47 @@ fn subagent_problems(
     key: &str,
     problems: &mut Vec<Problem>,
 ) {
-    let unsupported = |what: &str| {
-        format!("{what}: this version of Weft runs blocking, non-resumable subagents only")
-    };
+    let unsupported = |what: &str| format!("{what}: this version of Weft does not run them yet");
     let at = |k: &str| format!("{key}.{k}");
-    if !config.blocking {
-        problems.push(Problem::new(
-            file,
-            at("blocking"),
-            unsupported("non-blocking subagents (blocking = false)"),
-        ));
-    }
-    if config
-        .resumable
-        .as_ref()
-        .is_some_and(|r| r != &Value::Bool(false))
-    {
-        problems.push(Problem::new(
+    match &config.resumable {
+        Some(crate::definition::Resumable::Flag(true)) => problems.push(Problem::new(
             file,
             at("resumable"),
-            unsupported("resumable subagents"),
-        ));
+            "resumable takes false or its settings ({ receives_messages = \"side_a\" | \"side_b\", maxInstances, parentCommunication })",
+        )),
+        Some(crate::definition::Resumable::Settings(settings))
+            if settings.max_instances == Some(0) =>
+        {
+            problems.push(Problem::new(
+                file,
+                at("resumable.maxInstances"),
+                "maxInstances must be at least 1",
+            ));
+        }
+        _ => {}
     }
-    if config
-        .immediate
-        .as_ref()
-        .is_some_and(|i| i != &Value::Bool(false))
-    {
-        problems.push(Problem::new(
-            file,
-            at("immediate"),
-            unsupported("immediate subagents"),
-        ));
-    }
-    if config.init_attachments_property.is_some() {
-        problems.push(Problem::new(
-            file,
-            at("initAttachmentsProperty"),
-            unsupported("attachments for a subagent"),
-        ));
+    if let Some(immediate) = &config.immediate {
+        let shape = match immediate {
+            Value::Bool(_) => true,
+            Value::Object(map) => map.iter().all(|(key, value)| match key.as_str() {
+                "nameEnv" | "descriptionEnv" => value.is_string(),
+                "scopedEnv" => {
+                    value.is_string()
+                        || value
+                            .as_array()
+                            .is_some_and(|names| names.iter().all(Value::is_string))
+                }
+                _ => false,
+            }),
+            _ => false,
+        };
+        if !shape {
+            problems.push(Problem::new(
+                file,
+                at("immediate"),
+                "immediate is true, false, or { nameEnv = \"NAME\", descriptionEnv = \"NAME\", scopedEnv = [\"NAME\", …] }",
+            ));
+        }
     }
     if config.init_agent_name_property.is_some() {
         problems.push(Problem::new(

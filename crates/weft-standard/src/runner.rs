@@ -53,6 +53,26 @@ impl Sessions for StandardSessions {
         )
     }
 
+    async fn admit(
+        &self,
+        program: &SessionProgram,
+        store: &weft_store::Store,
+        thread: Option<&str>,
+    ) -> Result<(), RunError> {
+        let project = match &program.project {
+            Some(snapshot) => Project::from_snapshot(snapshot, program.project_folder()),
+            None => Project::load(program.project_folder()),
+        }
+        .map_err(|e| RunError::Agent(format!("the run's project: {e}")))?;
+        let Some(agent) = project.agent(&program.agent) else {
+            return Ok(());
+        };
+        match crate::variables::check_required(store, &project, agent, thread).await? {
+            Ok(_) => Ok(()),
+            Err(missing) => Err(RunError::Refused(missing.to_string())),
+        }
+    }
+
     async fn run(&self, program: &SessionProgram, run: ActiveRun) -> Result<ProgramEnd, RunError> {
         let project = match &program.project {
             Some(snapshot) => Project::from_snapshot(snapshot, program.project_folder()),
@@ -93,8 +113,19 @@ impl Sessions for StandardSessions {
         options.confinement = project.confinement(store.as_deref(), mode);
         options.model_override = program.model_override.clone();
         options.base_urls = program.base_urls.clone();
+        options.runtime_profile =
+            program.profile.as_deref() == Some(weft_runtime::profile::PROFILE_NAME);
         options.providers = run.providers.clone();
         options.signal = run.signal.clone();
+        // The thread's variables; a required one without a value fails the run (a new run
+        // is refused before it is recorded, see `Sessions::admit`).
+        options.variables =
+            match crate::variables::check_required(&run.store, &project, agent, Some(&thread))
+                .await?
+            {
+                Ok(env) => env,
+                Err(missing) => return Err(RunError::Refused(missing.to_string())),
+            };
         options.thread_id = Some(thread);
         options.initial_state = run.state.clone();
         options.initial_state_b = state_b;
@@ -109,19 +140,41 @@ impl Sessions for StandardSessions {
         });
         if project.gates_in_runs() {
             // The protocol's session start for Weft's own run: memory and rules in the
-            // system prompt (read off the async threads; never fails the run).
+            // system prompt, and the decision loop's plan for the run's task (its class, the
+            // tool to act with, what to query first); read off the async threads, never fails
+            // the run.
             let (root, cwd) = (project.dir().to_owned(), program.workspace.clone());
-            options.start_context =
-                tokio::task::spawn_blocking(move || weft_gate::start_context(&root, &cwd))
-                    .await
-                    .ok();
-        }
-        let outcome = run_session(&project, &agent.name, "", &options)
+            let task = run.spec.input.clone();
+            options.start_context = tokio::task::spawn_blocking(move || {
+                format!(
+                    "{}\n<uap-task>\n{}</uap-task>",
+                    weft_gate::start_context(&root, &cwd).trim_end(),
+                    weft_gate::classify_task(&task).plan()
+                )
+            })
             .await
-            .map_err(|e| RunError::Agent(e.to_string()))?;
-        let mut usage = base_usage;
-        usage.merge(&outcome.usage);
-        usage.cycles = None;
+            .ok();
+        }
+        let background = crate::background::Background::new();
+        options.background = Some(background.clone());
+        let mut had_background = false;
+        if run.resumed {
+            // The children this run left working in the background go on.
+            let parent = crate::subagent::Parent {
+                project: std::sync::Arc::new(project.clone()),
+                options: options.clone(),
+                agent: weft_runtime::event::AgentPath::root(&agent.name),
+                transfer: crate::variables::Env::default(),
+            };
+            had_background = crate::background::restart(&parent).await?;
+        }
+        let (outcome, usage) = settle(
+            &project,
+            &agent.name,
+            &mut options,
+            (&background, had_background),
+        )
+        .await?;
         let mut status = match outcome.status {
             SessionStatus::Completed => EndStatus::Completed,
             SessionStatus::Failed => EndStatus::Failed,
@@ -145,6 +198,93 @@ impl Sessions for StandardSessions {
             usage,
         })
     }
+}
+
+/// How many of a conversation's last messages are searched for a queued message it holds.
+const HELD_LOOKBACK: usize = 64;
+
+/// Runs the session, then — when it started children in the background — drives its thread
+/// until it is settled (see `crate::background`): while background children run or messages
+/// wait in the thread's queue, every queued message starts the next turn (taken by its first step, so a crash in between loses
+/// nothing and takes nothing twice). Returns the last session's outcome and the run's
+/// usage.
+async fn settle(
+    project: &Project,
+    agent: &str,
+    options: &mut SessionOptions,
+    (background, had_background): (&crate::background::Background, bool),
+) -> Result<(crate::session::SessionOutcome, TokenUsage), RunError> {
+    use weft_store::ThreadQueue as _;
+    let mut usage = options
+        .durable
+        .as_ref()
+        .map(|d| d.base_usage.clone())
+        .unwrap_or_default();
+    let mut outcome = run_session(project, agent, "", options)
+        .await
+        .map_err(|e| RunError::Agent(e.to_string()))?;
+    usage.merge(&outcome.usage);
+    usage.cycles = None;
+    while let (Some(durable), Some(thread)) = (&options.durable, &options.thread_id) {
+        if background.started() == 0 && !had_background {
+            // No child works in the background: the run ends with its session (a message
+            // queued meanwhile starts the thread's next run, as a driver decides).
+            break;
+        }
+        if outcome.status != SessionStatus::Completed {
+            // A failed or interrupted parent takes no more turns; its children end first
+            // (an interruption stops them too).
+            while background.next().await {}
+            break;
+        }
+        let mut queued = durable.store.queued(thread).await?;
+        // A message the conversation already holds (its step was checkpointed just before a
+        // crash, the queue not yet emptied) leaves the queue without a new turn.
+        let held: Vec<String> = queued
+            .iter()
+            .filter(|q| {
+                outcome
+                    .state_a
+                    .messages()
+                    .rev()
+                    .take(HELD_LOOKBACK)
+                    .any(|m| m.id() == q.id)
+            })
+            .map(|q| q.id.clone())
+            .collect();
+        if !held.is_empty() {
+            durable.store.dequeue(thread, &held).await?;
+            queued.retain(|q| !held.contains(&q.id));
+        }
+        if queued.is_empty() {
+            if background.running() > 0 {
+                background.next().await;
+                continue;
+            }
+            // Nothing runs: a child reports (queues) before it counts as ended, so what
+            // the children reported is in the queue by now; a last look, then settled.
+            if durable.store.queued(thread).await?.is_empty() {
+                break;
+            }
+            continue;
+        }
+        // The queued messages start the next turn; the first step takes them out of the
+        // queue once it is checkpointed (it finds them in the conversation).
+        // (A child's result stays silent: flagged for the views, read by the model.)
+        let messages = queued.into_iter().map(weft_runtime::ledger::queued_message);
+        options.initial_state = outcome.state_a.with_messages(messages);
+        options.initial_state_b = outcome.state_b.clone();
+        if let Some(durable) = &mut options.durable {
+            durable.base_usage = usage.clone();
+            durable.run.wake_inbox();
+        }
+        outcome = run_session(project, agent, "", options)
+            .await
+            .map_err(|e| RunError::Agent(e.to_string()))?;
+        usage.merge(&outcome.usage);
+        usage.cycles = None;
+    }
+    Ok((outcome, usage))
 }
 
 /// Runs the project's completion checklist in `workspace` (off the async threads: its checks

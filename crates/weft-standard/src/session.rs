@@ -92,6 +92,27 @@ pub struct SessionOptions {
     /// the started agent's name; a subagent's session is `parent/child`). A durable
     /// session's events name the agent of its run context.
     pub agent_path: Option<AgentPath>,
+    /// The thread's variable values (its own and inherited; see [`crate::variables`]), the
+    /// highest level of variable resolution. A subagent's child gets this env minus the
+    /// names the child scopes.
+    pub variables: crate::variables::Env,
+    /// The side of a `dual_ai` session that takes the input (side A unless a resumable
+    /// subagent's `receives_messages` is `side_b`: then side B answers the input as if side
+    /// A had said it).
+    pub input_side: Side,
+    /// Where non-blocking subagents run (`None`: the session waits for them like for
+    /// blocking ones). A run's root session gets one, and its children share it.
+    pub background: Option<crate::background::Background>,
+    /// A subagent with `parentCommunication = "explicit"`: its parent, to which its
+    /// `notify_parent` and `set_status` tools escalate.
+    pub escalation: Option<crate::background::Escalation>,
+    /// Turns the Agent Runtime Spec's profile on for the session's `ai_human` agents even
+    /// without a `[runtime]` table (`weft run --profile runtime`).
+    pub runtime_profile: bool,
+    /// The runtime profile of the agent that started this session as a subagent (and of its
+    /// own parents): its denied tools and rules hold for this session's calls too, so a
+    /// child never has more than its parent (runtime spec §5.12(3)).
+    pub parent_profile: Option<Arc<weft_runtime::profile::RuntimeProfile>>,
 }
 
 impl SessionOptions {
@@ -111,6 +132,12 @@ impl SessionOptions {
             base_urls: std::collections::BTreeMap::new(),
             start_context: None,
             agent_path: None,
+            variables: crate::variables::Env::default(),
+            input_side: Side::A,
+            background: None,
+            escalation: None,
+            runtime_profile: false,
+            parent_profile: None,
         }
     }
 }
@@ -184,6 +211,144 @@ impl Driver<'_> {
         SessionEvents::of(self.options, &self.agent)
     }
 
+    /// What this session's subagent tools start children from.
+    fn parent(&self) -> crate::subagent::Parent {
+        crate::subagent::Parent {
+            project: self.shared.clone(),
+            options: self.options.clone(),
+            agent: self.agent.clone(),
+            transfer: crate::variables::Env::default(),
+        }
+    }
+
+    /// Runs the immediate subagent tools of side A's prompt of `pos.agent`, which just
+    /// became active (agents §7.6): each as a call the conversation records (the call, then
+    /// its result) before the first model step. The call's message argument is the latest
+    /// user message, after the `nameEnv` / `descriptionEnv` hints (`Name: …`,
+    /// `Description: …`: model-visible); `scopedEnv` values go to the child's env only.
+    async fn run_immediate(&mut self, pos: &mut Position<'_>) {
+        let Some(prompt) = self.project.prompt(&pos.agent.side_a.prompt) else {
+            return;
+        };
+        let env = &self.options.variables;
+        let entries: Vec<(
+            crate::definition::SubagentToolConfig,
+            crate::definition::Immediate,
+        )> = prompt
+            .tools
+            .iter()
+            .filter_map(|entry| entry.subagent())
+            .filter(|config| {
+                config.enabled(|v| {
+                    crate::variables::resolve(self.project, env, pos.agent, Some(prompt), None, v)
+                })
+            })
+            .filter_map(|config| config.immediate().map(|i| (config.clone(), i)))
+            .collect();
+        if entries.is_empty() {
+            return;
+        }
+        // The input becomes part of the state first: the calls answer it.
+        if let Some(input) = pos.input.take() {
+            pos.state_a = pos.state_a.with_message(input);
+        }
+        let task = pos
+            .state_a
+            .messages()
+            .rev()
+            .find(|m| m.is_user())
+            .map(Message::text)
+            .unwrap_or_default();
+        for (n, (config, immediate)) in entries.into_iter().enumerate() {
+            let resolve = |name: &str| {
+                crate::variables::resolve(self.project, env, pos.agent, Some(prompt), None, name)
+            };
+            let mut hints = Vec::new();
+            if let Some(value) = immediate.name_env.as_deref().and_then(resolve) {
+                hints.push(format!("Name: {value}"));
+            }
+            if let Some(value) = immediate.description_env.as_deref().and_then(resolve) {
+                hints.push(format!("Description: {value}"));
+            }
+            let text = if hints.is_empty() {
+                task.clone()
+            } else {
+                format!("{}\n\n{task}", hints.join("\n"))
+            };
+            let mut transfer = crate::variables::Env::default();
+            for name in &immediate.scoped_env {
+                if let Some(value) = resolve(name) {
+                    let kind = if env.is_secret(name) {
+                        weft_store::VariableKind::Secret
+                    } else {
+                        weft_store::VariableKind::Text
+                    };
+                    transfer = transfer.with(name, &value, kind);
+                }
+            }
+            let property = config
+                .init_user_message_property
+                .clone()
+                .unwrap_or_else(|| crate::subagent::DEFAULT_MESSAGE_PROPERTY.to_owned());
+            let args = serde_json::json!({ property: text });
+            let id = format!("immediate-{}-{n}-{}", pos.turns + 1, config.name);
+            self.events()
+                .emit(
+                    Some(&id),
+                    EventKind::ToolCallStart {
+                        tool: config.name.clone(),
+                        arguments: args.clone(),
+                        side: Some(Side::A),
+                    },
+                )
+                .await;
+            let parent = self.parent();
+            let result = crate::subagent::call_immediate(
+                &parent,
+                &config,
+                &args,
+                &id,
+                self.options.signal.child_token(),
+                transfer,
+            )
+            .await;
+            let (result, is_error) = match result {
+                Ok(value) => (value, false),
+                Err(error) => (Value::String(error.message), true),
+            };
+            self.events()
+                .emit(
+                    Some(&id),
+                    EventKind::ToolCallEnd {
+                        tool: config.name.clone(),
+                        is_error,
+                        result: Some(result.clone()),
+                        result_bytes: None,
+                        result_ref: None,
+                        side: Some(Side::A),
+                    },
+                )
+                .await;
+            let call = weft_provider::ToolCall::new(&id, &config.name, args);
+            if let Ok(assistant) = weft_provider::AssistantMessage::new(
+                Vec::new(),
+                vec![call],
+                weft_provider::MessageOptions::default(),
+            ) {
+                pos.state_a = pos.state_a.with_messages([
+                    Message::Assistant(assistant),
+                    Message::ToolResult(weft_provider::ToolResultMessage::new(vec![
+                        weft_provider::ToolResult {
+                            tool_call_id: id.clone(),
+                            result,
+                            is_error,
+                        },
+                    ])),
+                ]);
+            }
+        }
+    }
+
     async fn emit(&self, kind: EventKind) {
         self.events().emit(None, kind).await;
     }
@@ -213,6 +378,7 @@ impl Driver<'_> {
             servers,
             base,
             fingerprint,
+            profile: None,
         }))
     }
 
@@ -224,7 +390,7 @@ impl Driver<'_> {
         side: Side,
         input: Option<Message>,
         state: &AgentState,
-        (turn_no, prior_steps): (u64, u64),
+        (turn_no, prior_steps, session_start): (u64, u64, u64),
     ) -> Result<(TurnEnd, AgentState), (AgentError, AgentState)> {
         // Every checkpoint of the turn says where the session was (see `SessionMark`).
         let mark = SessionMark {
@@ -232,6 +398,7 @@ impl Driver<'_> {
             side,
             turn: turn_no,
             turn_start_step: state.step() - prior_steps,
+            session_start,
         };
         let state = &mark.stamp(state);
         let fail = |m: String| (AgentError::Config(m), state.clone());
@@ -265,14 +432,33 @@ impl Driver<'_> {
             _ => model,
         };
         let durable_run = self.options.durable.as_ref().map(|d| d.run.clone());
+        // The Agent Runtime Spec's profile, when it is on for this agent.
+        let profile = self
+            .project
+            .runtime_profile(agent_def, self.options.runtime_profile)
+            .map(Arc::new);
+        let mut options = self.options.clone();
+        // The subagents this agent starts are bound by its profile's denials and rules.
+        options.parent_profile = profile
+            .clone()
+            .or_else(|| self.options.parent_profile.clone());
         let parent = crate::subagent::Parent {
             project: self.shared.clone(),
-            options: self.options.clone(),
+            options,
             agent: self.agent.clone(),
+            transfer: crate::variables::Env::default(),
         };
         let mut tools = prompt_tools(self.project, agent_def, prompt, &self.workspace, &parent)
             .map_err(|e| fail(e.to_string()))?;
         let mcp = self.mcp_tools(prompt, &mut tools).await.map_err(fail)?;
+        if let Some(profile) = &profile {
+            tools = crate::runtime_profile::offered(profile, tools);
+        }
+        let mcp = mcp.map(|mut mcp| {
+            mcp.profile = profile.clone();
+            mcp
+        });
+        let flags = Arc::new(weft_runtime::profile::layer::ProfileFlags::default());
         let end = Arc::new(Mutex::new(None));
         let plan = stop_plan(self.project, agent_def, side)
             .ok_or_else(|| fail(format!("{} has no {}", agent_def.name, side.key())))?;
@@ -296,7 +482,37 @@ impl Driver<'_> {
             })
             .await;
         }
+        // The child registry goes into the context before every step when this side may
+        // start children, or the thread has some already (read once per turn otherwise).
+        let (thread, registry) = match (&self.options.durable, &self.options.thread_id) {
+            (Some(durable), Some(thread)) => {
+                let starts_children = prompt.tools.iter().any(|t| {
+                    matches!(self.project.tool_kind(t.name()),
+                        Some(ToolKind::Agent(a)) if a.agent_type == AgentType::DualAi)
+                });
+                let has_children = || async {
+                    use weft_store::Subagents as _;
+                    durable
+                        .store
+                        .children(thread)
+                        .await
+                        .is_ok_and(|c| !c.is_empty())
+                };
+                let registry = starts_children || has_children().await;
+                (Some((durable.store.clone(), thread.clone())), registry)
+            }
+            _ => (None, false),
+        };
+        let orchestrator = profile.as_ref().map(|profile| {
+            Arc::new(weft_runtime::profile::orchestrator::Orchestrator::new(
+                profile.clone(),
+                flags.clone(),
+                durable_run.clone(),
+                Some(side),
+            ))
+        });
         let strategy = SideTurn {
+            profile: orchestrator,
             plan,
             input,
             events: self.events(),
@@ -305,6 +521,8 @@ impl Driver<'_> {
             run: durable_run.clone(),
             side,
             mcp,
+            thread,
+            registry,
             base_usage: {
                 let mut usage = self
                     .options
@@ -321,19 +539,57 @@ impl Driver<'_> {
             .system(match &self.options.start_context {
                 Some(context) => format!(
                     "{}\n\n{context}",
-                    self.project.system_text(agent_def, prompt)
+                    self.project
+                        .system_text(&self.options.variables, agent_def, prompt)
                 ),
-                None => self.project.system_text(agent_def, prompt),
+                None => self
+                    .project
+                    .system_text(&self.options.variables, agent_def, prompt),
             })
-            .tools(tools)
-            .execution_mode(ExecutionMode::Sequential)
+            .tools(tools.clone())
+            // The declared variables' values, for the tools (`run_command` passes them on).
+            .tool_extension(crate::variables::tool_env(
+                self.project,
+                &self.options.variables,
+                agent_def,
+                prompt,
+            ))
+            .execution_mode(profile.as_deref().map_or(
+                ExecutionMode::Sequential,
+                crate::runtime_profile::execution_mode,
+            ))
             .execution(strategy);
+        if let Some(inherited) = &self.options.parent_profile {
+            // A subagent: its parent's denials and rules hold for its calls too.
+            let layer = weft_runtime::profile::layer::ProfileLayer::new(
+                inherited.clone(),
+                Arc::new(weft_runtime::profile::layer::ProfileFlags::default()),
+                durable_run.clone(),
+                self.workspace.root(),
+            );
+            agent_options = agent_options.tool_layer(layer.inherited());
+        }
+        if let Some(profile) = &profile {
+            // The profile's policy stage: one engine, which the gates below extend.
+            agent_options = agent_options.tool_layer(Arc::new(
+                weft_runtime::profile::layer::ProfileLayer::new(
+                    profile.clone(),
+                    flags.clone(),
+                    durable_run.clone(),
+                    self.workspace.root(),
+                ),
+            ));
+        }
         if let Some(run) = &durable_run {
             // The step's streamed text is logged where the model's stream is read, before the
             // step's calls (which that task runs next).
             agent_options = agent_options.stream_tap(run.stream_tap(Some(side)));
             // The runtime's stages of the tool pipeline: replay, hooks, approval, record.
-            for layer in weft_runtime::pipeline::layers(run, &self.project.tool_policy(agent_def)) {
+            let mut policy = self.project.tool_policy(agent_def);
+            if let Some(profile) = &profile {
+                policy = crate::runtime_profile::tool_policy(profile, policy, &tools);
+            }
+            for layer in weft_runtime::pipeline::layers(run, &policy) {
                 agent_options = agent_options.tool_layer(layer);
             }
         }
@@ -347,7 +603,9 @@ impl Driver<'_> {
         for (key, value) in &prompt.params {
             agent_options = agent_options.param(key.clone(), value.clone());
         }
-        let headers = self.project.headers(agent_def, prompt);
+        let headers = self
+            .project
+            .headers(&self.options.variables, agent_def, prompt);
         let provider = reference.split_once(':').map_or("", |(p, _)| p);
         let base_url = self.options.base_urls.get(provider).cloned();
         if !headers.is_empty() || base_url.is_some() {
@@ -575,6 +833,9 @@ struct SessionMark {
     side: Side,
     turn: u64,
     turn_start_step: u64,
+    /// The turns of the thread's earlier sessions (`maxSessionTurns` counts this session's).
+    #[serde(default)]
+    session_start: u64,
 }
 
 impl SessionMark {
@@ -606,17 +867,23 @@ struct Position<'p> {
     ended: Option<TurnEnd>,
     /// Steps the next turn took before a resume (it goes on under its own number).
     resumed_steps: u64,
+    /// Side A's prompt just became active (a new thread, or a handoff): its immediate
+    /// subagent tools run before the next turn.
+    bootstrap: bool,
+    /// The turns of the thread's earlier sessions.
+    session_start: u64,
 }
 
 impl<'p> Position<'p> {
     /// The position of a session whose states are `state_a` / `state_b`: a fresh start
     /// (no marks), or where the marks of the latest checkpoints say it stopped.
+    /// `profile`: `weft run --profile runtime` (the runtime profile judges how a turn ended).
     fn of(
         project: &'p Project,
         start: &'p AgentDefinition,
-        input: Option<Message>,
-        state_a: AgentState,
-        state_b: AgentState,
+        (input, input_side): (Option<Message>, Side),
+        (state_a, state_b): (AgentState, AgentState),
+        profile: bool,
     ) -> Result<Self, SessionError> {
         let fresh = Position {
             agent: start,
@@ -627,14 +894,31 @@ impl<'p> Position<'p> {
             state_b,
             ended: None,
             resumed_steps: 0,
+            bootstrap: false,
+            session_start: 0,
         };
-        if fresh.input.is_some() {
-            return Ok(fresh);
-        }
+        // A thread whose side A has not answered yet is booting.
+        let mut fresh = fresh;
+        fresh.bootstrap = !fresh.state_a.messages().any(Message::is_assistant);
         let marks = [
             SessionMark::of(&fresh.state_a),
             SessionMark::of(&fresh.state_b),
         ];
+        if fresh.input.is_some() {
+            // A new session: on a thread with earlier sessions (a resumable subagent's next
+            // message) its turns are numbered after theirs.
+            let turns = marks.iter().flatten().map(|m| m.turn).max().unwrap_or(0);
+            let side = match start.agent_type {
+                AgentType::DualAi => input_side,
+                AgentType::AiHuman => Side::A,
+            };
+            return Ok(Position {
+                side,
+                turns,
+                session_start: turns,
+                ..fresh
+            });
+        }
         if fresh.state_a.message_count() == 0 {
             return Err(SessionError::NoInput);
         }
@@ -645,7 +929,11 @@ impl<'p> Position<'p> {
         if let Some(turns) = latest_turn
             && matches!(fresh.state_a.messages().last(), Some(Message::User(_)))
         {
-            return Ok(Position { turns, ..fresh });
+            return Ok(Position {
+                turns,
+                session_start: turns,
+                ..fresh
+            });
         }
         // Without marks (a durable run's initial checkpoint, whose last message is the
         // input, or a run saved before marks existed) the state is side A's first turn.
@@ -658,6 +946,7 @@ impl<'p> Position<'p> {
                 side: Side::A,
                 turn: 1,
                 turn_start_step: 0,
+                session_start: 0,
             });
         let agent = project
             .agent(&mark.agent)
@@ -667,8 +956,13 @@ impl<'p> Position<'p> {
             Side::B => &fresh.state_b,
         };
         let steps = state.step().saturating_sub(mark.turn_start_step);
-        let ended =
-            stop_plan(project, agent, mark.side).and_then(|plan| plan.ended_in(state, steps));
+        let ended = match project.runtime_profile(agent, profile) {
+            // Under the runtime profile only an accepted complete_task ended the turn.
+            Some(_) => crate::runtime_profile::ended_in(state),
+            None => {
+                stop_plan(project, agent, mark.side).and_then(|plan| plan.ended_in(state, steps))
+            }
+        };
         Ok(Position {
             agent,
             side: mark.side,
@@ -680,6 +974,7 @@ impl<'p> Position<'p> {
             },
             resumed_steps: if ended.is_some() { 0 } else { steps },
             ended,
+            session_start: mark.session_start,
             ..fresh
         })
     }
@@ -723,18 +1018,33 @@ pub async fn run_session(
     let start = project
         .agent(agent_name)
         .ok_or_else(|| SessionError::UnknownAgent(agent_name.to_owned()))?;
+    let mut confinement = options.confinement.clone();
+    if project
+        .runtime_profile(start, options.runtime_profile)
+        .is_some_and(|profile| profile.policy.sandboxed)
+    {
+        // The runtime profile's `sandboxed = true` (§5.12): no filesystem, no network.
+        confinement.sandbox.mode = weft_tools::Mode::Strict;
+        confinement.sandbox.network = false;
+    }
     let workspace = Workspace::new(&options.workspace)
         .map_err(|e| SessionError::Workspace(e.to_string()))?
-        .with_confinement(options.confinement.clone());
+        .with_confinement(confinement);
     let position = Position::of(
         project,
         start,
-        (!input.is_empty()).then(|| Message::user(input)),
-        options.initial_state.clone(),
-        options
-            .initial_state_b
-            .clone()
-            .unwrap_or_else(AgentState::initial),
+        (
+            (!input.is_empty()).then(|| Message::user(input)),
+            options.input_side,
+        ),
+        (
+            options.initial_state.clone(),
+            options
+                .initial_state_b
+                .clone()
+                .unwrap_or_else(AgentState::initial),
+        ),
+        options.runtime_profile,
     )?;
     let mut driver = Driver {
         project,
@@ -901,6 +1211,9 @@ async fn next_turn(
     if let Some(end) = pos.ended.take() {
         return Ok((end, Replayed(true)));
     }
+    if pos.side == Side::A && std::mem::take(&mut pos.bootstrap) {
+        driver.run_immediate(pos).await;
+    }
     pos.turns += 1;
     let side = pos.side;
     let state = pos.state(side).clone();
@@ -911,7 +1224,7 @@ async fn next_turn(
             side,
             pos.input.take(),
             &state,
-            (pos.turns, prior_steps),
+            (pos.turns, prior_steps, pos.session_start),
         )
         .await
     {
@@ -971,6 +1284,7 @@ async fn ai_human(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutc
                 driver.emit(handoff).await;
             }
             pos.agent = target;
+            pos.bootstrap = true;
             continue;
         }
         let mut o = terminal(&end, &pos.agent.name, &pos.state_a).unwrap_or_else(|| {
@@ -999,14 +1313,14 @@ async fn dual_ai(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutco
             && pos
                 .agent
                 .max_session_turns
-                .is_some_and(|max| pos.turns >= max)
+                .is_some_and(|max| pos.turns.saturating_sub(pos.session_start) >= max)
         {
             let o = outcome(
                 SessionStatus::Failed,
                 StopReason::MaxSessionTurns,
                 format!(
                     "the session reached maxSessionTurns ({}) without sessionStop",
-                    pos.turns
+                    pos.turns.saturating_sub(pos.session_start)
                 ),
                 &pos.agent.name,
                 pos.state_a,

@@ -21,6 +21,7 @@ use weft_provider::{LlmInstance, Message, Tool, ToolResult, Turn};
 use weft_runtime::event::{EventKind, Side};
 use weft_runtime::ledger::RunContext;
 use weft_runtime::observer::RunObserver;
+use weft_runtime::profile::orchestrator::{Next, Orchestrator};
 
 use crate::definition::{LifecyclePayload, SessionToolBinding, SideConfig};
 use crate::session::SessionEvents;
@@ -180,6 +181,9 @@ fn last_results(turn: &Turn) -> &[ToolResult] {
 
 /// The strategy of one side turn.
 pub(crate) struct SideTurn {
+    /// The Agent Runtime Spec's profile, when it is on for the agent: it decides when the
+    /// turn ends (`complete_task`, recovery) instead of the §5 stop rules.
+    pub(crate) profile: Option<Arc<Orchestrator>>,
     pub(crate) plan: StopPlan,
     /// The input of the turn; `None` when the state already ends with it (a durable run's
     /// initial checkpoint).
@@ -200,6 +204,12 @@ pub(crate) struct SideTurn {
     /// The MCP servers whose tools the side offers (`None`: none): listed again before
     /// every step, so a tool a server adds mid-turn is offered from the next step on.
     pub(crate) mcp: Option<McpTools>,
+    /// The store and the session's thread (a durable session): a `sessionStatus` call sets
+    /// the thread's status in its parent's registry (agents §7.10).
+    pub(crate) thread: Option<(weft_store::Store, String)>,
+    /// Whether the side's context lists the thread's child registry (agents §7.11), read
+    /// again before every step.
+    pub(crate) registry: bool,
 }
 
 /// The MCP servers of a side's prompt, and the tools it offers besides theirs.
@@ -211,6 +221,8 @@ pub(crate) struct McpTools {
     pub(crate) base: Vec<Tool>,
     /// The fingerprint of the servers' tools the agent was built with.
     pub(crate) fingerprint: String,
+    /// The runtime profile whose policy filters what is offered (`None`: off).
+    pub(crate) profile: Option<Arc<weft_runtime::profile::RuntimeProfile>>,
 }
 
 impl McpTools {
@@ -250,22 +262,50 @@ impl ExecutionStrategy for SideTurn {
         let mut steps = Steps::new(&ctx)
             .input(self.input.clone())
             .base_usage(self.base_usage.clone());
-        if let Some(run) = &self.run {
-            steps = steps.observer(RunObserver::new(run.clone(), Some(self.side)));
+        let observer = self.run.as_ref().map(|run| {
+            let observer: Arc<dyn weft_agent::execution::StepObserver> =
+                RunObserver::new(run.clone(), Some(self.side));
+            observer
+        });
+        match (&self.profile, observer) {
+            (Some(profile), observer) => steps = steps.observer(profile.observer(observer)),
+            (None, Some(observer)) => steps = steps.observer(observer),
+            (None, None) => {}
+        }
+        if let Some(profile) = &self.profile {
+            profile.begin().await.map_err(illegal)?;
         }
         let mut taken = self.prior_steps;
-        let mut offered: Option<(LlmInstance, String)> = None;
+        // What the steps offer besides the agent's own settings: the MCP servers' tools of
+        // now (and their fingerprint), the child registry's text; and the model instance
+        // built with them.
+        let mut listed: Option<(Vec<Tool>, String)> = None;
+        let mut registry_text: Option<String> = None;
+        let mut offered: Option<LlmInstance> = None;
         loop {
+            let mut changed = false;
+            if let Some((store, thread)) = self.thread.as_ref().filter(|_| self.registry) {
+                use weft_store::Subagents as _;
+                match store.children(thread).await {
+                    Ok(children) => {
+                        let text = crate::lifecycle::registry_message(&children);
+                        if text != registry_text {
+                            registry_text = text;
+                            changed = true;
+                        }
+                    }
+                    Err(error) => tracing::warn!(%error, "reading the child registry failed"),
+                }
+            }
             if let Some(mcp) = &self.mcp {
-                let seen = offered
+                let seen = listed
                     .as_ref()
                     .map_or(mcp.fingerprint.as_str(), |(_, f)| f.as_str());
                 match McpTools::listing(&mcp.hub, &mcp.servers).await {
                     Ok((tools, fingerprint)) if fingerprint != seen => {
                         let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-                        let mut options = ctx.agent.llm_options().clone();
-                        options.tools = mcp.base.iter().cloned().chain(tools).collect();
-                        offered = Some((ctx.llm_with(options)?, fingerprint));
+                        listed = Some((tools, fingerprint));
+                        changed = true;
                         if let Some(run) = &self.run {
                             run.emit(EventKind::McpToolsChanged {
                                 servers: mcp.servers.clone(),
@@ -280,13 +320,63 @@ impl ExecutionStrategy for SideTurn {
                     Err(error) => tracing::warn!(%error, "listing MCP tools failed"),
                 }
             }
-            let stepped = match &offered {
-                Some((llm, _)) => steps.step_with(llm).await?,
-                None => steps.step().await?,
+            if changed {
+                let mut options = ctx.agent.llm_options().clone();
+                if let (Some(mcp), Some((tools, _))) = (&self.mcp, &listed) {
+                    let all: Vec<Tool> = mcp.base.iter().cloned().chain(tools.clone()).collect();
+                    options.tools = match &mcp.profile {
+                        // The profile's policy holds for the servers' new tools too.
+                        Some(profile) => crate::runtime_profile::offered(profile, all),
+                        None => all,
+                    };
+                }
+                if let Some(text) = &registry_text {
+                    // The registry as a system message: after the prompt's system text.
+                    options.system = Some(match options.system.take() {
+                        Some(system) if !system.is_empty() => format!("{system}\n\n{text}"),
+                        _ => text.clone(),
+                    });
+                }
+                offered = Some(ctx.llm_with(options)?);
+            }
+            if let Some(profile) = &self.profile {
+                profile.before_step(taken).await.map_err(illegal)?;
+            }
+            let deadline = self.profile.as_ref().and_then(|p| p.grace_deadline());
+            let stepping = async {
+                match &offered {
+                    Some(llm) => steps.step_with(llm).await,
+                    None => steps.step().await,
+                }
+            };
+            let stepped = match deadline {
+                Some(deadline) => tokio::time::timeout_at(deadline, stepping).await.ok(),
+                None => Some(stepping.await),
+            };
+            let stepped = match (stepped, &self.profile) {
+                (Some(Ok(stepped)), _) => stepped,
+                (Some(Err(error)), profile) => {
+                    if let Some(profile) = profile {
+                        profile.failed().await;
+                    }
+                    return Err(error);
+                }
+                (None, Some(profile)) => {
+                    // The grace period's time ran out mid-step (only complete_task could run):
+                    // the step's model call is stopped, not waited for.
+                    ctx.signal.cancel();
+                    let next = profile.timed_out().await.map_err(illegal)?;
+                    self.ended(profile_end(next));
+                    break;
+                }
+                (None, None) => break,
             };
             let turn = match stepped {
                 StepOutcome::Continue(turn) | StepOutcome::Final(turn) => turn,
                 StepOutcome::Suspended => {
+                    if let Some(profile) = &self.profile {
+                        profile.suspended().await.map_err(illegal)?;
+                    }
                     // A call waits for a decision: the resume takes this step again.
                     return Err(AgentError::Cancelled {
                         state: Box::new(steps.committed().clone()),
@@ -295,8 +385,23 @@ impl ExecutionStrategy for SideTurn {
             };
             taken += 1;
             let mut statuses = Vec::new();
-            let end = self.plan.evaluate(&turn, taken, &mut statuses);
+            let end = match &self.profile {
+                Some(profile) => {
+                    // `sessionStatus` calls are still published; the profile decides the end.
+                    let _ = self.plan.evaluate(&turn, taken, &mut statuses);
+                    profile_end(profile.after_step(&turn, taken).await.map_err(illegal)?)
+                }
+                None => self.plan.evaluate(&turn, taken, &mut statuses),
+            };
             for status in statuses {
+                if let Some((store, thread)) = &self.thread {
+                    // A subagent's status is its parent registry's (agents §7.10); a thread
+                    // that is nobody's child has no entry to update.
+                    use weft_store::Subagents as _;
+                    if let Err(error) = store.set_child_status(thread, &status.message).await {
+                        tracing::warn!(%error, "recording a subagent's status failed");
+                    }
+                }
                 let kind = EventKind::Status {
                     message: status.message,
                     side: Some(self.side),
@@ -304,12 +409,41 @@ impl ExecutionStrategy for SideTurn {
                 self.events.emit(None, kind).await;
             }
             if let Some(end) = end {
-                if let Ok(mut slot) = self.end.lock() {
-                    *slot = Some(end);
-                }
+                self.ended(Some(end));
                 break;
             }
         }
         steps.finish()
     }
+}
+
+impl SideTurn {
+    fn ended(&self, end: Option<TurnEnd>) {
+        if let (Some(end), Ok(mut slot)) = (end, self.end.lock()) {
+            *slot = Some(end);
+        }
+    }
+}
+
+/// The turn end the profile's verdict means: `complete_task` is the session's stop (its
+/// summary the output, its artifacts the attachments), an error its failure.
+fn profile_end(next: Next) -> Option<TurnEnd> {
+    match next {
+        Next::Continue => None,
+        Next::Done {
+            summary, artifacts, ..
+        } => Some(TurnEnd::SessionStop(LifecyclePayload {
+            message: summary,
+            attachments: artifacts,
+        })),
+        Next::Error(message) => Some(TurnEnd::SessionFail(LifecyclePayload {
+            message,
+            attachments: Vec::new(),
+        })),
+    }
+}
+
+/// An impossible state transition: a bug, which stops the run.
+fn illegal(error: weft_runtime::profile::state::IllegalTransition) -> AgentError {
+    AgentError::Config(error.to_string())
 }

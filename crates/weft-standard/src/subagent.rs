@@ -21,7 +21,9 @@
 //! The tool's schema is explicit: the agent's `toolParameters`, or one string argument
 //! named by the caller's `initUserMessageProperty` (`message` when unset); that argument is
 //! the child's first message (without one configured, a call with no `message` argument
-//! sends its whole arguments as JSON text).
+//! sends its whole arguments as JSON text). The caller's `initAttachmentsProperty` names the
+//! argument whose files are copied to the child, and the files a child returns are copied back
+//! ([`crate::attachments`]).
 
 use std::sync::Arc;
 
@@ -76,6 +78,9 @@ pub(crate) struct Parent {
     pub(crate) options: SessionOptions,
     /// The calling agent's path (events of a session outside a durable run).
     pub(crate) agent: AgentPath,
+    /// Values handed to the child's env whatever it scopes (an immediate tool's
+    /// `scopedEnv`): runtime-only, never in a model's context.
+    pub(crate) transfer: crate::variables::Env,
 }
 
 /// The name of the argument that becomes the child's first message.
@@ -97,13 +102,26 @@ pub(crate) fn subagent_tool(
         .or_else(|| target.description.clone())
         .unwrap_or_else(|| format!("Give a task to the subagent {name}."));
     let property = message_property(config).map(str::to_owned);
+    let attachments = config.and_then(|c| c.init_attachments_property.clone());
+    let blocking = config.is_none_or(|c| c.blocking);
+    let summary = description.clone();
     let parameters = target.tool_parameters.clone().unwrap_or_else(|| {
         let property = property.as_deref().unwrap_or(DEFAULT_MESSAGE_PROPERTY);
-        json!({
+        let mut schema = json!({
             "type": "object",
             "properties": {property: {"type": "string", "description": "The subagent's task: its first message."}},
             "required": [property],
-        })
+        });
+        if let (Some(files), Some(properties)) = (
+            attachments.as_deref(),
+            schema.get_mut("properties").and_then(Value::as_object_mut),
+        ) {
+            properties.insert(
+                files.to_owned(),
+                crate::attachments::schema("Files (paths relative to the workspace) the subagent gets copies of."),
+            );
+        }
+        schema
     });
     let parent = Arc::new(parent);
     Tool::new(
@@ -112,7 +130,25 @@ pub(crate) fn subagent_tool(
         parameters,
         move |args: Value, ctx: ToolContext| {
             let (parent, name, property) = (parent.clone(), name.clone(), property.clone());
-            async move { call(&parent, &name, property.as_deref(), &args, ctx).await }
+            let (summary, attachments) = (summary.clone(), attachments.clone());
+            async move {
+                if blocking {
+                    call(
+                        &parent,
+                        &name,
+                        property.as_deref(),
+                        attachments.as_deref(),
+                        &args,
+                        ctx,
+                    )
+                    .await
+                } else {
+                    let input = first_message(property.as_deref(), &args)?;
+                    let files = crate::attachments::paths_of(&args, attachments.as_deref())?;
+                    start_in_background(&parent, &name, &summary, (&input, &files), &args, ctx)
+                        .await
+                }
+            }
         },
     )
     // The child's own calls are recorded and replayed: running the call again after a
@@ -121,8 +157,39 @@ pub(crate) fn subagent_tool(
     .with_idempotent(true)
 }
 
+/// Runs the immediate subagent tool `config` (agents §7.6) of a prompt that just became
+/// active, as the call `call_id` with the arguments `args`: the same call as the model's,
+/// with `transfer` (the `scopedEnv` values) added to the child's env.
+pub(crate) async fn call_immediate(
+    parent: &Parent,
+    config: &SubagentToolConfig,
+    args: &Value,
+    call_id: &str,
+    signal: tokio_util::sync::CancellationToken,
+    transfer: crate::variables::Env,
+) -> Result<Value, ToolError> {
+    let parent = Parent {
+        transfer,
+        ..parent.clone()
+    };
+    let ctx = ToolContext {
+        tool_call_id: call_id.to_owned(),
+        signal,
+        extensions: weft_provider::tool::Extensions::new(),
+    };
+    call(
+        &parent,
+        &config.name,
+        message_property(Some(config)),
+        config.init_attachments_property.as_deref(),
+        args,
+        ctx,
+    )
+    .await
+}
+
 /// The child's first message, from the call's arguments.
-fn first_message(property: Option<&str>, args: &Value) -> Result<String, ToolError> {
+pub(crate) fn first_message(property: Option<&str>, args: &Value) -> Result<String, ToolError> {
     let text = |v: &Value| match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -143,43 +210,403 @@ async fn call(
     parent: &Parent,
     name: &str,
     property: Option<&str>,
+    attachments: Option<&str>,
     args: &Value,
     ctx: ToolContext,
 ) -> Result<Value, ToolError> {
     let input = first_message(property, args)?;
+    let files = crate::attachments::paths_of(args, attachments)?;
+    let reference = match &parent.options.durable {
+        Some(durable) => weft_runtime::child::child_reference(
+            durable.run.run_id(),
+            &weft_runtime::child::call_position(&durable.run, &ctx),
+        ),
+        None => ctx.tool_call_id.clone(),
+    };
+    let input = give_attachments(parent, &reference, &input, &files).await?;
+    let ended = run_child(parent, name, &ChildThread::PerCall, &input, ctx).await?;
+    ended.into_result()
+}
+
+/// Starts a non-blocking, non-resumable child of `parent` (the agent `name`, described by
+/// `summary`) on `input`: registered in the parent thread's registry, run in the
+/// background; the call's result says it started.
+async fn start_in_background(
+    parent: &Parent,
+    name: &str,
+    summary: &str,
+    (input, files): (&str, &[String]),
+    args: &Value,
+    ctx: ToolContext,
+) -> Result<Value, ToolError> {
+    let durable = parent.options.durable.as_ref().ok_or_else(|| {
+        ToolError::new(
+            "non-blocking subagents report to the run's thread queue: this session has none",
+        )
+    })?;
+    let position = weft_runtime::child::call_position(&durable.run, &ctx);
+    let reference = weft_runtime::child::child_reference(durable.run.run_id(), &position);
+    let call_site = format!("{} {position}", durable.run.run_id());
+    // The attachments are copied before anything is registered: a refused path starts no
+    // child.
+    let input = &give_attachments(parent, &reference, input, files).await?;
+    let entry = weft_store::SubagentRegistryEntry {
+        reference: reference.clone(),
+        name: name.to_owned(),
+        title: None,
+        description: summary.to_owned(),
+        resumable: Some(false),
+        blocking: Some(false),
+        thread_name: Some(name.to_owned()),
+        spawn_group_id: None,
+        created_at: Some(chrono::Utc::now().timestamp_micros()),
+        status: "running".into(),
+        parent_communication: Some("implicit".into()),
+        agent: name.to_owned(),
+    };
+    use weft_store::Subagents as _;
+    durable
+        .store
+        .register_child(durable.run.thread_id(), &entry, args, Some(&call_site))
+        .await
+        .map_err(|e| ToolError::transient(format!("the subagent {name} could not start: {e}")))?;
+    crate::background::note_pending(
+        durable,
+        &reference,
+        name,
+        (&call_site, input, crate::definition::Side::A),
+    )
+    .await
+    .map_err(|e| ToolError::transient(format!("the subagent {name} could not start: {e}")))?;
+    spawn_child(
+        parent,
+        name,
+        ChildThread::PerCall,
+        input,
+        ctx,
+        call_site,
+        false,
+    )?;
+    Ok(Value::String(started_message(name, &reference)))
+}
+
+/// Copies the attachments `files` of the parent's workspace into the child `reference`'s
+/// folder (agents §7.12) and gives the child's message: `input` followed by the copies'
+/// paths. A refused path is a tool error, and nothing is copied.
+pub(crate) async fn give_attachments(
+    parent: &Parent,
+    reference: &str,
+    input: &str,
+    files: &[String],
+) -> Result<String, ToolError> {
+    let copies = crate::attachments::copy(
+        &parent.options.workspace,
+        &parent.options.confinement,
+        files,
+        &crate::attachments::child_folder(reference),
+    )
+    .await
+    .map_err(ToolError::new)?;
+    Ok(crate::attachments::listed(input, &copies))
+}
+
+/// The result of a call that started a child in the background.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(
+///     weft_standard::subagent::started_message("writer", "r-1"),
+///     "Subagent writer (reference: r-1) is working in the background; its result will arrive as a message."
+/// );
+/// ```
+pub fn started_message(name: &str, reference: &str) -> String {
+    format!(
+        "Subagent {name} (reference: {reference}) is working in the background; its result will arrive as a message."
+    )
+}
+
+/// Runs a session of the child `name` on `thread` in the background of `parent`'s run,
+/// reporting its end to the parent thread (unless `explicit`).
+pub(crate) fn spawn_child(
+    parent: &Parent,
+    name: &str,
+    thread: ChildThread,
+    input: &str,
+    ctx: ToolContext,
+    call_site: String,
+    explicit: bool,
+) -> Result<(), ToolError> {
+    let (Some(background), Some(durable)) = (
+        parent.options.background.clone(),
+        parent.options.durable.clone(),
+    ) else {
+        return Err(ToolError::new(
+            "non-blocking subagents need a durable run that waits for them: this session has none",
+        ));
+    };
+    // The child lives as long as the run, not as the call: it stops with the session.
+    let ctx = ToolContext {
+        tool_call_id: ctx.tool_call_id,
+        signal: parent.options.signal.child_token(),
+        extensions: ctx.extensions,
+    };
+    let reference = match &thread {
+        ChildThread::Resumable { reference, .. } => reference.clone(),
+        ChildThread::PerCall => {
+            let position = call_site
+                .strip_prefix(durable.run.run_id())
+                .map_or(call_site.as_str(), str::trim_start);
+            weft_runtime::child::child_reference(durable.run.run_id(), position)
+        }
+    };
+    let (parent, name, input) = (parent.clone(), name.to_owned(), input.to_owned());
+    background.spawn(&call_site.clone(), async move {
+        match run_child(&parent, &name, &thread, &input, ctx).await {
+            Ok(ended) => crate::background::report(&durable, &ended, &call_site, explicit).await,
+            Err(error) => {
+                // It could not start (too deep, storage): the parent hears of it like of a
+                // failure.
+                tracing::warn!(%error, "a background subagent could not start");
+                let ended = ChildEnd {
+                    reference,
+                    outcome: ChildOutcome::Broken(error.to_string()),
+                    returned: Vec::new(),
+                };
+                crate::background::report(&durable, &ended, &call_site, explicit).await;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Which thread a child run goes on.
+#[derive(Debug, Clone)]
+pub(crate) enum ChildThread {
+    /// A non-resumable subagent's: a thread of its own per call (its reference derived
+    /// from the call).
+    PerCall,
+    /// A resumable subagent's thread `reference`, the message going to `side` (each
+    /// message is a new session of the child, continued from its checkpoints).
+    Resumable {
+        /// The child's reference (its thread id).
+        reference: String,
+        /// The side that takes the message.
+        side: crate::definition::Side,
+        /// `parentCommunication = "explicit"`: the child gets `notify_parent` / `set_status`.
+        explicit: bool,
+    },
+}
+
+/// The state metadata key of a resumable child's side that took a message: the call that
+/// sent it (`RUN_ID POSITION`), so a replay of that call goes on with the child instead of
+/// giving it the message twice.
+pub const DELIVERED_KEY: &str = "weftSubagentMessage";
+
+/// How a child run ended.
+#[derive(Debug)]
+pub(crate) struct ChildEnd {
+    pub(crate) reference: String,
+    pub(crate) outcome: ChildOutcome,
+    /// The parent-local paths of the attachments the child returned (copied into
+    /// `attachments/from-REFERENCE/`), or why they were not copied.
+    pub(crate) returned: Vec<String>,
+}
+
+/// What became of a child's session.
+#[derive(Debug)]
+pub(crate) enum ChildOutcome {
+    /// It ended: completed (`sessionStop`, a response) or failed.
+    Ended(Box<crate::session::SessionOutcome>),
+    /// It could not run (the failure's details).
+    Broken(String),
+    /// It waits for a decision, or was interrupted: it goes on when its call runs again.
+    Pending(String),
+}
+
+impl ChildEnd {
+    /// The spec's child → parent text (agents §7.10): `Ok` the result text, `Err` the
+    /// failure text, each followed by the returned attachments' parent-local paths;
+    /// `None` while the child has not ended.
+    pub(crate) fn payload(&self) -> Option<Result<String, String>> {
+        let listed = |text: String| crate::attachments::listed(&text, &self.returned);
+        Some(match self.text()? {
+            Ok(text) => Ok(listed(text)),
+            Err(text) => Err(listed(text)),
+        })
+    }
+
+    /// The spec's text, without the attachments.
+    fn text(&self) -> Option<Result<String, String>> {
+        match &self.outcome {
+            ChildOutcome::Ended(o) if o.status == SessionStatus::Completed => {
+                Some(Ok(result_message(&self.reference, &o.message)))
+            }
+            ChildOutcome::Ended(o) => Some(Err(failure_message(&self.reference, &o.message))),
+            ChildOutcome::Broken(details) => Some(Err(failure_message(&self.reference, details))),
+            ChildOutcome::Pending(_) => None,
+        }
+    }
+
+    /// The registry status the end gives the child (`None`: unchanged).
+    pub(crate) fn status(&self) -> Option<&'static str> {
+        match self.payload()? {
+            Ok(_) => Some("completed"),
+            Err(_) => Some("failed"),
+        }
+    }
+
+    /// The call's result: the spec's result text, or its failure text as an error.
+    pub(crate) fn into_result(self) -> Result<Value, ToolError> {
+        match self.payload() {
+            Some(Ok(text)) => Ok(Value::String(text)),
+            Some(Err(text)) => Err(ToolError::new(text)),
+            None => match self.outcome {
+                ChildOutcome::Pending(why) => Err(ToolError::new(why)),
+                _ => Err(ToolError::new("the subagent did not end")),
+            },
+        }
+    }
+}
+
+/// Runs one session of the subagent `name` as a child run of `parent`'s call `ctx`, on
+/// `thread`, with `input` as its message.
+pub(crate) async fn run_child(
+    parent: &Parent,
+    name: &str,
+    thread: &ChildThread,
+    input: &str,
+    ctx: ToolContext,
+) -> Result<ChildEnd, ToolError> {
     if parent.agent.depth() >= MAX_SUBAGENT_DEPTH {
         return Err(ToolError::new(format!(
             "subagents nest at most {MAX_SUBAGENT_DEPTH} deep: {name} was not started"
         )));
     }
+    let target = parent
+        .project
+        .agent(name)
+        .ok_or_else(|| ToolError::new(format!("there is no agent {name:?}")))?;
+    // The child's env: the parent's, minus what the child scopes (agents tools §3). A
+    // required variable without a value stops the call before any child exists.
+    let scoped = crate::variables::scoped_names(&parent.project, target);
+    let child_env = parent
+        .options
+        .variables
+        .for_child(parent.transfer.clone(), &scoped);
+    let missing = crate::variables::missing(&parent.project, target, &child_env);
+    if !missing.is_empty()
+        && matches!(thread, ChildThread::PerCall)
+        && let (Some(durable), Some(parent_thread)) =
+            (&parent.options.durable, &parent.options.thread_id)
+    {
+        // A durable run: the call is deferred until a person gives the variables (agents
+        // §7.8, the bootstrap endpoints of `weft serve`); the request keeps the child's
+        // first message. (A resumable instance is not deferred: its creation is refused
+        // with the missing names.)
+        let error = crate::variables::defer_subagent(
+            &durable.store,
+            parent_thread,
+            name,
+            &serde_json::json!({ DEFAULT_MESSAGE_PROPERTY: input }),
+            None,
+            &missing,
+        )
+        .await
+        .map_err(|e| {
+            ToolError::transient(format!("the subagent {name} could not be deferred: {e}"))
+        })?;
+        return Err(ToolError::new(error));
+    }
+    if !missing.is_empty() {
+        return Err(ToolError::new(
+            crate::variables::MissingVariables {
+                agent: name.to_owned(),
+                thread: parent.options.thread_id.clone(),
+                missing,
+            }
+            .to_string(),
+        ));
+    }
     let mut options = parent.options.clone();
+    options.variables = child_env;
     options.signal = ctx.signal.clone();
     options.initial_state = weft_agent::AgentState::initial();
     options.initial_state_b = None;
     options.agent_path = Some(parent.agent.child(name));
-    let mut input = input;
+    options.input_side = crate::definition::Side::A;
+    options.escalation = None;
+    let mut input = input.to_owned();
     let child = match &parent.options.durable {
         Some(durable) => {
-            let child = ChildRun::open(&durable.run, name, &ctx)
-                .await
-                .map_err(|e| {
-                    ToolError::transient(format!("the subagent {name} could not start: {e}"))
-                })?;
-            let thread = child.reference().to_owned();
-            // A resumed run goes on with the child from its checkpoints (its model calls and
-            // tool calls replay from the run's record).
+            let opened = match thread {
+                ChildThread::PerCall => ChildRun::open(&durable.run, name, &ctx).await,
+                ChildThread::Resumable { reference, .. } => {
+                    ChildRun::open_as(&durable.run, name, reference, &ctx).await
+                }
+            };
+            let child = opened.map_err(|e| {
+                ToolError::transient(format!("the subagent {name} could not start: {e}"))
+            })?;
+            let thread_id = child.reference().to_owned();
             let latest = |scope: String| {
                 let store = durable.store.clone();
                 async move { store.latest_checkpoint(&scope).await.ok().flatten() }
             };
-            if let Some(a) = latest(thread.clone()).await {
-                options.initial_state = a.checkpoint.state;
-                options.initial_state_b = latest(format!("{thread}.sideB"))
-                    .await
-                    .map(|b| b.checkpoint.state);
-                input.clear();
+            let state_a = latest(thread_id.clone()).await.map(|a| a.checkpoint.state);
+            let state_b = latest(format!("{thread_id}.sideB"))
+                .await
+                .map(|b| b.checkpoint.state);
+            match thread {
+                ChildThread::PerCall => {
+                    // A resumed run goes on with the child from its checkpoints (its model
+                    // calls and tool calls replay from the run's record).
+                    if let Some(a) = state_a {
+                        options.initial_state = a;
+                        options.initial_state_b = state_b;
+                        input.clear();
+                    }
+                }
+                ChildThread::Resumable { side, explicit, .. } => {
+                    if *explicit {
+                        options.escalation = Some(crate::background::Escalation {
+                            parent: durable.clone(),
+                            reference: thread_id.clone(),
+                        });
+                    }
+                    let site = Value::from(child.call_site());
+                    let took = |s: &Option<weft_agent::AgentState>| {
+                        s.as_ref()
+                            .is_some_and(|s| s.metadata().get(DELIVERED_KEY) == Some(&site))
+                    };
+                    let delivered = took(&state_a) || took(&state_b);
+                    options.initial_state = state_a.unwrap_or_else(weft_agent::AgentState::initial);
+                    options.initial_state_b = state_b;
+                    if delivered {
+                        // A replay of this call: the child goes on where it stopped.
+                        input.clear();
+                    } else {
+                        // The side that takes the message remembers which call sent it.
+                        options.input_side = *side;
+                        match side {
+                            crate::definition::Side::A => {
+                                options.initial_state =
+                                    options.initial_state.with_metadata(DELIVERED_KEY, site);
+                            }
+                            crate::definition::Side::B => {
+                                options.initial_state_b = Some(
+                                    options
+                                        .initial_state_b
+                                        .take()
+                                        .unwrap_or_else(weft_agent::AgentState::initial)
+                                        .with_metadata(DELIVERED_KEY, site),
+                                );
+                            }
+                        }
+                    }
+                }
             }
-            options.thread_id = Some(thread);
+            options.thread_id = Some(thread_id);
             options.durable = Some(Durable {
                 run: child.context().clone(),
                 store: durable.store.clone(),
@@ -189,6 +616,11 @@ async fn call(
             Some(child)
         }
         None => {
+            if matches!(thread, ChildThread::Resumable { .. }) {
+                return Err(ToolError::new(
+                    "resumable subagents keep their thread in the run's store: this session has none",
+                ));
+            }
             options.thread_id = None;
             None
         }
@@ -196,6 +628,11 @@ async fn call(
     let reference = child
         .as_ref()
         .map_or_else(|| ctx.tool_call_id.clone(), |c| c.reference().to_owned());
+    let end = |outcome| ChildEnd {
+        reference: reference.clone(),
+        outcome,
+        returned: Vec::new(),
+    };
     let outcome = Box::pin(run_session(&parent.project, name, &input, &options)).await;
     let outcome = match outcome {
         Ok(outcome) => outcome,
@@ -203,10 +640,7 @@ async fn call(
             if let Some(child) = child {
                 let _ = child.end(false).await;
             }
-            return Err(ToolError::new(failure_message(
-                &reference,
-                &error.to_string(),
-            )));
+            return Ok(end(ChildOutcome::Broken(error.to_string())));
         }
     };
     let child = match child {
@@ -214,17 +648,17 @@ async fn call(
             // A call of the child waits for a decision: so does the parent's call (the run
             // suspends, and the decision surfaces on it).
             child.defer();
-            return Err(ToolError::new(format!(
+            return Ok(end(ChildOutcome::Pending(format!(
                 "the subagent {name} waits for a decision"
-            )));
+            ))));
         }
         other => other,
     };
     if outcome.status == SessionStatus::Interrupted {
         // The call stays pending (uncertain): a resume goes on with the child.
-        return Err(ToolError::new(format!(
+        return Ok(end(ChildOutcome::Pending(format!(
             "the subagent {name} was interrupted"
-        )));
+        ))));
     }
     let succeeded = outcome.status == SessionStatus::Completed;
     if let Some(child) = child
@@ -232,14 +666,30 @@ async fn call(
     {
         tracing::warn!(%error, "recording the end of a subagent failed");
     }
-    if succeeded {
-        Ok(Value::String(result_message(&reference, &outcome.message)))
-    } else {
-        Err(ToolError::new(failure_message(
-            &reference,
-            &outcome.message,
-        )))
+    // The attachments the child returned are copied into the parent's folder for them
+    // (agents §7.12): the parent gets their parent-local paths.
+    let mut ended = end(ChildOutcome::Ended(Box::new(outcome)));
+    if let ChildOutcome::Ended(outcome) = &mut ended.outcome
+        && !outcome.attachments.is_empty()
+    {
+        match crate::attachments::copy(
+            &parent.options.workspace,
+            &parent.options.confinement,
+            &outcome.attachments,
+            &crate::attachments::returned_folder(&reference),
+        )
+        .await
+        {
+            Ok(copies) => ended.returned = copies,
+            Err(error) => {
+                outcome.message = format!(
+                    "{}\n\n(The returned attachments were not copied: {error})",
+                    outcome.message
+                );
+            }
+        }
     }
+    Ok(ended)
 }
 
 #[cfg(test)]

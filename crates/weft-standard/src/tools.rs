@@ -74,11 +74,33 @@ pub(crate) fn prompt_tools(
     parent: &crate::subagent::Parent,
 ) -> Result<Vec<Tool>, SessionError> {
     let mut tools = Vec::with_capacity(prompt.tools.len());
+    let mut resumable = Vec::new();
     for entry in &prompt.tools {
         let name = entry.name();
         if let Some(config) = entry.subagent()
-            && !config.enabled(|variable| project.variable(agent, prompt, variable))
+            && !config.enabled(|variable| {
+                crate::variables::resolve(
+                    project,
+                    &parent.options.variables,
+                    agent,
+                    Some(prompt),
+                    None,
+                    variable,
+                )
+            })
         {
+            continue;
+        }
+        if let (Some(config), Some(ToolKind::Agent(target))) =
+            (entry.subagent(), project.tool_kind(name))
+            && let Some(settings) = config.resumable_config()
+        {
+            // A resumable subagent is reached through the lifecycle tools.
+            resumable.push(crate::lifecycle::Offered {
+                agent: target.clone(),
+                config: config.clone(),
+                resumable: settings.clone(),
+            });
             continue;
         }
         let tool = match project.tool_kind(name) {
@@ -94,6 +116,13 @@ pub(crate) fn prompt_tools(
             None => return Err(SessionError::Agent(format!("unknown tool {name:?}"))),
         };
         tools.push(tool);
+    }
+    if !resumable.is_empty() {
+        tools.extend(crate::lifecycle::lifecycle_tools(resumable, parent.clone()));
+    }
+    if let Some(escalation) = &parent.options.escalation {
+        // An explicit subagent escalates to its parent with these (agents §7.10).
+        tools.extend(escalation.tools());
     }
     Ok(tools)
 }

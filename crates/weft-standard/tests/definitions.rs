@@ -46,7 +46,10 @@ fn json_project_keeps_every_field_of_the_spec() {
         Some("files")
     );
     let worker = project.prompt("worker").expect("worker");
-    assert_eq!(project.system_text(pair, worker), "Worker for json.");
+    assert_eq!(
+        project.system_text(&weft_standard::variables::Env::default(), pair, worker),
+        "Worker for json."
+    );
 }
 
 #[test]

@@ -865,6 +865,7 @@ async fn a_run_attached_to_a_finished_thread_answers_its_new_input() {
                 project_dir: None,
                 sandbox: None,
                 base_urls: Default::default(),
+                profile: None,
             }),
         )
     };

@@ -36,7 +36,7 @@ fn write_project(dir: &Path, worker_end: Value, extra: &str, entry: &str) -> Pro
         ),
         (
             "tools/fail.toml",
-            "name = \"fail\"\nparameters = { type = \"object\", properties = { reason = { type = \"string\" } } }\n".into(),
+            "name = \"fail\"\nparameters = { type = \"object\", properties = { reason = { type = \"string\" }, files = { type = \"array\" } } }\n".into(),
         ),
         ("tools/note.toml", "name = \"note\"\n".into()),
         (
@@ -50,7 +50,7 @@ fn write_project(dir: &Path, worker_end: Value, extra: &str, entry: &str) -> Pro
         (
             "agents/reviewer.toml",
             "name = \"reviewer\"\ntype = \"dual_ai\"\nexposeAsTool = true\ntoolDescription = \"Reviews a plan.\"\nmaxSessionTurns = 4\n\
-             [sideA]\nprompt = \"worker\"\nsessionStop = { name = \"done\", messageProperty = \"summary\" }\nsessionFail = { name = \"fail\", messageProperty = \"reason\" }\n\
+             [sideA]\nprompt = \"worker\"\nsessionStop = { name = \"done\", messageProperty = \"summary\" }\nsessionFail = { name = \"fail\", messageProperty = \"reason\", attachmentsProperty = \"files\" }\n\
              [sideB]\nprompt = \"checker\"\n"
                 .into(),
         ),
@@ -83,6 +83,8 @@ fn write_project(dir: &Path, worker_end: Value, extra: &str, entry: &str) -> Pro
             "checker.json",
             json!({"responses": [{"text": "looks fine, finish", "usage": usage(5, 2)}]}).to_string(),
         ),
+        // A file of the workspace a failing child may return.
+        ("out/log.txt", "the log".into()),
     ];
     for (path, text) in files {
         let path = dir.join(path);
@@ -120,6 +122,7 @@ async fn run_lead_with(worker_end: Value, extra: &str, entry: &str) -> (tempfile
             project_dir: None,
             sandbox: None,
             base_urls: Default::default(),
+            profile: None,
         }),
     );
     let outcome = runtime
@@ -413,6 +416,41 @@ async fn a_subagent_ending_by_session_fail_gives_the_canonical_failure() {
 }
 
 #[tokio::test]
+async fn a_failing_subagents_attachments_are_copied_to_the_parent_and_listed_after_the_failure() {
+    let (dir, ran) = run_lead(
+        call(
+            "w2",
+            "fail",
+            json!({"reason": "cannot verify", "files": ["out/log.txt"]}),
+        ),
+        "",
+    )
+    .await;
+    let (result, is_error) = reviewer_result(&ran.events);
+    assert!(is_error, "a failed child is an error result");
+    let Value::String(text) = result else {
+        panic!("a text result: {result:?}")
+    };
+    let reference = text
+        .strip_prefix("Subagent (reference: ")
+        .and_then(|rest| rest.split_once(')'))
+        .map(|(reference, _)| reference.to_owned())
+        .expect("a reference");
+    // The spec's failure text byte for byte, then the parent-local paths of the copies.
+    assert_eq!(
+        text,
+        format!(
+            "Subagent (reference: {reference}) has reported a failure:\n\ncannot verify\n\n\
+             Attachments:\n- attachments/from-{reference}/log.txt"
+        )
+    );
+    let copy = dir
+        .path()
+        .join(format!("attachments/from-{reference}/log.txt"));
+    assert_eq!(std::fs::read_to_string(copy).expect("copied"), "the log");
+}
+
+#[tokio::test]
 async fn an_approval_a_subagent_waits_for_surfaces_on_the_root_run_and_resumes_once() {
     use weft_store::{Decisions as _, ToolLedger as _, Verdict};
     let (_dir, ran) = run_lead(
@@ -573,6 +611,7 @@ async fn subagents_nest_each_in_its_parents_thread_and_path() {
             project_dir: None,
             sandbox: None,
             base_urls: Default::default(),
+            profile: None,
         }),
     );
     let outcome = runtime

@@ -93,6 +93,10 @@ pub enum StoreError {
     /// The operating system gave no secure random bytes (a token secret cannot be made).
     #[error("no secure random bytes from the operating system")]
     Random,
+    /// The key that encrypts secret variables cannot be had (not configured, unreadable,
+    /// malformed) or a stored secret does not decrypt with it.
+    #[error("secret variables: {0}")]
+    SecretKey(String),
 }
 
 impl From<rusqlite::Error> for StoreError {

@@ -24,10 +24,13 @@
 //! | `store` | [`Store`], the storage traits, the O(new data) checkpoint layout |
 //! | `model` | records: runs, events, artifacts, lineage, threads, tool calls |
 //! | `redact` | the redaction hook |
+//! | `children` | the child registry of subagents ([`Subagents`]) |
 //! | `token` | API tokens for `weft serve`: hashed secrets, scopes, revocation ([`Tokens`]) |
+//! | `variables` | thread variables (secrets encrypted, [`ThreadVariables`]) and deferred variable requests |
 //! | [`lease`] | run leases (claim, renew, release) and the write fence |
 //! | [`testing`] | the demo tool and the conversation-driven scripted model used by tests |
 
+mod children;
 mod decision;
 mod error;
 pub mod lease;
@@ -41,7 +44,9 @@ mod sqlite;
 mod store;
 pub mod testing;
 mod token;
+mod variables;
 
+pub use children::{ChildRecord, SubagentRegistryEntry, Subagents};
 pub use decision::{DecisionKind, DecisionRecord, DecisionStatus, Decisions, Verdict};
 pub use error::StoreError;
 pub use model::{
@@ -60,3 +65,8 @@ pub use store::{
     default_sqlite_path,
 };
 pub use token::{TOKEN_PREFIX, TokenRecord, TokenScope, TokenSecret, Tokens};
+pub use variables::{
+    RequestStatus, SECRET_KEY_ENV, SECRET_KEY_FILE, SECRET_KEY_FILE_ENV, SecretKey,
+    ThreadVariables, VariableKind, VariableRecord, VariableRequest, VariableRequests,
+    VariableValue,
+};

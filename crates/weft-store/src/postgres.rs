@@ -332,7 +332,7 @@ impl Backend for PgBackend {
         let client = self.pool.get().await?;
         client
             .batch_execute(
-                "VACUUM runs, events, checkpoints, checkpoint_messages, tool_calls, \
+                "VACUUM runs, events, checkpoints, checkpoint_items, checkpoint_threads, tool_calls, \
                  model_responses, agent_lineage, artifacts, threads",
             )
             .await?;

@@ -23,6 +23,13 @@ pub struct QueuedMessage {
     pub text: String,
     /// When it was queued.
     pub created_at: String,
+    /// Whether it is a *silent* message (Standard Agents §F): one the runtime queued for the
+    /// model (a child's result or failure, queued once with
+    /// [`ThreadQueue::queue_message_once`]), not something the user typed. The run carries
+    /// the flag into the conversation (message metadata `silent: true`) and user-facing
+    /// views do not show it as a user message.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub silent: bool,
 }
 
 impl QueuedMessage {
@@ -32,6 +39,7 @@ impl QueuedMessage {
             thread_id: row.text(1)?,
             text: row.text(2)?,
             created_at: row.text(3)?,
+            silent: row.int(4)? != 0,
         })
     }
 }
@@ -58,6 +66,20 @@ pub trait ThreadQueue: Send + Sync {
     /// Database failures.
     async fn queue_message(&self, thread: &str, text: &str) -> Result<QueuedMessage, StoreError>;
 
+    /// Queues `text` on `thread` under the id `id` unless a message with that id was
+    /// queued before (committed on return): a sender that may repeat itself (a child run
+    /// replayed after a crash) queues its message once. Returns whether it was queued now.
+    /// Such a message is *silent* ([`QueuedMessage::silent`]): the runtime's, not the user's.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn queue_message_once(
+        &self,
+        thread: &str,
+        id: &str,
+        text: &str,
+    ) -> Result<bool, StoreError>;
+
     /// The messages queued on `thread`, oldest first.
     ///
     /// # Errors
@@ -79,6 +101,7 @@ impl ThreadQueue for Store {
             thread_id: thread.to_owned(),
             text: text.to_owned(),
             created_at: now_string(),
+            silent: false,
         };
         self.write_now(vec![stmt!(
             "INSERT INTO thread_queue (id, thread_id, text, created_at) VALUES ($1, $2, $3, $4)",
@@ -91,10 +114,44 @@ impl ThreadQueue for Store {
         Ok(message)
     }
 
+    async fn queue_message_once(
+        &self,
+        thread: &str,
+        id: &str,
+        text: &str,
+    ) -> Result<bool, StoreError> {
+        let seen = self
+            .query(stmt!("SELECT id FROM queue_sent WHERE id = $1", id))
+            .await?;
+        if !seen.is_empty() {
+            return Ok(false);
+        }
+        let now = now_string();
+        self.write_now(vec![
+            stmt!(
+                "INSERT INTO queue_sent (id, thread_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+                id,
+                thread,
+                now.as_str()
+            ),
+            stmt!(
+                "INSERT INTO thread_queue (id, thread_id, text, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING",
+                id,
+                thread,
+                text,
+                now.as_str()
+            ),
+        ])
+        .await?;
+        Ok(true)
+    }
+
     async fn queued(&self, thread: &str) -> Result<Vec<QueuedMessage>, StoreError> {
         let rows = self
             .query(stmt!(
-                "SELECT id, thread_id, text, created_at FROM thread_queue WHERE thread_id = $1 ORDER BY position",
+                "SELECT q.id, q.thread_id, q.text, q.created_at, \
+                 CASE WHEN EXISTS (SELECT 1 FROM queue_sent s WHERE s.id = q.id) THEN 1 ELSE 0 END \
+                 FROM thread_queue q WHERE q.thread_id = $1 ORDER BY q.position",
                 thread
             ))
             .await?;

@@ -5,7 +5,7 @@
 //! The runtime spec's tables (§8.1 `checkpoints` with `UNIQUE(thread_id, step)` and
 //! `idx_thread_step`, §8.2 `events`, §8.3 `artifacts`, §8.4 `agent_lineage`) keep their
 //! specified columns; Weft's own columns are added after them, and its own tables sit beside
-//! them (`checkpoint_messages`, `threads`, `runs`, `tool_calls`).
+//! them (`checkpoint_items` and `checkpoint_threads`, `threads`, `runs`, `tool_calls`).
 //!
 //! **Invariant:** migrations are append-only. A released migration is never edited (the
 //! fixture `tests/fixtures/weft-v1.db` proves that a version-1 file keeps opening); a change
@@ -25,7 +25,7 @@ pub(crate) struct Migration {
 }
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 11;
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -67,6 +67,21 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 8,
         name: "thread queue (messages a thread's run takes before its next model step)",
         sql: V8,
+    },
+    Migration {
+        version: 9,
+        name: "thread variables (secret values encrypted) and deferred variable requests",
+        sql: V9,
+    },
+    Migration {
+        version: 10,
+        name: "child registry of subagents (ThreadState.children), ids of messages queued once",
+        sql: V10,
+    },
+    Migration {
+        version: 11,
+        name: "compact checkpoint history (integer thread keys, timestamps as integers)",
+        sql: V11,
     },
 ];
 
@@ -316,6 +331,87 @@ CREATE TABLE thread_queue (
 CREATE INDEX idx_thread_queue_thread ON thread_queue(thread_id, position);
 ";
 
+// Standard Agents variables (`src/variables.rs`): a thread's own values (`kind` `text` or
+// `secret`; a secret's `value` is its ciphertext, never the plain text), and the requests
+// that wait for variables before they boot deferred work (`status` `pending` or `completed`).
+const V9: &str = r"
+CREATE TABLE thread_variables (
+  thread_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  value TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  PRIMARY KEY (thread_id, name)
+);
+CREATE TABLE variable_requests (
+  id TEXT PRIMARY KEY,
+  parent_thread_id TEXT NOT NULL,
+  agent TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  missing TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  completed_at TEXT,
+  claimed_by TEXT
+);
+CREATE INDEX idx_variable_requests_parent ON variable_requests(parent_thread_id);
+";
+
+// The child registry of Standard Agents threads (`src/children.rs`): one row per child a
+// parent thread started; `entry` is the spec's `SubagentRegistryEntry` (JSON; its `status`
+// is the column), `created_by` the call that created it (`RUN_ID POSITION`). `queue_sent`:
+// the ids of messages queued once (`ThreadQueue::queue_message_once`), kept after the
+// message leaves the queue so a repeated sender queues nothing.
+const V10: &str = r"
+CREATE TABLE subagent_children (
+  position INTEGER PRIMARY KEY AUTOINCREMENT,
+  reference TEXT NOT NULL UNIQUE,
+  parent_thread_id TEXT NOT NULL,
+  entry TEXT NOT NULL,
+  status TEXT NOT NULL,
+  arguments TEXT NOT NULL,
+  created_by TEXT UNIQUE,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX idx_subagent_children_parent ON subagent_children(parent_thread_id, created_at);
+CREATE TABLE queue_sent (
+  id TEXT PRIMARY KEY,
+  thread_id TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+";
+
+// The checkpoint history, compact (issue 19): `checkpoint_messages` repeated the 36-byte thread
+// id in every row and again in its primary-key index. Its rows move to `checkpoint_items`,
+// keyed by a small integer per thread (`checkpoint_threads`), so the key index holds two
+// integers a row. (`WITHOUT ROWID` would save that index too — measured: under 1 % of W3's
+// file — but keeps large rows' bodies in index-sized cells, and messages are often large.)
+// `ts` holds a message's timestamp as Unix nanoseconds when its body leaves it out; `kind`
+// `m` is a message whose body keeps its `"type"`, `mu` / `ma` / `mr` one whose body leaves
+// out `user` / `assistant` / `tool_result` (rows moved here keep both in the body).
+
+const V11: &str = r"
+CREATE TABLE checkpoint_threads (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  thread_id TEXT NOT NULL UNIQUE
+);
+CREATE TABLE checkpoint_items (
+  thread_key INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  item_key TEXT NOT NULL,
+  body TEXT NOT NULL,
+  ts INTEGER,
+  PRIMARY KEY (thread_key, seq)
+);
+INSERT INTO checkpoint_threads (thread_id)
+  SELECT DISTINCT thread_id FROM checkpoint_messages ORDER BY thread_id;
+INSERT INTO checkpoint_items (thread_key, seq, kind, item_key, body)
+  SELECT t.id, m.seq, m.kind, m.item_key, m.body
+  FROM checkpoint_messages m JOIN checkpoint_threads t ON t.thread_id = m.thread_id;
+DROP TABLE checkpoint_messages;
+";
+
 /// The DDL of a migration for PostgreSQL.
 pub(crate) fn postgres_ddl(sql: &str) -> String {
     sql.replace("INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY")
@@ -348,5 +444,8 @@ mod tests {
         assert!(ddl.contains("id BIGSERIAL PRIMARY KEY"));
         assert!(ddl.contains("usage_cost DOUBLE PRECISION"));
         assert!(!ddl.contains("AUTOINCREMENT"));
+        let ddl = postgres_ddl(V11);
+        assert!(ddl.contains("id BIGSERIAL PRIMARY KEY"));
+        assert!(ddl.contains("thread_key BIGINT NOT NULL"));
     }
 }

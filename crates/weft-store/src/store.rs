@@ -6,7 +6,8 @@
 //!
 //! A checkpoint never rewrites the history. Messages (and reasoning and sub-agent traces) are
 //! stored once,
-//! append-only, in `checkpoint_messages` keyed by `(thread_id, seq)`; a checkpoint row holds
+//! append-only, in `checkpoint_items` keyed by `(thread_key, seq)` (`thread_key`: the thread's
+//! small integer in `checkpoint_threads`); a checkpoint row holds
 //! the small rest of the state (id, step, metadata, plan) plus the *ranges* of `seq` that
 //! make up its message list (`[[0, 41]]` for a plain growing history). Saving step n writes
 //! the step's new messages and one checkpoint row: the bytes written grow with the step's new
@@ -29,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use weft_agent::checkpoint::{Checkpoint, CheckpointError, CheckpointMetadata, CheckpointStore};
 use weft_agent::{AgentState, AgentStateJson, PlanStep, SubagentExecutionTrace};
-use weft_provider::{Message, TokenUsage, ToolCall, ToolExecution};
+use weft_provider::{Message, TokenUsage, ToolCall, ToolExecution, ToolResult};
 
 use crate::error::{StoreError, corrupt};
 use crate::lease::Fence;
@@ -167,7 +168,7 @@ struct SavedHistory {
     ranges: HistoryRanges,
 }
 
-/// Where a state's history lives in `checkpoint_messages`.
+/// Where a state's history lives in `checkpoint_items`.
 #[derive(Debug, Clone, Default)]
 struct HistoryRanges {
     messages: SeqRanges,
@@ -196,6 +197,9 @@ impl Indexed {
 #[derive(Debug, Default)]
 struct ThreadCache {
     loaded: bool,
+    /// Whether this process has written the thread's `checkpoint_threads` row (an
+    /// idempotent insert before its first history rows).
+    registered: bool,
     failed: Arc<AtomicBool>,
     next_seq: i64,
     next_step: i64,
@@ -212,17 +216,46 @@ struct Shared {
     backend: Arc<dyn Backend>,
     caches: Mutex<HashMap<String, Arc<tokio::sync::Mutex<ThreadCache>>>>,
     redactor: Arc<dyn Redactor>,
+    /// The secret values the redactor learned at run time (secret variables).
+    known_secrets: Arc<KnownSecrets>,
+    /// The key of secret variables, once loaded or given.
+    secret_key: std::sync::Mutex<Option<crate::variables::SecretKey>>,
     redact_checkpoints: bool,
     pricing: Pricing,
     location: String,
 }
 
-impl fmt::Debug for Shared {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared")
-            .field("backend", &self.backend)
-            .field("location", &self.location)
-            .finish_non_exhaustive()
+/// Secret values learned while the store is open (a secret variable set or read), redacted
+/// in addition to what the configured redactor removes.
+#[derive(Debug, Default)]
+struct KnownSecrets {
+    values: std::sync::RwLock<Vec<String>>,
+}
+
+/// The configured redactor, then every [`KnownSecrets`] value.
+#[derive(Debug)]
+struct Layered {
+    inner: Arc<dyn Redactor>,
+    known: Arc<KnownSecrets>,
+}
+
+impl Redactor for Layered {
+    fn redact(&self, value: &mut Value) {
+        self.inner.redact(value);
+        if let Ok(known) = self.known.values.read() {
+            for secret in known.iter() {
+                weft_provider::redact::redact_json(value, Some(secret));
+            }
+        }
+    }
+
+    fn may_redact(&self, serialized: &str) -> bool {
+        self.inner.may_redact(serialized)
+            || self.known.values.read().is_ok_and(|known| {
+                known.iter().any(|secret| {
+                    weft_provider::redact::may_contain_secret(serialized, Some(secret))
+                })
+            })
     }
 }
 
@@ -354,13 +387,20 @@ impl Store {
     }
 
     fn from_backend(backend: Arc<dyn Backend>, location: String, options: StoreOptions) -> Store {
+        let known_secrets = Arc::new(KnownSecrets::default());
+        let redactor = Arc::new(Layered {
+            inner: options
+                .redactor
+                .unwrap_or_else(|| Arc::new(DefaultRedactor::default())),
+            known: known_secrets.clone(),
+        });
         Store {
             shared: Arc::new(Shared {
                 backend,
                 caches: Mutex::new(HashMap::new()),
-                redactor: options
-                    .redactor
-                    .unwrap_or_else(|| Arc::new(DefaultRedactor::default())),
+                redactor,
+                known_secrets,
+                secret_key: std::sync::Mutex::new(None),
                 redact_checkpoints: !options.keep_checkpoint_secrets,
                 pricing: options.pricing,
                 location,
@@ -414,9 +454,60 @@ impl Store {
         &self.shared.location
     }
 
-    /// The redactor.
+    /// The redactor: the configured one, then every secret value learned since the store
+    /// was opened ([`Store::add_known_secret`]).
     pub fn redactor(&self) -> &Arc<dyn Redactor> {
         &self.shared.redactor
+    }
+
+    /// Adds `secret` to the values the redactor removes from everything the store writes
+    /// (events, the tool ledger, checkpoints, run records) from now on, in every clone of the
+    /// store. Values shorter than 4 characters are ignored (they would redact ordinary text).
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), weft_store::StoreError> {
+    /// let store = weft_store::Store::open("sqlite::memory:").await?;
+    /// store.add_known_secret("opensesame");
+    /// let mut value = serde_json::json!({"text": "the word is opensesame"});
+    /// store.redactor().redact(&mut value);
+    /// assert!(!value.to_string().contains("opensesame"));
+    /// # Ok(()) }
+    /// ```
+    pub fn add_known_secret(&self, secret: &str) {
+        let secret = secret.trim();
+        if secret.chars().count() < 4 {
+            return;
+        }
+        if let Ok(mut values) = self.shared.known_secrets.values.write()
+            && !values.iter().any(|v| v == secret)
+        {
+            values.push(secret.to_owned());
+        }
+    }
+
+    /// Uses `key` for secret variables instead of `WEFT_SECRET_KEY` or the key file (see
+    /// [`ThreadVariables`](crate::ThreadVariables)).
+    pub fn set_secret_key(&self, key: crate::variables::SecretKey) {
+        if let Ok(mut slot) = self.shared.secret_key.lock() {
+            *slot = Some(key);
+        }
+    }
+
+    /// The key of secret variables: given, or loaded once (`create`: made if missing).
+    pub(crate) fn secret_key(
+        &self,
+        create: bool,
+    ) -> Result<Option<crate::variables::SecretKey>, StoreError> {
+        if let Ok(slot) = self.shared.secret_key.lock()
+            && let Some(key) = slot.as_ref()
+        {
+            return Ok(Some(key.clone()));
+        }
+        let key = crate::variables::load_key(&self.shared.location, create)?;
+        if let (Some(key), Ok(mut slot)) = (&key, self.shared.secret_key.lock()) {
+            *slot = Some(key.clone());
+        }
+        Ok(key)
     }
 
     /// Waits until every queued write is committed.
@@ -564,12 +655,20 @@ struct StateHead {
     /// Written until the blob dropped it (it is always the state version of its writer).
     #[serde(default = "state_version")]
     version: String,
+    #[serde(rename = "i", alias = "id")]
     id: String,
     /// Written until the blob dropped it (the row's `agent_step` holds it).
     #[serde(default)]
     step: Option<u64>,
+    /// Left out when empty since format 3.
+    #[serde(default, rename = "d", alias = "metadata")]
     metadata: Map<String, Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "p",
+        alias = "plan",
+        skip_serializing_if = "Option::is_none"
+    )]
     plan: Option<Vec<PlanStep>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     subagent_traces: Vec<SubagentExecutionTrace>,
@@ -584,10 +683,168 @@ fn state_version() -> String {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct StateHeadRef<'a> {
+    #[serde(rename = "i")]
     id: &'a str,
-    metadata: &'a Map<String, Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "d", skip_serializing_if = "MetadataRef::is_empty")]
+    metadata: MetadataRef<'a>,
+    #[serde(rename = "p", skip_serializing_if = "Option::is_none")]
     plan: Option<&'a [PlanStep]>,
+}
+
+/// A state's metadata as written: without the entry `skip` (a `sessionId` that the row's
+/// `thread_id` already says).
+struct MetadataRef<'a> {
+    map: &'a Map<String, Value>,
+    skip: Option<usize>,
+}
+
+impl MetadataRef<'_> {
+    fn is_empty(&self) -> bool {
+        self.map.len() == usize::from(self.skip.is_some())
+    }
+}
+
+impl Serialize for MetadataRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(
+            self.map
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| Some(*i) != self.skip)
+                .map(|(_, entry)| entry),
+        )
+    }
+}
+
+/// The position of `metadata`'s `sessionId` when it is `thread_id` (what a checkpoint row
+/// leaves out of its blob: 50 bytes a checkpoint).
+fn session_position(metadata: &Map<String, Value>, thread_id: &str) -> Option<usize> {
+    metadata
+        .iter()
+        .position(|(k, v)| k == weft_agent::SESSION_ID_KEY && v.as_str() == Some(thread_id))
+}
+
+/// `metadata` with `sessionId` = `thread_id` put back at `position`.
+fn with_session(
+    metadata: Map<String, Value>,
+    position: usize,
+    thread_id: &str,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    let session = (
+        weft_agent::SESSION_ID_KEY.to_owned(),
+        Value::String(thread_id.to_owned()),
+    );
+    let mut session = Some(session);
+    for (i, (k, v)) in metadata.into_iter().enumerate() {
+        if i == position
+            && let Some((sk, sv)) = session.take()
+        {
+            out.insert(sk, sv);
+        }
+        out.insert(k, v);
+    }
+    if let Some((sk, sv)) = session {
+        out.insert(sk, sv);
+    }
+    out
+}
+
+/// How far back from a state's last message a completed call's call and result are looked
+/// for (a step's calls and results are its last messages).
+const COMPLETED_LOOKBACK: usize = 8;
+
+/// The call and the result of tool call `id` among the last `limit` of `messages`.
+fn call_and_result<'a>(
+    messages: impl DoubleEndedIterator<Item = &'a Message>,
+    id: &str,
+    limit: usize,
+) -> Option<(&'a ToolCall, &'a ToolResult)> {
+    let mut result = None;
+    for message in messages.rev().take(limit) {
+        match message {
+            Message::ToolResult(m) if result.is_none() => {
+                result = m.results.iter().find(|r| r.tool_call_id == id);
+            }
+            Message::Assistant(m) if result.is_some() => {
+                if let Some(call) = m.tool_calls.iter().find(|c| c.tool_call_id == id) {
+                    return result.map(|r| (call, r));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// A completed call as `completed_tools` holds it: in full, or — when the state's history
+/// holds its call and its result unchanged (a step's calls always) — only what the history
+/// does not say (`{"toolCallId":…,"duration":…}`: 40 bytes instead of the call and result
+/// again).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum CompletedEntry<'a> {
+    Reference {
+        #[serde(rename = "toolCallId")]
+        tool_call_id: &'a str,
+        duration: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        approved: Option<bool>,
+    },
+    Full(&'a ToolExecution),
+}
+
+fn completed_entries<'a>(
+    executions: &'a [ToolExecution],
+    state: &'a AgentState,
+) -> Vec<CompletedEntry<'a>> {
+    executions
+        .iter()
+        .map(
+            |e| match call_and_result(state.messages(), &e.tool_call_id, COMPLETED_LOOKBACK) {
+                Some((call, result))
+                    if call.tool_name == e.tool_name
+                        && call.arguments == e.arguments
+                        && result.result == e.result
+                        && result.is_error == e.is_error =>
+                {
+                    CompletedEntry::Reference {
+                        tool_call_id: &e.tool_call_id,
+                        duration: e.duration,
+                        approved: e.approved,
+                    }
+                }
+                _ => CompletedEntry::Full(e),
+            },
+        )
+        .collect()
+}
+
+/// A stored `completed_tools` entry as the execution it stands for (a reference is completed
+/// from the call and result in `messages`).
+fn completed_execution(entry: Value, messages: &[Message]) -> Result<ToolExecution, StoreError> {
+    if entry.get("toolName").is_some() {
+        return serde_json::from_value(entry).map_err(|e| corrupt("checkpoints", e));
+    }
+    let id = entry
+        .get("toolCallId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| corrupt("checkpoints", "a completed call without toolCallId"))?;
+    let (call, result) = call_and_result(messages.iter(), id, messages.len()).ok_or_else(|| {
+        corrupt(
+            "checkpoints",
+            format!("completed call {id} is not in the checkpoint's history"),
+        )
+    })?;
+    Ok(ToolExecution {
+        tool_name: call.tool_name.clone(),
+        tool_call_id: call.tool_call_id.clone(),
+        arguments: call.arguments.clone(),
+        result: result.result.clone(),
+        is_error: result.is_error,
+        duration: entry.get("duration").and_then(Value::as_u64).unwrap_or(0),
+        approved: entry.get("approved").and_then(Value::as_bool),
+    })
 }
 
 /// What `state_blob` holds: the state without its history, the `seq` ranges of the history
@@ -595,20 +852,41 @@ struct StateHeadRef<'a> {
 /// `contextVariables` are the state's metadata).
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+///
+/// Format 3 (issue 19) writes one-letter keys (`{"f":3,"s":{"i":"…"},"m":[[0,41]]}`: a blob is
+/// written per checkpoint, and its keys were a third of it); the long keys of formats 1 and 2
+/// still read.
 struct StateBlob<H> {
+    #[serde(rename = "f", alias = "format")]
     format: u32,
+    #[serde(rename = "s", alias = "state")]
     state: H,
+    #[serde(rename = "m", alias = "messages")]
     messages: Vec<[i64; 2]>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        rename = "r",
+        alias = "reasoning",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     reasoning: Vec<[i64; 2]>,
     /// The sub-agent traces' rows (format 2). Format 1 kept them inline in `state`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "t",
+        alias = "traces",
+        skip_serializing_if = "Option::is_none"
+    )]
     traces: Option<SeqRanges>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     sop_phase: Option<Value>,
+    /// Where the metadata's `sessionId` goes back: it was the row's `thread_id` and was left
+    /// out (format 3).
+    #[serde(default, rename = "n", skip_serializing_if = "Option::is_none")]
+    session_at: Option<usize>,
 }
 
-/// Inclusive ranges of `seq` in `checkpoint_messages`: a state's history (`[[0, 41]]`).
+/// Inclusive ranges of `seq` in `checkpoint_items`: a state's history (`[[0, 41]]`).
 type SeqRanges = Vec<[i64; 2]>;
 
 /// Appends `seq` to a list of inclusive ranges, merging it into the last one when it follows.
@@ -667,6 +945,14 @@ fn stmt_bytes(stmts: &[Stmt]) -> u64 {
         .sum()
 }
 
+/// The `checkpoint_items` key of the thread given as `$1` (schema 11).
+macro_rules! thread_key {
+    () => {
+        "(SELECT id FROM checkpoint_threads WHERE thread_id = $1)"
+    };
+}
+pub(crate) use thread_key;
+
 /// Where a message's JSON (`{"type":"…",…`, the tag first) continues after its tag.
 fn after_type_tag(json: &str) -> Option<usize> {
     const PREFIX: &str = "{\"type\":\"";
@@ -674,7 +960,7 @@ fn after_type_tag(json: &str) -> Option<usize> {
     Some(PREFIX.len() + rest.find('"')? + 1)
 }
 
-/// A message's JSON as stored in `checkpoint_messages`: without its `"id"`, which the row's
+/// A message's JSON as stored in `checkpoint_items`: without its `"id"`, which the row's
 /// `item_key` holds (44 bytes a message that every row would store twice). serde writes the
 /// tag, then the id (`{"type":"user","id":"…",…`); any other shape is kept whole.
 fn body_without_id(mut json: String, id: &str) -> String {
@@ -688,15 +974,140 @@ fn body_without_id(mut json: String, id: &str) -> String {
     json
 }
 
-/// A stored message body as a message's JSON: the id from the row's `item_key` put back
-/// after the tag, unless the body has one (rows written before the id was left out).
-fn message_json<'a>(body: &'a str, id: &str) -> std::borrow::Cow<'a, str> {
-    match (after_type_tag(body), serde_json::to_string(id)) {
-        (Some(at), Ok(id_json)) if !body[at..].starts_with(",\"id\":") => {
-            std::borrow::Cow::Owned(format!("{},\"id\":{id_json}{}", &body[..at], &body[at..]))
+/// Takes `message`'s `"timestamp"` out of its stored JSON and returns it as Unix nanoseconds
+/// (the row's `ts`: 8 bytes instead of 44). serde writes the timestamp last but for the
+/// metadata, so the body must end with `,"timestamp":"…"` and then exactly `}` or
+/// `,"metadata":{…}}` (the value has no quote, so the last `,"timestamp":"` before that end
+/// is the top-level field); any other shape (a redacted body, a time that nanoseconds cannot
+/// hold) keeps its timestamp. The time is not formatted again: that costs more than the rest
+/// of the save.
+fn take_timestamp(json: &mut String, message: &Message) -> Option<i64> {
+    const KEY: &str = ",\"timestamp\":\"";
+    let time = message.timestamp();
+    let nanos = time.timestamp_nanos_opt()?;
+    if DateTime::from_timestamp_nanos(nanos) != time {
+        return None;
+    }
+    let tail = match message.metadata() {
+        Some(metadata) => format!(",\"metadata\":{}}}", serde_json::to_string(metadata).ok()?),
+        None => "}".to_owned(),
+    };
+    let end = json.len().checked_sub(tail.len())?;
+    if json.get(end..)? != tail {
+        return None;
+    }
+    let start = json.get(..end)?.rfind(KEY)?;
+    let value = json.get(start + KEY.len()..end)?.strip_suffix('"')?;
+    let rfc3339 = (20..=35).contains(&value.len())
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b"-:.TZ+".contains(&b));
+    if !rfc3339 {
+        return None;
+    }
+    json.replace_range(start..end, "");
+    Some(nanos)
+}
+
+/// A message id as a row's `item_key`: a canonical UUID (lowercase, hyphenated: the ids
+/// Weft makes) as `~` and its 16 bytes in unpadded base64url (23 characters instead of 36);
+/// any other id as it is, with one more `~` in front when it starts with one.
+fn encode_key(id: &str) -> std::borrow::Cow<'_, str> {
+    use base64::Engine as _;
+    match uuid::Uuid::try_parse(id) {
+        Ok(uuid) if uuid.hyphenated().to_string() == id => std::borrow::Cow::Owned(format!(
+            "~{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid.as_bytes())
+        )),
+        _ if id.starts_with('~') => std::borrow::Cow::Owned(format!("~{id}")),
+        _ => std::borrow::Cow::Borrowed(id),
+    }
+}
+
+/// The message id a row's `item_key` stands for (see [`encode_key`]); rows written before
+/// keys were encoded hold the id itself.
+fn decode_key(key: String) -> String {
+    use base64::Engine as _;
+    if let Some(escaped) = key.strip_prefix("~~") {
+        return format!("~{escaped}");
+    }
+    let uuid = key
+        .strip_prefix('~')
+        .filter(|b64| b64.len() == 22)
+        .and_then(|b64| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(b64)
+                .ok()
+        })
+        .and_then(|bytes| uuid::Uuid::from_slice(&bytes).ok());
+    match uuid {
+        Some(uuid) => uuid.hyphenated().to_string(),
+        None => key,
+    }
+}
+
+/// The `kind` of a message row whose body leaves out its `"type"` tag, by tag (schema 11).
+const TAGGED_KINDS: [(&str, &str); 3] =
+    [("user", "mu"), ("assistant", "ma"), ("tool_result", "mr")];
+
+/// Takes the `"type"` tag out of a stored message body (`{"type":"user","content":…}` →
+/// `{"content":…}`) and returns the row's `kind` that says it: `m` (the tag kept) for any
+/// other shape.
+fn take_tag(json: &mut String) -> &'static str {
+    const PREFIX: usize = "{\"type\":\"".len();
+    let Some(at) = after_type_tag(json) else {
+        return "m";
+    };
+    let tag = json.get(PREFIX..at - 1).unwrap_or_default();
+    let Some(&(_, kind)) = TAGGED_KINDS.iter().find(|(t, _)| *t == tag) else {
+        return "m";
+    };
+    if !json[at..].starts_with(',') {
+        return "m";
+    }
+    json.replace_range(1..=at, "");
+    kind
+}
+
+/// A stored message body with its `"type"` tag, which `kind` gives when the body left it out.
+fn tagged_body<'a>(body: &'a str, kind: &str) -> std::borrow::Cow<'a, str> {
+    let tag = TAGGED_KINDS
+        .iter()
+        .find(|(_, k)| *k == kind)
+        .map(|(t, _)| t);
+    match (tag, body.strip_prefix('{')) {
+        (Some(tag), Some(rest)) if rest.starts_with('}') => {
+            std::borrow::Cow::Owned(format!("{{\"type\":\"{tag}\"{rest}"))
         }
+        (Some(tag), Some(rest)) => std::borrow::Cow::Owned(format!("{{\"type\":\"{tag}\",{rest}")),
         _ => std::borrow::Cow::Borrowed(body),
     }
+}
+
+/// A stored message body as a message's JSON: the id from the row's `item_key` and the
+/// timestamp from its `ts` put back after the tag, unless the body has them (rows written
+/// before they were left out).
+fn message_json<'a>(body: &'a str, id: &str, ts: Option<i64>) -> std::borrow::Cow<'a, str> {
+    let Some(at) = after_type_tag(body) else {
+        return std::borrow::Cow::Borrowed(body);
+    };
+    let mut fields = String::new();
+    if !body[at..].starts_with(",\"id\":")
+        && let Ok(id_json) = serde_json::to_string(id)
+    {
+        fields.push_str(",\"id\":");
+        fields.push_str(&id_json);
+    }
+    if let Some(time) = ts.map(DateTime::from_timestamp_nanos)
+        && let Ok(time_json) = serde_json::to_string(&time)
+    {
+        fields.push_str(",\"timestamp\":");
+        fields.push_str(&time_json);
+    }
+    if fields.is_empty() {
+        return std::borrow::Cow::Borrowed(body);
+    }
+    std::borrow::Cow::Owned(format!("{}{fields}{}", &body[..at], &body[at..]))
 }
 
 /// The `seq` of id-less item `index` of `kind` with `body`: the stored one when the thread
@@ -721,7 +1132,11 @@ fn stage_indexed(
     let seq = cache.next_seq;
     cache.next_seq += 1;
     stmts.push(stmt!(
-        "INSERT INTO checkpoint_messages (thread_id, seq, kind, item_key, body) VALUES ($1, $2, $3, $4, $5)",
+        concat!(
+            "INSERT INTO checkpoint_items (thread_key, seq, kind, item_key, body) VALUES (",
+            thread_key!(),
+            ", $2, $3, $4, $5)"
+        ),
         thread_id,
         seq,
         kind.kind(),
@@ -756,8 +1171,12 @@ impl Store {
         let max_step = max_step.first().map_or(Ok(0), |r| r.int(0))?;
         let items = self
             .query(stmt!(
-                "SELECT seq, kind, item_key, CASE WHEN kind = 'm' THEN '' ELSE body END \
-                 FROM checkpoint_messages WHERE thread_id = $1 ORDER BY seq",
+                concat!(
+                    "SELECT seq, kind, item_key, CASE WHEN kind IN ('r', 't') THEN body ELSE '' END \
+                     FROM checkpoint_items WHERE thread_key = ",
+                    thread_key!(),
+                    " ORDER BY seq"
+                ),
                 thread_id
             ))
             .await?;
@@ -776,7 +1195,7 @@ impl Store {
             } else if kind == "t" {
                 fresh.traces.push((row.text(3)?, seq));
             } else {
-                fresh.by_id.insert(row.text(2)?, seq);
+                fresh.by_id.insert(decode_key(row.text(2)?), seq);
             }
         }
         let latest = self
@@ -867,12 +1286,21 @@ impl Store {
             return Ok(seq);
         }
         let seq = cache.next_seq;
+        let mut body = body_without_id(self.redacted_string(message, true)?, id);
+        let ts = take_timestamp(&mut body, message);
+        let kind = take_tag(&mut body);
         stmts.push(stmt!(
-            "INSERT INTO checkpoint_messages (thread_id, seq, kind, item_key, body) VALUES ($1, $2, 'm', $3, $4)",
+            concat!(
+                "INSERT INTO checkpoint_items (thread_key, seq, kind, item_key, body, ts) VALUES (",
+                thread_key!(),
+                ", $2, $3, $4, $5, $6)"
+            ),
             thread_id,
             seq,
-            id,
-            body_without_id(self.redacted_string(message, true)?, id)
+            kind,
+            encode_key(id).into_owned(),
+            body,
+            ts
         ));
         cache.next_seq += 1;
         cache.by_id.insert(id.to_owned(), seq);
@@ -901,6 +1329,14 @@ impl Store {
         let mut cache = cache.lock().await;
         self.ensure_cache(thread_id, &mut cache).await?;
         let mut stmts = Vec::new();
+        if !cache.registered {
+            stmts.push(stmt!(
+                "INSERT INTO checkpoint_threads (thread_id) VALUES ($1) ON CONFLICT (thread_id) DO NOTHING",
+                thread_id
+            ));
+            cache.registered = true;
+        }
+        let registration = stmts.len();
         let state = &checkpoint.state;
         let staged = self.stage_history(thread_id, state, &mut cache, &mut stmts);
         let ranges = match staged {
@@ -911,19 +1347,24 @@ impl Store {
                 return Err(error);
             }
         };
-        let new_items = stmts.len() as u64;
+        let new_items = (stmts.len() - registration) as u64;
 
+        let session_at = session_position(state.metadata(), thread_id);
         let blob = StateBlob {
-            format: 2,
+            format: 3,
             state: StateHeadRef {
                 id: state.id(),
-                metadata: state.metadata(),
+                metadata: MetadataRef {
+                    map: state.metadata(),
+                    skip: session_at,
+                },
                 plan: state.plan(),
             },
             messages: ranges.messages,
             reasoning: ranges.reasoning,
             traces: (!ranges.traces.is_empty()).then_some(ranges.traces),
             sop_phase: state.metadata().get("sopPhase").cloned(),
+            session_at,
         };
         let state_blob = self.redacted_string(&blob, true)?;
         let min_seq = blob
@@ -949,7 +1390,10 @@ impl Store {
         let step = cache.next_step;
         cache.next_step += 1;
         let pending = self.redacted_string(&checkpoint.pending_tool_calls, true)?;
-        let completed = self.redacted_string(&checkpoint.completed_tool_calls, true)?;
+        let completed = self.redacted_string(
+            &completed_entries(&checkpoint.completed_tool_calls, state),
+            true,
+        )?;
         stmts.push(insert_checkpoint(CheckpointRow {
             id: &checkpoint.metadata.checkpoint_id,
             thread_id,
@@ -1121,28 +1565,38 @@ impl Store {
             .item_rows(thread_id, ranges)
             .await?
             .into_iter()
-            .map(|(_, body)| body)
+            .map(|(_, body, _)| body)
             .collect())
     }
 
-    /// The `(item_key, body)` of the history rows in `ranges`, in order.
+    /// The `(item_key, body, ts)` of the history rows in `ranges`, in order; a message's body
+    /// with its `"type"` tag (see [`tagged_body`]).
     async fn item_rows(
         &self,
         thread_id: &str,
         ranges: &[[i64; 2]],
-    ) -> Result<Vec<(String, String)>, StoreError> {
+    ) -> Result<Vec<(String, String, Option<i64>)>, StoreError> {
         let mut rows = Vec::new();
         for [from, to] in ranges {
             for r in self
                 .query(stmt!(
-                    "SELECT item_key, body FROM checkpoint_messages WHERE thread_id = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq",
+                    concat!(
+                        "SELECT item_key, body, ts, kind FROM checkpoint_items WHERE thread_key = ",
+                        thread_key!(),
+                        " AND seq >= $2 AND seq <= $3 ORDER BY seq"
+                    ),
                     thread_id,
                     *from,
                     *to
                 ))
                 .await?
             {
-                rows.push((r.text(0)?, r.text(1)?));
+                let body = r.text(1)?;
+                let body = match tagged_body(&body, &r.text(3)?) {
+                    std::borrow::Cow::Owned(tagged) => tagged,
+                    std::borrow::Cow::Borrowed(_) => body,
+                };
+                rows.push((decode_key(r.text(0)?), body, r.opt_int(2)?));
             }
         }
         Ok(rows)
@@ -1157,9 +1611,9 @@ impl Store {
             .item_rows(thread, &blob.messages)
             .await?
             .iter()
-            .map(|(id, body)| serde_json::from_str::<Message>(&message_json(body, id)))
+            .map(|(id, body, ts)| serde_json::from_str::<Message>(&message_json(body, id, *ts)))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| corrupt("checkpoint_messages", e))?;
+            .map_err(|e| corrupt("checkpoint_items", e))?;
         let reasoning = self.item_bodies(thread, &blob.reasoning).await?;
         let subagent_traces = match &blob.traces {
             Some(ranges) => self
@@ -1168,13 +1622,13 @@ impl Store {
                 .iter()
                 .map(|body| serde_json::from_str::<SubagentExecutionTrace>(body))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| corrupt("checkpoint_messages", e))?,
+                .map_err(|e| corrupt("checkpoint_items", e))?,
             None => blob.state.subagent_traces,
         };
         let expected: i64 = blob.messages.iter().map(|[a, b]| b - a + 1).sum();
         if i64::try_from(messages.len()).unwrap_or(-1) != expected {
             return Err(corrupt(
-                "checkpoint_messages",
+                "checkpoint_items",
                 format!(
                     "checkpoint {} references {expected} messages, {} found (pruned history?)",
                     summary.id,
@@ -1183,7 +1637,11 @@ impl Store {
             ));
         }
         let pending: Vec<ToolCall> = parse_opt_json(row.opt_text(5)?, "checkpoints")?;
-        let completed: Vec<ToolExecution> = parse_opt_json(row.opt_text(6)?, "checkpoints")?;
+        let completed: Vec<Value> = parse_opt_json(row.opt_text(6)?, "checkpoints")?;
+        let completed = completed
+            .into_iter()
+            .map(|entry| completed_execution(entry, &messages))
+            .collect::<Result<Vec<_>, _>>()?;
         let timestamp: DateTime<Utc> = DateTime::parse_from_rfc3339(&summary.timestamp)
             .map_err(|e| corrupt("checkpoints", e))?
             .with_timezone(&Utc);
@@ -1206,7 +1664,10 @@ impl Store {
                 id: blob.state.id,
                 messages,
                 step: blob.state.step.unwrap_or(summary.agent_step),
-                metadata: blob.state.metadata,
+                metadata: match blob.session_at {
+                    Some(at) => with_session(blob.state.metadata, at, thread),
+                    None => blob.state.metadata,
+                },
                 reasoning,
                 plan: blob.state.plan,
                 subagent_traces,
@@ -1237,7 +1698,14 @@ impl Store {
                 thread_id
             ),
             stmt!("DELETE FROM checkpoints WHERE thread_id = $1", thread_id),
-            stmt!("DELETE FROM checkpoint_messages WHERE thread_id = $1", thread_id),
+            stmt!(
+                concat!("DELETE FROM checkpoint_items WHERE thread_key = ", thread_key!()),
+                thread_id
+            ),
+            stmt!(
+                "DELETE FROM checkpoint_threads WHERE thread_id = $1",
+                thread_id
+            ),
         ])
         .await?;
         *cache = ThreadCache::default();
@@ -1282,8 +1750,11 @@ impl Store {
             ));
         }
         stmts.push(stmt!(
-            "DELETE FROM checkpoint_messages WHERE thread_id = $1 AND seq < \
-             (SELECT COALESCE(MIN(min_message_seq), 0) FROM checkpoints WHERE thread_id = $1)",
+            concat!(
+                "DELETE FROM checkpoint_items WHERE thread_key = ",
+                thread_key!(),
+                " AND seq < (SELECT COALESCE(MIN(min_message_seq), 0) FROM checkpoints WHERE thread_id = $1)"
+            ),
             thread_id
         ));
         self.write_now(stmts).await?;
@@ -2336,9 +2807,9 @@ mod tests {
         let body = body_without_id(json.clone(), message.id());
         assert!(!body.contains(message.id()), "{body}");
         assert_eq!(body.len(), json.len() - 44);
-        assert_eq!(message_json(&body, message.id()), json);
+        assert_eq!(message_json(&body, message.id(), None), json);
         // A body written with its id (before) reads as it is.
-        assert_eq!(message_json(&json, message.id()), json);
+        assert_eq!(message_json(&json, message.id(), None), json);
         // Ids that need escaping survive.
         let odd = Message::User(weft_provider::UserMessage::with_options(
             vec![],
@@ -2350,9 +2821,151 @@ mod tests {
         let json = serde_json::to_string(&odd).unwrap_or_default();
         let body = body_without_id(json.clone(), odd.id());
         assert!(!body.contains("\"id\""), "{body}");
-        let back: Message = serde_json::from_str(&message_json(&body, odd.id()))
+        let back: Message = serde_json::from_str(&message_json(&body, odd.id(), None))
             .unwrap_or_else(|_| Message::user(""));
         assert_eq!(back, odd);
+    }
+
+    #[test]
+    fn message_bodies_leave_out_the_timestamp_and_get_it_back() {
+        let mut with_metadata = weft_provider::AssistantMessage::text("a \"timestamp\" here");
+        let mut metadata = weft_provider::Metadata::new();
+        metadata.insert(
+            "x".into(),
+            serde_json::json!({"timestamp": "2026-01-01T00:00:00Z"}),
+        );
+        with_metadata.metadata = Some(metadata);
+        for message in [Message::user("hi"), Message::Assistant(with_metadata)] {
+            let json = serde_json::to_string(&message).unwrap_or_default();
+            let mut body = body_without_id(json.clone(), message.id());
+            let ts = take_timestamp(&mut body, &message);
+            assert!(ts.is_some(), "{body}");
+            let kind = take_tag(&mut body);
+            assert!(["mu", "ma"].contains(&kind), "{kind}");
+            assert!(!body.contains("\"type\":\"user\""), "{body}");
+            let body = tagged_body(&body, kind).into_owned();
+            assert!(
+                !body.contains(
+                    &message
+                        .timestamp()
+                        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+                ),
+                "{body}"
+            );
+            let back: Message = serde_json::from_str(&message_json(&body, message.id(), ts))
+                .unwrap_or_else(|_| Message::user(""));
+            assert_eq!(back, message);
+        }
+        // Tool results too; a body of another shape keeps its tag (kind `m`).
+        let mut body = r#"{"type":"tool_result","results":[]}"#.to_owned();
+        assert_eq!(take_tag(&mut body), "mr");
+        assert_eq!(body, r#"{"results":[]}"#);
+        assert_eq!(
+            tagged_body(&body, "mr"),
+            r#"{"type":"tool_result","results":[]}"#
+        );
+        let mut body = r#"{"type":"user"}"#.to_owned();
+        assert_eq!(take_tag(&mut body), "m");
+        assert_eq!(tagged_body(&body, "m"), r#"{"type":"user"}"#);
+        // A body whose end is not the timestamp (say, redacted into another shape) keeps it.
+        let message = Message::user("x");
+        let mut body = "{\"type\":\"user\",\"content\":[]}".to_owned();
+        assert_eq!(take_timestamp(&mut body, &message), None);
+        assert_eq!(body, "{\"type\":\"user\",\"content\":[]}");
+    }
+
+    #[test]
+    fn completed_calls_in_the_history_are_stored_as_references() {
+        use weft_provider::{AssistantMessage, MessageOptions, ToolResultMessage};
+        let call = ToolCall::new("c1", "add", serde_json::json!({"a": 1, "b": 2}));
+        let assistant = AssistantMessage::new(vec![], vec![call], MessageOptions::default())
+            .unwrap_or_else(|_| AssistantMessage::text(""));
+        let results = ToolResultMessage::new(vec![ToolResult {
+            tool_call_id: "c1".into(),
+            result: serde_json::json!(3),
+            is_error: false,
+        }]);
+        let state = AgentState::initial().with_messages([
+            Message::user("go"),
+            Message::Assistant(assistant),
+            Message::ToolResult(results),
+        ]);
+        let done = ToolExecution {
+            tool_name: "add".into(),
+            tool_call_id: "c1".into(),
+            arguments: serde_json::json!({"a": 1, "b": 2}),
+            result: serde_json::json!(3),
+            is_error: false,
+            duration: 7,
+            approved: Some(true),
+        };
+        // Not what the history says (other arguments): kept whole.
+        let mut changed = done.clone();
+        changed.arguments = serde_json::json!({"a": 1});
+        let executions = [done.clone(), changed.clone()];
+        let stored =
+            serde_json::to_value(completed_entries(&executions, &state)).unwrap_or_default();
+        assert_eq!(
+            stored[0],
+            serde_json::json!({"toolCallId": "c1", "duration": 7, "approved": true})
+        );
+        assert_eq!(
+            stored[1],
+            serde_json::to_value(&changed).unwrap_or_default()
+        );
+        let messages = state.messages_vec();
+        let back: Vec<ToolExecution> = stored
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|e| completed_execution(e, &messages).ok())
+            .collect();
+        assert_eq!(back, executions);
+        // A reference the history cannot answer is corrupt, not a panic.
+        assert!(completed_execution(serde_json::json!({"toolCallId": "c9"}), &messages).is_err());
+    }
+
+    #[test]
+    fn the_session_id_leaves_the_blob_and_comes_back_in_place() {
+        let mut metadata = Map::new();
+        metadata.insert("a".into(), serde_json::json!(1));
+        metadata.insert("sessionId".into(), serde_json::json!("t1"));
+        metadata.insert("b".into(), serde_json::json!(2));
+        let at = session_position(&metadata, "t1");
+        assert_eq!(at, Some(1));
+        assert_eq!(session_position(&metadata, "t2"), None);
+        let written = serde_json::to_string(&MetadataRef {
+            map: &metadata,
+            skip: at,
+        })
+        .unwrap_or_default();
+        assert_eq!(written, r#"{"a":1,"b":2}"#);
+        let read: Map<String, Value> = serde_json::from_str(&written).unwrap_or_default();
+        let back = with_session(read, 1, "t1");
+        assert_eq!(
+            serde_json::to_string(&back).unwrap_or_default(),
+            serde_json::to_string(&metadata).unwrap_or_default()
+        );
+    }
+
+    #[test]
+    fn uuid_ids_are_stored_compactly_and_other_ids_as_they_are() {
+        let id = "97ddfd49-8354-4abd-b7ac-8e44b52b6424";
+        let key = encode_key(id).into_owned();
+        assert_eq!(key.len(), 23);
+        assert_eq!(decode_key(key), id);
+        for id in [
+            "call-1",
+            "~odd",
+            "~~odder",
+            "97DDFD49-8354-4ABD-B7AC-8E44B52B6424",
+            "0",
+        ] {
+            assert_eq!(decode_key(encode_key(id).into_owned()), id, "{id}");
+        }
+        // A key written before schema 11 (the id itself) reads as it is.
+        assert_eq!(decode_key(id.to_owned()), id);
     }
 
     #[test]

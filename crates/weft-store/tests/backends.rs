@@ -1080,6 +1080,107 @@ async fn thread_queues_keep_order_per_thread(store: &Store) {
     assert_eq!(texts(store.queued("q2").await.unwrap()), ["elsewhere"]);
     store.dequeue("q1", &[second.id]).await.unwrap();
     assert!(store.queued("q1").await.unwrap().is_empty());
+    // A message queued once stays queued once, even after it left the queue.
+    assert!(
+        store
+            .queue_message_once("q1", "q-once", "result")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .queue_message_once("q1", "q-once", "result")
+            .await
+            .unwrap()
+    );
+    assert_eq!(texts(store.queued("q1").await.unwrap()), ["result"]);
+    // A message queued once (a child's result) is silent; one the user queued is not.
+    let user = store.queue_message("q1", "typed").await.unwrap();
+    assert!(!user.silent);
+    let flags: Vec<(String, bool)> = store
+        .queued("q1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.text, m.silent))
+        .collect();
+    assert_eq!(
+        flags,
+        [("result".to_owned(), true), ("typed".to_owned(), false)]
+    );
+    store.dequeue("q1", &[user.id]).await.unwrap();
+    store.dequeue("q1", &["q-once".to_owned()]).await.unwrap();
+    assert!(
+        !store
+            .queue_message_once("q1", "q-once", "result")
+            .await
+            .unwrap()
+    );
+    assert!(store.queued("q1").await.unwrap().is_empty());
+}
+
+async fn child_registry_per_parent_thread(store: &Store) {
+    use weft_store::{SubagentRegistryEntry, Subagents as _};
+    let entry = |reference: &str, name: &str, at: i64| SubagentRegistryEntry {
+        reference: reference.into(),
+        name: name.into(),
+        title: Some("Writer".into()),
+        description: "Writes drafts.".into(),
+        resumable: Some(true),
+        blocking: Some(false),
+        thread_name: Some(name.into()),
+        spawn_group_id: None,
+        created_at: Some(at),
+        status: "running".into(),
+        parent_communication: Some("implicit".into()),
+        agent: "writer".into(),
+    };
+    let (a, b) = (entry("ref-a", "alice", 10), entry("ref-b", "bob", 20));
+    let args = json!({"name": "alice", "message": "draft"});
+    let first = store
+        .register_child("parent", &a, &args, Some("run-1 t@1#0"))
+        .await
+        .unwrap();
+    assert_eq!(first.entry, a);
+    // The same creating call again (a replay after a crash): the same child, no second one.
+    let again = store
+        .register_child(
+            "parent",
+            &entry("ref-x", "alice", 30),
+            &json!({}),
+            Some("run-1 t@1#0"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.entry.reference, "ref-a");
+    assert_eq!(again.arguments, args);
+    store
+        .register_child("parent", &b, &json!({}), None)
+        .await
+        .unwrap();
+    store
+        .register_child("other", &entry("ref-c", "carol", 5), &json!({}), None)
+        .await
+        .unwrap();
+    store.set_child_status("ref-a", "idle").await.unwrap();
+    let children = store.children("parent").await.unwrap();
+    let names: Vec<(&str, &str)> = children
+        .iter()
+        .map(|c| (c.name.as_str(), c.status.as_str()))
+        .collect();
+    assert_eq!(names, [("alice", "idle"), ("bob", "running")]);
+    let record = store.child("ref-b").await.unwrap().unwrap();
+    assert_eq!(record.parent_thread_id, "parent");
+    assert_eq!(record.created_by, None);
+    assert!(store.child("nope").await.unwrap().is_none());
+    // Deleting the parent thread deletes its registry.
+    store
+        .put_thread(&ThreadRecord::new("parent"))
+        .await
+        .unwrap();
+    store.delete_thread("parent").await.unwrap();
+    assert!(store.children("parent").await.unwrap().is_empty());
+    assert_eq!(store.children("other").await.unwrap().len(), 1);
 }
 
 async fn schema_is_current(store: &Store) {
@@ -1115,6 +1216,7 @@ macro_rules! backend_suite {
             case!(leases_fence_stale_owners);
             case!(api_tokens);
             case!(thread_queues_keep_order_per_thread);
+            case!(child_registry_per_parent_thread);
             case!(schema_is_current);
         }
     };

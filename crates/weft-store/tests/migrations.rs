@@ -39,7 +39,8 @@ fn sample_checkpoint() -> Checkpoint {
     }
 }
 
-/// Regenerates the fixture: `cargo test -p weft-store --test migrations -- --ignored`.
+/// Regenerates the fixture: `cargo test -p weft-store --test migrations -- --ignored`, with a
+/// build of schema 8 or older (since schema 11 the writer needs `checkpoint_items`).
 #[tokio::test]
 #[ignore = "writes tests/fixtures/weft-v1.db"]
 async fn generate_v1_fixture() {
@@ -118,13 +119,12 @@ async fn the_v1_fixture_keeps_opening_and_is_upgraded() {
 async fn a_v6_database_is_upgraded_with_api_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v6.db");
+    // The version-1 fixture (with its checkpoint) brought to version 6.
+    std::fs::copy(fixture(), &path).unwrap();
     let old = Store::open_sqlite_at_version(&path, 6)
         .await
         .unwrap()
         .with_durability(weft_store::Durability::Sync);
-    old.save_checkpoint("fixture-thread", &sample_checkpoint())
-        .await
-        .unwrap();
     assert_eq!(old.schema_version().await.unwrap(), 6);
     assert!(
         old.tokens().await.is_err(),
@@ -266,4 +266,189 @@ async fn an_idle_store_truncates_its_wal() {
         .unwrap();
     assert_eq!(latest.checkpoint.state.message_count(), 50);
     assert_eq!(latest.checkpoint.state.step(), 50);
+}
+
+/// The thread of `tests/fixtures/weft-v8.db`: four checkpointed steps of W3's workload
+/// (`add` calls), written by the version-8 store (history in `checkpoint_messages`).
+const V8_THREAD: &str = "81aab42b-0b23-437e-b1c6-ace57c37a527";
+
+fn v8_fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/weft-v8.db")
+}
+
+/// What the version-8 fixture holds, read through a migrated store; then the thread goes on
+/// (a new step saved on top of the loaded state) and reads back whole.
+async fn check_v8_thread(store: &Store) {
+    let latest = store.latest_checkpoint(V8_THREAD).await.unwrap().unwrap();
+    let state = &latest.checkpoint.state;
+    assert_eq!(latest.summary.step, 4);
+    assert_eq!(state.message_count(), 9);
+    assert_eq!(state.session_id(), Some(V8_THREAD));
+    let first = state.messages().next().unwrap();
+    assert_eq!(first.text(), "start");
+    assert_eq!(first.id(), "97ddfd49-8354-4abd-b7ac-8e44b52b6424");
+    assert_eq!(
+        first.timestamp(),
+        "2026-11-24T08:38:25.323922910Z"
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .unwrap()
+    );
+    let Some(Message::Assistant(last_call)) = state.message(7) else {
+        panic!("message 7 is the step's assistant message");
+    };
+    assert_eq!(last_call.tool_calls[0].arguments, json!({"a": 3, "b": 1}));
+    let completed = &latest.checkpoint.completed_tool_calls;
+    assert_eq!(completed.len(), 1);
+    assert_eq!(
+        (completed[0].tool_call_id.as_str(), &completed[0].result),
+        ("call_3", &json!(4))
+    );
+    let second = store.checkpoint_at(V8_THREAD, 2).await.unwrap().unwrap();
+    assert_eq!(second.checkpoint.state.message_count(), 5);
+
+    // Resume: the next step extends the loaded state and is stored in the new layout.
+    let mut next = latest.checkpoint.clone();
+    next.metadata.checkpoint_id = "after-migration".into();
+    next.state = state
+        .with_message(Message::user("after the migration"))
+        .with_step(state.step() + 1);
+    next.completed_tool_calls = Vec::new();
+    store
+        .with_durability(weft_store::Durability::Sync)
+        .save_checkpoint(V8_THREAD, &next)
+        .await
+        .unwrap();
+    let resumed = store.latest_checkpoint(V8_THREAD).await.unwrap().unwrap();
+    assert_eq!(resumed.summary.id, "after-migration");
+    assert!(resumed.checkpoint.state.same_content(&next.state));
+    assert_eq!(resumed.checkpoint.state.message_count(), 10);
+    assert_eq!(store.gc().await.unwrap().history_rows, 0);
+}
+
+/// Schema 9 moves the version-8 history (`checkpoint_messages`) into `checkpoint_items`: a
+/// file written by the version-8 store opens, reads back the same, and goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v8_file_moves_its_history_to_compact_rows_and_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v8.db");
+    std::fs::copy(v8_fixture(), &path).unwrap();
+    let store = Store::open(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
+    check_v8_thread(&store).await;
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let old: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'checkpoint_messages'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(old, 0, "the old table is gone");
+    let rows: i64 = conn
+        .query_row("SELECT COUNT(*) FROM checkpoint_items", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 10);
+}
+
+/// The same migration on PostgreSQL: a schema put back to version 8 (the old table, the
+/// fixture's rows) is migrated when the store opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v8_postgres_schema_moves_its_history_to_compact_rows() {
+    let Some(url) = common::postgres_url() else {
+        return;
+    };
+    let schema = common::fresh_schema();
+    drop(
+        Store::open_postgres(PgOptions::new(url.clone()).schema(schema.clone()))
+            .await
+            .unwrap(),
+    );
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!(
+            "SET search_path TO {schema};
+             DROP TABLE checkpoint_items; DROP TABLE checkpoint_threads;
+             DELETE FROM weft_schema_migrations WHERE version = 11;
+             CREATE TABLE checkpoint_messages (thread_id TEXT NOT NULL, seq BIGINT NOT NULL,
+               kind TEXT NOT NULL, item_key TEXT NOT NULL, body TEXT NOT NULL,
+               PRIMARY KEY (thread_id, seq));"
+        ))
+        .await
+        .unwrap();
+    let fixture = rusqlite::Connection::open(v8_fixture()).unwrap();
+    let mut items = fixture
+        .prepare("SELECT thread_id, seq, kind, item_key, body FROM checkpoint_messages")
+        .unwrap();
+    let items = items
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    for (thread, seq, kind, key, body) in &items {
+        client
+            .execute(
+                "INSERT INTO checkpoint_messages VALUES ($1, $2, $3, $4, $5)",
+                &[thread, seq, kind, key, body],
+            )
+            .await
+            .unwrap();
+    }
+    let mut checkpoints = fixture
+        .prepare(
+            "SELECT id, thread_id, step, timestamp, state_blob, pending_tools, completed_tools, \
+             agent_id, agent_step, message_count, min_message_seq FROM checkpoints",
+        )
+        .unwrap();
+    let checkpoints = checkpoints
+        .query_map([], |r| {
+            Ok((
+                [r.get::<_, String>(0)?, r.get(1)?],
+                r.get::<_, i64>(2)?,
+                [
+                    r.get::<_, String>(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                ],
+                [r.get::<_, i64>(8)?, r.get(9)?, r.get(10)?],
+            ))
+        })
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    for ([id, thread], step, [time, blob, pending, completed, agent], [agent_step, count, min]) in
+        &checkpoints
+    {
+        client
+            .execute(
+                "INSERT INTO checkpoints (id, thread_id, step, timestamp, state_blob, pending_tools, \
+                 completed_tools, agent_id, agent_step, message_count, min_message_seq) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                &[id, thread, step, time, blob, pending, completed, agent, agent_step, count, min],
+            )
+            .await
+            .unwrap();
+    }
+    let store = Store::open_postgres(PgOptions::new(url.clone()).schema(schema.clone()))
+        .await
+        .unwrap();
+    assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
+    check_v8_thread(&store).await;
+    drop(store);
+    weft_store::drop_schema(&url, &schema).await.unwrap();
 }

@@ -4,7 +4,8 @@
 //! The environment is cleared and only an allowlist is passed on (`PATH`, `LANG`, `LC_ALL`,
 //! `TERM`, `USER`, `SHELL`; in mode `none` also `HOME` and `TMPDIR`, which the sandbox
 //! otherwise replaces with a private scratch `/tmp`), so API keys in Weft's own environment
-//! never reach the command. The call id is given as `WEFT_TOOL_CALL_ID` (so a command can make
+//! never reach the command — except the variables the session declares for its tools
+//! ([`ToolEnv`](crate::ToolEnv) in the call's context). The call id is given as `WEFT_TOOL_CALL_ID` (so a command can make
 //! itself idempotent) and the root as `WEFT_WORKSPACE`. The sandbox helper runs in its own
 //! process group and dies with Weft (parent-death signal); a timeout or an abort kills the
 //! group, and the PID namespace takes every process the command started down with it. Where
@@ -112,6 +113,15 @@ async fn run(
         if let Ok(value) = std::env::var(name) {
             env.push((name.to_owned(), value));
         }
+    }
+    // The variables the session declares for its tools (Standard Agents `variables`),
+    // resolved: the only values beyond the allowlist a command sees.
+    if let Some(variables) = ctx.extensions.get::<crate::ToolEnv>() {
+        env.extend(
+            variables
+                .iter()
+                .map(|(name, value)| (name.to_owned(), value.to_owned())),
+        );
     }
     env.push(("WEFT_TOOL_CALL_ID".into(), ctx.tool_call_id.clone()));
     env.push((

@@ -31,6 +31,7 @@
 pub mod cap;
 mod command;
 mod complete;
+mod env;
 mod files;
 mod search;
 mod workspace;
@@ -41,6 +42,7 @@ use weft_provider::{Tool, ToolError};
 
 pub use command::{CommandLimits, run_command};
 pub use complete::{COMPLETE_TASK, complete_task};
+pub use env::ToolEnv;
 pub use files::{list_dir, read_file, write_file};
 pub use search::search_code;
 pub use workspace::{

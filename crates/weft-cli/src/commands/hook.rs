@@ -16,8 +16,13 @@ pub(crate) enum EventArg {
     PreToolUse,
     /// After a tool call: post-exec policies.
     PostToolUse,
-    /// Before context compaction.
+    /// Before context compaction: saves the session's protocol state.
     PreCompact,
+    /// After context compaction (Claude Code `PostCompact`): records it; session start with
+    /// `source: compact` injects the saved state.
+    PostCompact,
+    /// A prompt was submitted: prints the task's class and the loop's plan.
+    UserPromptSubmit,
     /// The agent wants to stop: runs the completion checklist; exit 2 refuses.
     Stop,
     /// A sub-agent wants to stop.
@@ -59,6 +64,8 @@ pub(crate) fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
         EventArg::PreToolUse => HookEvent::PreToolUse,
         EventArg::PostToolUse => HookEvent::PostToolUse,
         EventArg::PreCompact => HookEvent::PreCompact,
+        EventArg::PostCompact => HookEvent::PostCompact,
+        EventArg::UserPromptSubmit => HookEvent::UserPromptSubmit,
         EventArg::Stop => HookEvent::Stop,
         EventArg::SubagentStop => HookEvent::SubagentStop,
     };

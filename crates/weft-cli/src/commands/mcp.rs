@@ -3,6 +3,8 @@
 //! servers in the command sandbox). `weft mcp serve PROJECT`: the project's agents as MCP
 //! tools on stdin/stdout, so an MCP client (Claude Code, Cursor) can call them; each call is
 //! a durable run of the agent (`weft runs list` shows it), whose output is the tool's result.
+//! `weft mcp router PROJECT`: the project's MCP servers behind the MCP router (`discover_tools`,
+//! `execute_tool`, compressed results).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,6 +33,20 @@ pub(crate) enum McpCommand {
         after_help = "Each agent is a tool of the same name taking {\"input\": \"…\"}; a call runs the agent (a durable run in the project's store) and returns its output.\n\nExamples:\n  weft mcp serve my-project\n  claude mcp add weft -- weft mcp serve /path/to/my-project"
     )]
     Serve(ServeArgs),
+    /// Serve the project's MCP servers behind the MCP router over stdio: two meta-tools
+    /// (`discover_tools`, `execute_tool`), results compressed without changing their meaning.
+    #[command(
+        after_help = "The client sees discover_tools {query, limit} (returns {\"tools\": [{path, description, inputSchema}]}) and execute_tool {path: \"SERVER/TOOL\", args}; the downstream servers are the project's [mcpServers], started as a run starts them (stdio servers in the command sandbox). Text results are compressed: terminal colours removed, JSON minified, blank runs and repeated lines folded with their count.\n\nExamples:\n  weft mcp router my-project\n  claude mcp add weft-router -- weft mcp router /path/to/my-project"
+    )]
+    Router(RouterArgs),
+}
+
+/// `weft mcp router`.
+#[derive(Debug, Args)]
+pub(crate) struct RouterArgs {
+    /// The project folder.
+    #[arg(default_value = ".")]
+    project: PathBuf,
 }
 
 /// `weft mcp list`.
@@ -60,6 +76,7 @@ pub(crate) fn run(command: McpCommand) -> anyhow::Result<ExitCode> {
     match command {
         McpCommand::List(args) => list(args),
         McpCommand::Serve(args) => serve(args),
+        McpCommand::Router(args) => router(args),
     }
 }
 
@@ -182,6 +199,73 @@ fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     result.map(|()| ExitCode::SUCCESS)
 }
 
+fn router(args: RouterArgs) -> anyhow::Result<ExitCode> {
+    let project = match load(&args.project)? {
+        Ok(project) => project,
+        Err(code) => return Ok(code),
+    };
+    let confinement = project.confinement(None, None);
+    let hub = Arc::new(project.mcp_hub(&confinement, project.dir()));
+    let gate: Arc<dyn weft_mcp::RouterGate> = Arc::new(ProjectGate {
+        root: weft_gate::project_root(&std::fs::canonicalize(project.dir())?),
+    });
+    let runtime = super::runs::runtime()?;
+    let result = runtime.block_on(async {
+        let (stdin, stdout) = (tokio::io::stdin(), tokio::io::stdout());
+        let served = weft_mcp::serve_router(hub.clone(), Some(gate), stdin, stdout)
+            .await
+            .context("serving the MCP router on stdio");
+        hub.shutdown().await;
+        served
+    });
+    runtime.shutdown_background();
+    result.map(|()| ExitCode::SUCCESS)
+}
+
+/// The project's gates for routed calls, as a harness's pre-tool-use hook runs them: the tool
+/// is `mcp__SERVER__TOOL` with the call's arguments; every check goes to the audit trail. A
+/// policy database that cannot be read refuses (REQUIRED policies fail closed).
+struct ProjectGate {
+    root: PathBuf,
+}
+
+impl weft_mcp::RouterGate for ProjectGate {
+    fn check(&self, server: &str, tool: &str, args: &serde_json::Value) -> Result<(), String> {
+        let config = weft_gate::GateConfig::load(&self.root).unwrap_or_default();
+        let (db, _) = weft_gate::GateDb::open_healing(&weft_gate::GateDb::path_for(&self.root))
+            .map_err(|e| format!("the policy database cannot be read: {e}"))?;
+        let policies = db
+            .policies()
+            .map_err(|e| format!("the policy database cannot be read: {e}"))?;
+        let invocation = weft_gate::ToolInvocation::new(
+            format!("mcp__{server}__{tool}"),
+            args.clone(),
+            &self.root,
+        );
+        let verdict = weft_gate::Gates::new(&self.root, config)
+            .with_policies(policies)
+            .check(&invocation);
+        let reason = verdict.reason();
+        let _ = db.audit(&[weft_gate::AuditEntry {
+            at: weft_gate::now_ms(),
+            harness: "weft-router".into(),
+            event: "pre-tool-use".into(),
+            tool: Some(invocation.tool.clone()),
+            summary: Some(invocation.summary()),
+            stage: Some("pre-exec".into()),
+            gate: "verdict".into(),
+            passed: verdict.allowed(),
+            message: reason.clone(),
+            ..weft_gate::AuditEntry::default()
+        }]);
+        if verdict.allowed() {
+            Ok(())
+        } else {
+            Err(reason)
+        }
+    }
+}
+
 /// The agents of a project, each call a run through the runtime (as `weft run` starts one).
 struct ProjectAgents {
     runtime: Runtime,
@@ -221,6 +305,7 @@ impl AgentRunner for ProjectAgents {
             model_override: None,
             sandbox: None,
             base_urls: std::collections::BTreeMap::new(),
+            profile: None,
         };
         let mut spec = RunSpec::new(input, Program::Session(program));
         spec.budget = project.config().budget.unwrap_or_default().or(Budget {

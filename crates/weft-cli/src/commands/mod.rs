@@ -23,12 +23,15 @@ pub(crate) mod pricing;
 pub(crate) mod resume;
 pub(crate) mod run;
 pub(crate) mod runs;
+pub(crate) mod schema_diff;
 pub(crate) mod serve;
 pub(crate) mod signals;
 pub(crate) mod store;
+pub(crate) mod task;
 pub(crate) mod telemetry;
 pub(crate) mod thread;
 pub(crate) mod tokens;
+pub(crate) mod variables;
 pub(crate) mod worktree;
 
 use std::process::ExitCode;
@@ -71,11 +74,14 @@ pub(crate) fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Worktree(command) => worktree::run(command),
         Command::Compliance(command) => compliance::run(command),
         Command::Completion(command) => compliance::run_completion(command),
+        Command::SchemaDiff(args) => schema_diff::run(args),
+        Command::Task(command) => task::run(command),
         Command::Store(command) => store::run(command),
         Command::Memory(command) => memory::run(command),
         Command::Deliver(args) => deliver::run(args),
         Command::Mcp(command) => mcp::run(command),
         Command::Serve(args) => serve::run(args),
         Command::Tokens(command) => tokens::run(command),
+        Command::Variables(command) => variables::run(command),
     }
 }

@@ -62,6 +62,11 @@ pub(crate) struct RunArgs {
     /// weft.toml's `sandbox`, else `workspace`.
     #[arg(long, value_name = "MODE")]
     sandbox: Option<weft_tools::Mode>,
+    /// Run under a profile: `runtime` is the Agent Runtime Spec's (only `complete_task` ends
+    /// the task, recovery at the turn limit, the policy stage, the state machine; see
+    /// docs/runtime-profile.md). Default: on when weft.toml has a `[runtime]` table.
+    #[arg(long, value_name = "PROFILE", value_parser = ["runtime"])]
+    profile: Option<String>,
     /// Stop the run (failed, exit 1) before a model call past this many steps. Default:
     /// weft.toml's `[budget] maxSteps`, else 100.
     #[arg(long, value_name = "N")]
@@ -296,7 +301,7 @@ async fn drive(
     started: &mut Started,
 ) -> anyhow::Result<ExitCode> {
     let store_url = super::location::store_url(args.store.as_deref(), Some(project.dir()))?;
-    let store = super::location::open_or_create(&store_url).await?;
+    let store = super::location::open_redacting(&store_url, &project.secret_patterns()).await?;
     super::confine::announce(project, args.sandbox);
     let side_a = &agent.side_a;
     let prompt_a = project.prompt(&side_a.prompt).context("side A's prompt")?;
@@ -326,6 +331,7 @@ async fn drive(
             max_cost: args.max_cost,
             max_time: args.max_time,
         },
+        profile: args.profile.clone(),
     };
     let spec = launch.spec(project, agent, input)?;
     let runtime = interactive(runtime(store, prices), args.no_input);

@@ -401,6 +401,7 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                     .into_iter()
                     .partition(|e| e.event_type == event_type::TOOL_CALL_REFUSED);
                 let agents = s.lineage(&run).await?;
+                let children = thread_tree(&s, &record.thread_id).await?;
                 let checkpoints = s.list_checkpoints(&record.thread_id).await?;
                 let usage = current_usage(&s, &record).await?;
                 let model_calls = RunCalls::of(&s, &run).await?;
@@ -572,11 +573,60 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                             a.usage.output_tokens
                         );
                     }
+                    // The thread tree: the subagent instances of the run's thread (its
+                    // child registry), theirs under them, each with its status.
+                    if !children.is_empty() {
+                        println!("threads:");
+                        println!("  {} (this run's)", record.thread_id);
+                        for (depth, c) in &children {
+                            let modes = match (c.resumable, c.blocking) {
+                                (Some(true), Some(false)) => "resumable, non-blocking",
+                                (Some(true), _) => "resumable",
+                                (_, Some(false)) => "non-blocking",
+                                _ => "blocking",
+                            };
+                            println!(
+                                "  {}{} {} ({}) · {} · {modes}",
+                                "  ".repeat(depth + 1),
+                                c.name,
+                                c.reference,
+                                c.agent,
+                                c.status
+                            );
+                        }
+                    }
                 }
                 Ok(ExitCode::SUCCESS)
             }
         }
     })
+}
+
+/// The subagent instances under `thread` (its child registry, recursively), depth first,
+/// each with its depth below `thread` (0: a child of it).
+async fn thread_tree(
+    store: &weft_store::Store,
+    thread: &str,
+) -> anyhow::Result<Vec<(usize, weft_store::SubagentRegistryEntry)>> {
+    use weft_store::Subagents as _;
+    let mut out = Vec::new();
+    let mut stack: Vec<(usize, weft_store::SubagentRegistryEntry)> = store
+        .children(thread)
+        .await?
+        .into_iter()
+        .rev()
+        .map(|c| (0, c))
+        .collect();
+    while let Some((depth, child)) = stack.pop() {
+        // A registry is a tree; the bound keeps a malformed one (a cycle) finite.
+        if out.len() > 10_000 {
+            break;
+        }
+        let grandchildren = store.children(&child.reference).await?;
+        stack.extend(grandchildren.into_iter().rev().map(|c| (depth + 1, c)));
+        out.push((depth, child));
+    }
+    Ok(out)
 }
 
 /// `agents` in tree order (each node followed by its children, depth first, in the order

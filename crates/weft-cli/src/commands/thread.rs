@@ -1,6 +1,7 @@
 //! `weft thread …`: ThreadProtocol commands (validate, hash, canonicalize, convert), and
 //! `weft thread export RUN|THREAD` (a stored run's thread, built by weft-runtime's
-//! `transcript`).
+//! `transcript`), and `weft thread state|terminate THREAD` (weft-runtime's `ThreadState` and
+//! `Runtime::terminate`).
 //!
 //! Every command reads a file or `-` (standard input) and writes its result to standard output;
 //! diagnostics go to standard error. Exit codes: `0` success, `1` invalid input (not JSON, not
@@ -84,6 +85,28 @@ pub(crate) enum ThreadCommand {
         #[arg(long, value_name = "URL")]
         store: Option<String>,
     },
+    /// Print a stored thread's state as JSON (Standard Agents `ThreadState`: `threadId`,
+    /// `agentId`, `userId`, `createdAt` and `terminated` in microseconds, `children` — its
+    /// subagents' registry). Exit codes: 0 printed, 2 no such thread.
+    State {
+        /// The thread id.
+        thread: String,
+        /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else the
+        /// project's `.weft/weft.db`).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+    },
+    /// Terminate a stored thread: its runs this process drives stop, its queue is emptied,
+    /// its parent's registry marks it `terminated`, and it takes no new run or queued
+    /// message. Prints its state. Exit codes: 0 terminated, 2 no such thread.
+    Terminate {
+        /// The thread id.
+        thread: String,
+        /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else the
+        /// project's `.weft/weft.db`).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+    },
     /// Print the Pydantic AI `ModelMessages` JSON of a valid thread as one agent sees it.
     ToPydanticAi {
         /// The viewing agent.
@@ -162,6 +185,8 @@ pub(crate) fn run(command: ThreadCommand) -> anyhow::Result<ExitCode> {
             output,
             store,
         } => export(&origin, output.as_deref(), store),
+        ThreadCommand::State { thread, store } => thread_state(&thread, store, false),
+        ThreadCommand::Terminate { thread, store } => thread_state(&thread, store, true),
         ThreadCommand::ToPydanticAi { agent_id, file } => {
             let Some(thread) = read_typed_thread(&file)? else {
                 return Ok(invalid());
@@ -217,6 +242,34 @@ fn export(
                 Ok(ExitCode::SUCCESS)
             }
             None => write_stdout(&format!("{text}\n")),
+        }
+    })
+}
+
+/// `weft thread state` / `weft thread terminate`: a thread's `ThreadState` as JSON.
+fn thread_state(thread: &str, store: Option<String>, terminate: bool) -> anyhow::Result<ExitCode> {
+    let args = super::runs::StoreArgs { store, json: false };
+    super::runs::runtime()?.block_on(async move {
+        let store = super::runs::open_store(&args).await?;
+        let runtime = weft_runtime::Runtime::new(store);
+        let state = if terminate {
+            runtime.terminate(thread).await
+        } else {
+            runtime.thread_state(thread).await
+        };
+        match state {
+            Ok(state) => {
+                let text = serde_json::to_string_pretty(&state).context("serializing state")?;
+                write_stdout(&format!("{text}\n"))
+            }
+            Err(weft_runtime::RunError::UnknownThread(_)) => {
+                eprintln!(
+                    "weft: no thread {thread:?} in {}",
+                    runtime.store().location()
+                );
+                Ok(ExitCode::from(2))
+            }
+            Err(error) => Err(error.into()),
         }
     })
 }

@@ -70,12 +70,22 @@ pub(crate) fn llm_stream<D: StreamDecoder>(
 
 /// Decodes a whole recorded SSE body offline with `decoder` (tests, benchmarks, replay).
 pub(crate) fn decode_sse_bytes<D: StreamDecoder>(
-    mut decoder: D,
+    decoder: D,
     body: &[u8],
+) -> Result<Vec<LlmStreamPart>, UppError> {
+    decode_sse_chunks(decoder, &[body])
+}
+
+/// Decodes a recorded SSE body offline, delivered in `chunks` as a network would split it.
+pub(crate) fn decode_sse_chunks<D: StreamDecoder>(
+    mut decoder: D,
+    chunks: &[&[u8]],
 ) -> Result<Vec<LlmStreamPart>, UppError> {
     let mut sse = SseDecoder::new();
     let mut events = Vec::new();
-    sse.push(body, &mut events);
+    for chunk in chunks {
+        sse.push(chunk, &mut events);
+    }
     // A body without the final blank line still counts as whole when replayed offline.
     if sse.has_partial() {
         sse.push(b"\n\n", &mut events);

@@ -164,6 +164,11 @@ pub enum EventKind {
         /// `position`, `decision`).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         uncertain_calls: Vec<Value>,
+        /// The runtime profile's recovery (§5.2): the turn limit's grace period begins
+        /// (`{trigger: "limit_reached", turns, maxTurns, graceTurns, graceTimeoutMs}`); absent
+        /// for a resume.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grace: Option<Value>,
     },
     /// A Standard Agents session started.
     #[serde(rename_all = "camelCase")]
@@ -441,6 +446,19 @@ pub enum EventKind {
         /// Each check's result.
         summary: Value,
     },
+    /// The runtime profile's state machine (runtime spec §6) took an edge.
+    #[serde(rename_all = "camelCase")]
+    StateTransition {
+        /// The state left (`IDLE`, `THINKING`, `TOOL_WAIT`, `OBSERVATION`, `RECOVERY`).
+        from: String,
+        /// The state entered.
+        to: String,
+        /// What moved it (`user_input`, `llm_response`, `tool_results`, …).
+        trigger: String,
+        /// The side (`dual_ai` sessions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        side: Option<Side>,
+    },
     /// An event of a type this build does not know (a newer Weft wrote it), kept as is.
     #[serde(skip)]
     Other {
@@ -453,7 +471,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every type name, for filters (`weft events --type`).
-    pub const TYPES: [&'static str; 26] = [
+    pub const TYPES: [&'static str; 27] = [
         "run_start",
         "run_end",
         "recovery",
@@ -480,6 +498,7 @@ impl EventKind {
         "handoff",
         "completion_gates",
         "mcp_tools_changed",
+        "state_transition",
     ];
 
     /// The `type` and the `payload`.

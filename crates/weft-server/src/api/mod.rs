@@ -17,6 +17,7 @@ pub mod openapi;
 pub mod runs;
 mod stream;
 pub mod threads;
+pub mod variables;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -65,6 +66,12 @@ api_routes! {
     post "/threads/{thread_id}/history" => threads::history;
     post "/threads/{thread_id}/copy" => threads::copy;
     get "/threads/{thread_id}/thread-protocol" => threads::export;
+    get "/threads/{thread_id}/variables" => variables::get;
+    post "/threads/{thread_id}/variables" => variables::set;
+    get "/threads/{parent_thread_id}/variables/{request_id}" => variables::request_get;
+    post "/threads/{parent_thread_id}/variables/{request_id}" => variables::request_post;
+    get "/threads/{thread_id}/thread-state" => threads::thread_state;
+    post "/threads/{thread_id}/terminate" => threads::terminate;
     post "/threads/{thread_id}/runs" => runs::create;
     get "/threads/{thread_id}/runs" => runs::list;
     post "/threads/{thread_id}/runs/stream" => runs::stream;

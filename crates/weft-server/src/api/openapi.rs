@@ -5,7 +5,7 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use super::{assistants, model, runs, threads};
+use super::{assistants, model, runs, threads, variables};
 
 /// The document's definition: every handler of the run API.
 #[derive(Debug, OpenApi)]
@@ -32,6 +32,12 @@ use super::{assistants, model, runs, threads};
         threads::history,
         threads::copy,
         threads::export,
+        variables::get,
+        variables::set,
+        variables::request_get,
+        variables::request_post,
+        threads::thread_state,
+        threads::terminate,
         runs::create,
         runs::list,
         runs::stream,
@@ -55,6 +61,12 @@ use super::{assistants, model, runs, threads};
         model::RunCreate,
         model::Command,
         crate::config::Busy,
+        variables::ThreadVariablesView,
+        variables::VariableInfo,
+        variables::SetVariable,
+        variables::VariablesPost,
+        variables::VariableInput,
+        variables::VariableRequestView,
     )),
     tags(
         (name = "assistants", description = "The project's agents"),

@@ -115,7 +115,7 @@ fn queued_run(thread: &str, q: &Queued) -> Run {
     }
 }
 
-fn strategy_of(text: Option<&str>) -> Result<Busy, ApiError> {
+pub(crate) fn strategy_of(text: Option<&str>) -> Result<Busy, ApiError> {
     match text {
         None | Some("enqueue") => Ok(Busy::Enqueue),
         Some("reject") => Ok(Busy::Reject),
@@ -179,7 +179,10 @@ fn verdict_of(value: &Value) -> Result<Verdict, String> {
 
 /// The answers of `command.resume` for the run's pending decisions: keyed by decision id,
 /// or a single answer for the only pending decision.
-fn answers(resume: &Value, pending: &[String]) -> Result<Vec<(String, Verdict)>, ApiError> {
+pub(crate) fn answers(
+    resume: &Value,
+    pending: &[String],
+) -> Result<Vec<(String, Verdict)>, ApiError> {
     let conflict =
         |message: String| ApiError::new(StatusCode::CONFLICT, "decision_refused", message);
     let keyed = match resume {
@@ -713,7 +716,7 @@ pub(crate) async fn stream(
 }
 
 /// The query of `GET …/runs/{run_id}/stream` and `GET …/runs`: `stream_mode` may repeat.
-fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+pub(crate) fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
     query
         .unwrap_or_default()
         .split('&')

@@ -368,6 +368,33 @@ pub(crate) async fn copy(
     Ok(Json(thread_view(&state, record).await?))
 }
 
+/// `GET /threads/{thread_id}/thread-state`: the thread's Standard Agents `ThreadState`
+/// (`threadId`, `agentId`, `userId`, `createdAt` and `terminated` in µs, `children`).
+#[utoipa::path(get, operation_id = "threads_thread_state", path = "/threads/{thread_id}/thread-state", tag = "threads",
+    params(("thread_id" = String, Path, description = "The thread")),
+    responses((status = 200, description = "The thread's ThreadState", body = Object),
+        (status = 404, description = "No such thread")))]
+pub(crate) async fn thread_state(
+    State(state): State<AppState>,
+    Path(thread): Path<String>,
+) -> Result<Json<weft_runtime::ThreadState>, ApiError> {
+    Ok(Json(state.runtime().thread_state(&thread).await?))
+}
+
+/// `POST /threads/{thread_id}/terminate`: ends the thread for good (Standard Agents
+/// `terminate()`): its run in progress stops, its queue is emptied, its parent's registry
+/// marks it `terminated`, and it takes no new run or queued message. Returns its state.
+#[utoipa::path(post, operation_id = "threads_terminate", path = "/threads/{thread_id}/terminate", tag = "threads",
+    params(("thread_id" = String, Path, description = "The thread")),
+    responses((status = 200, description = "The terminated thread's ThreadState", body = Object),
+        (status = 404, description = "No such thread")))]
+pub(crate) async fn terminate(
+    State(state): State<AppState>,
+    Path(thread): Path<String>,
+) -> Result<Json<weft_runtime::ThreadState>, ApiError> {
+    Ok(Json(state.runtime().terminate(&thread).await?))
+}
+
 /// `GET /threads/{thread_id}/thread-protocol`: the thread as a ThreadProtocol document.
 #[utoipa::path(get, operation_id = "threads_export", path = "/threads/{thread_id}/thread-protocol", tag = "threads",
     params(("thread_id" = String, Path, description = "The thread")),

@@ -8,7 +8,7 @@
 
 use crate::error::StoreError;
 use crate::sql::{Stmt, stmt};
-use crate::store::{Store, ThreadCache};
+use crate::store::{Store, ThreadCache, thread_key};
 
 /// What [`Store::delete_run`] removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub struct DeletedRun {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GcReport {
-    /// History rows (`checkpoint_messages`) no checkpoint refers to.
+    /// History rows (`checkpoint_items`) no checkpoint refers to.
     pub history_rows: u64,
     /// Ledger rows (tool calls and recorded model responses) of runs that no longer exist.
     pub ledger_rows: u64,
@@ -42,8 +42,10 @@ impl GcReport {
 
 /// Orphaned history: a thread with no checkpoint, or rows older than the oldest message any
 /// remaining checkpoint of the thread refers to.
-const ORPHAN_HISTORY: &str = "FROM checkpoint_messages WHERE thread_id NOT IN (SELECT thread_id FROM checkpoints) \
-     OR seq < (SELECT MIN(c.min_message_seq) FROM checkpoints c WHERE c.thread_id = checkpoint_messages.thread_id)";
+const ORPHAN_HISTORY: &str = "FROM checkpoint_items WHERE thread_key NOT IN \
+     (SELECT t.id FROM checkpoint_threads t WHERE t.thread_id IN (SELECT thread_id FROM checkpoints)) \
+     OR seq < (SELECT MIN(c.min_message_seq) FROM checkpoints c JOIN checkpoint_threads t \
+     ON t.thread_id = c.thread_id WHERE t.id = checkpoint_items.thread_key)";
 
 /// Ledger tables keyed by a run.
 const RUN_TABLES: [&str; 2] = ["tool_calls", "model_responses"];
@@ -120,7 +122,14 @@ impl Store {
                 thread
             ));
             stmts.push(stmt!(
-                "DELETE FROM checkpoint_messages WHERE thread_id = $1",
+                concat!(
+                    "DELETE FROM checkpoint_items WHERE thread_key = ",
+                    thread_key!()
+                ),
+                thread
+            ));
+            stmts.push(stmt!(
+                "DELETE FROM checkpoint_threads WHERE thread_id = $1",
                 thread
             ));
             stmts.push(stmt!("DELETE FROM threads WHERE id = $1", thread));
@@ -194,7 +203,14 @@ impl Store {
                 thread
             ));
             stmts.push(stmt!(
-                "DELETE FROM checkpoint_messages WHERE thread_id = $1",
+                concat!(
+                    "DELETE FROM checkpoint_items WHERE thread_key = ",
+                    thread_key!()
+                ),
+                thread
+            ));
+            stmts.push(stmt!(
+                "DELETE FROM checkpoint_threads WHERE thread_id = $1",
                 thread
             ));
             stmts.push(stmt!("DELETE FROM threads WHERE id = $1", thread));
@@ -202,7 +218,13 @@ impl Store {
                 "DELETE FROM thread_queue WHERE thread_id = $1",
                 thread
             ));
+            stmts.push(stmt!("DELETE FROM queue_sent WHERE thread_id = $1", thread));
         }
+        // Its child registry; its own entry stays in its parent's (the parent's history).
+        stmts.push(stmt!(
+            "DELETE FROM subagent_children WHERE parent_thread_id = $1",
+            thread_id
+        ));
         let caches = [self.cache(thread_id), self.cache(&side_b)];
         let mut guard_a = caches[0].lock().await;
         let mut guard_b = caches[1].lock().await;

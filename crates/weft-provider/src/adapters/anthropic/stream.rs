@@ -23,6 +23,8 @@ use super::{NAME, convert};
 pub(crate) struct EventDecoder {
     message: Option<Map<String, Value>>,
     blocks: Vec<(u32, Value, String)>,
+    /// Blocks started and not yet stopped.
+    open: Vec<u32>,
     done: bool,
 }
 
@@ -68,7 +70,8 @@ fn append(block: &mut Value, key: &str, text: &str) {
 
 impl StreamDecoder for EventDecoder {
     fn push(&mut self, event: &SseEvent, out: &mut Vec<LlmStreamPart>) -> Result<(), UppError> {
-        if event.data.trim().is_empty() {
+        // After message_stop the response is out: nothing may follow it.
+        if self.done || event.data.trim().is_empty() {
             return Ok(());
         }
         let data = event_json(event, NAME)?;
@@ -91,6 +94,12 @@ impl StreamDecoder for EventDecoder {
             }
             "content_block_start" => {
                 let index = index_of(&data)?;
+                if self.open.contains(&index) {
+                    return Err(EventDecoder::cut(
+                        "a content_block_start arrived for a block that is still open",
+                    ));
+                }
+                self.open.push(index);
                 let block = data.get("content_block").cloned().unwrap_or(json!({}));
                 out.push(LlmStreamPart::Event(StreamEvent::block_start(index)));
                 match block.get("type").and_then(Value::as_str) {
@@ -130,6 +139,11 @@ impl StreamDecoder for EventDecoder {
             "content_block_delta" => {
                 let index = index_of(&data)?;
                 let delta = data.get("delta").cloned().unwrap_or(Value::Null);
+                if !self.open.contains(&index) {
+                    return Err(EventDecoder::cut(
+                        "a content_block_delta arrived for a block that is not open (never started, or stopped)",
+                    ));
+                }
                 let Some((_, block, json_text)) = self.block_mut(index) else {
                     return Err(EventDecoder::cut(
                         "a content_block_delta arrived for a block that never started",
@@ -183,6 +197,12 @@ impl StreamDecoder for EventDecoder {
             }
             "content_block_stop" => {
                 let index = index_of(&data)?;
+                let Some(position) = self.open.iter().position(|i| *i == index) else {
+                    return Err(EventDecoder::cut(
+                        "a content_block_stop arrived for a block that is not open",
+                    ));
+                };
+                self.open.remove(position);
                 if let Some((_, block, json_text)) = self.block_mut(index)
                     && !json_text.trim().is_empty()
                     && let Some(object) = block.as_object_mut()
@@ -240,5 +260,53 @@ impl StreamDecoder for EventDecoder {
                 "the stream ended before message_stop (the response is incomplete)",
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::driver::decode_sse_bytes;
+
+    const START: &str = "data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{}}}\n\n";
+    const BLOCK: &str = "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
+    const DELTA: &str = "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n";
+    const STOP: &str = "data: {\"type\":\"content_block_stop\",\"index\":0}\n\n";
+    const END: &str = "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\ndata: {\"type\":\"message_stop\"}\n\n";
+
+    fn decode(parts: &[&str]) -> Result<Vec<LlmStreamPart>, UppError> {
+        decode_sse_bytes(EventDecoder::new(), parts.concat().as_bytes())
+    }
+
+    /// Found by the `provider_stream` fuzz target: a delta after its block's stop was emitted
+    /// as an event of a closed block.
+    #[test]
+    fn block_events_outside_their_block_are_invalid() {
+        assert!(decode(&[START, BLOCK, DELTA, STOP, END]).is_ok());
+        for broken in [
+            &[START, BLOCK, DELTA, STOP, DELTA, END][..],
+            &[START, BLOCK, BLOCK, STOP, END],
+            &[START, BLOCK, STOP, STOP, END],
+            &[START, STOP, END],
+        ] {
+            let error = decode(broken).expect_err("invalid");
+            assert_eq!(error.code, ErrorCode::InvalidResponse, "{error}");
+        }
+    }
+
+    /// Found by the `provider_stream` fuzz target: events after `message_stop` came after the
+    /// final response.
+    #[test]
+    fn nothing_follows_message_stop() {
+        let events = |parts: Vec<LlmStreamPart>| -> Vec<LlmStreamPart> {
+            assert!(matches!(parts.last(), Some(LlmStreamPart::Response(_))));
+            parts
+                .into_iter()
+                .filter(|p| matches!(p, LlmStreamPart::Event(_)))
+                .collect()
+        };
+        let after = decode(&[START, BLOCK, DELTA, STOP, END, BLOCK, DELTA]).expect("decodes");
+        let plain = decode(&[START, BLOCK, DELTA, STOP, END]).expect("decodes");
+        assert_eq!(events(after), events(plain));
     }
 }

@@ -45,7 +45,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::adapters::driver::{self, decode_sse_bytes, encode_body, llm_stream, read_json};
+use crate::adapters::driver::{
+    self, decode_sse_bytes, decode_sse_chunks, encode_body, llm_stream, read_json,
+};
 use crate::config::resolve_api_key;
 use crate::error::{Modality, UppError};
 use crate::http::{HttpRequest, send};
@@ -205,6 +207,15 @@ impl LlmModel for GeminiModel {
 /// mapped code for an `error` event.
 pub fn decode_stream(body: &[u8]) -> Result<Vec<LlmStreamPart>, UppError> {
     decode_sse_bytes(stream::EventDecoder::new(), body)
+}
+
+/// [`decode_stream`] for a body that arrived in `chunks` (split anywhere, as a network
+/// delivers it): the result is the same as for the joined body.
+///
+/// # Errors
+/// As [`decode_stream`].
+pub fn decode_stream_chunks(chunks: &[&[u8]]) -> Result<Vec<LlmStreamPart>, UppError> {
+    decode_sse_chunks(stream::EventDecoder::new(), chunks)
 }
 
 /// Decodes a non-streaming `generateContent` body offline.

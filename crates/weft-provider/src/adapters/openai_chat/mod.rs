@@ -21,11 +21,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::adapters::driver::{llm_stream, read_json};
+use crate::adapters::driver::{decode_sse_chunks, llm_stream, read_json};
 use crate::config::resolve_api_key;
 use crate::error::{ErrorCode, Modality, UppError};
 use crate::http::{HttpRequest, send};
-use crate::provider::{LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStream, Provider};
+use crate::provider::{
+    LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStream, LlmStreamPart, Provider,
+};
 use crate::tool::BoxFuture;
 
 /// Reference prefix of the OpenAI Chat Completions provider.
@@ -151,6 +153,34 @@ impl LlmModel for ChatModel {
             ))
         })
     }
+}
+
+/// Decodes a complete recorded Chat Completions SSE body offline: the stream events and the
+/// final response, exactly as [`LlmModel::stream`] would yield them (replay tests, fuzzing).
+///
+/// # Errors
+/// What the live stream would report: `INVALID_RESPONSE` for a cut or garbled stream, the
+/// mapped code for an error chunk.
+pub fn decode_stream(body: &[u8]) -> Result<Vec<LlmStreamPart>, UppError> {
+    decode_stream_chunks(&[body])
+}
+
+/// [`decode_stream`] for a body that arrived in `chunks` (split anywhere, as a network
+/// delivers it): the result is the same as for the joined body.
+///
+/// # Errors
+/// As [`decode_stream`].
+pub fn decode_stream_chunks(chunks: &[&[u8]]) -> Result<Vec<LlmStreamPart>, UppError> {
+    decode_sse_chunks(stream::ChunkDecoder::new(OPENAI), chunks)
+}
+
+/// Decodes a non-streaming Chat Completions response body offline.
+///
+/// # Errors
+/// `INVALID_RESPONSE` when the body is not a `chat.completion` object; the mapped code when it
+/// carries an error.
+pub fn decode_response(body: &Value) -> Result<LlmResponse, UppError> {
+    convert::decode_response(body, OPENAI)
 }
 
 fn bind(

@@ -1,0 +1,683 @@
+//! The Agent Runtime Spec's profile through `weft run` (issue 22): a project with a
+//! `[runtime]` table (or `weft run --profile runtime`) ends a task only with `complete_task`
+//! (§5.1), recovers at the turn limit (§5.2), refuses what its policy forbids (§5.3), and
+//! logs every step of the §6 state machine. Driven by scripted models.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+fn weft(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("WEFT_DATABASE_URL")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A project whose agent `a` (tools `read_file`, `write_file`) answers with `responses`,
+/// with `runtime` appended to `weft.toml`.
+fn project(dir: &Path, runtime: &str, responses: Value) {
+    common::scripted_project(
+        dir,
+        runtime,
+        &["read_file", "write_file"],
+        &json!({ "responses": responses }),
+    );
+    std::fs::write(dir.join("notes.md"), "# notes\n").unwrap();
+}
+
+fn call(id: &str, name: &str, arguments: Value) -> Value {
+    json!({"id": id, "name": name, "arguments": arguments})
+}
+
+fn calls(list: &[Value]) -> Value {
+    json!({"toolCalls": list})
+}
+
+/// The events `weft run --json` printed.
+fn events(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn events_of(out: &Output) -> Vec<Value> {
+    events(out)
+}
+
+/// The state machine's transitions, `FROM -trigger-> TO`.
+fn transitions(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "state_transition")
+        .map(|e| {
+            let p = &e["payload"];
+            format!(
+                "{} -{}-> {}",
+                p["from"].as_str().unwrap(),
+                p["trigger"].as_str().unwrap(),
+                p["to"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+fn refusals(events: &[Value]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_refused")
+        .map(|e| {
+            (
+                e["payload"]["tool"].as_str().unwrap().to_owned(),
+                e["payload"]["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn run_end(events: &[Value]) -> &Value {
+    events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "run_end")
+        .map(|e| &e["payload"])
+        .expect("run_end")
+}
+
+#[test]
+fn a_task_ends_with_complete_task_its_summary_the_output_its_artifacts_registered() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        "[runtime]\nmaxTurns = 10\n",
+        json!([
+            calls(&[call("r1", "read_file", json!({"path": "notes.md"}))]),
+            calls(&[call(
+                "c1",
+                "complete_task",
+                json!({"summary": "read the notes", "artifacts": ["notes.md"], "nextSteps": "none"})
+            )]),
+        ]),
+    );
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events = events(&out);
+    assert_eq!(
+        transitions(&events),
+        [
+            "IDLE -user_input-> THINKING",
+            "THINKING -llm_response-> TOOL_WAIT",
+            "TOOL_WAIT -tool_results-> OBSERVATION",
+            "OBSERVATION -more_work-> THINKING",
+            "THINKING -llm_response-> TOOL_WAIT",
+            "TOOL_WAIT -tool_results-> OBSERVATION",
+            "OBSERVATION -complete_task-> DONE",
+        ]
+    );
+    let end = run_end(&events);
+    assert_eq!(end["status"], "completed");
+    assert_eq!(end["output"], "read the notes");
+    // The artifact is in the store's artifacts table, with its size, hash and MIME type.
+    let db = rusqlite::Connection::open(p.join(".weft/weft.db")).unwrap();
+    let (path, metadata): (String, String) = db
+        .query_row("SELECT path, metadata FROM artifacts", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert!(path.ends_with("notes.md"), "{path}");
+    let metadata: Value = serde_json::from_str(&metadata).unwrap();
+    assert_eq!(metadata["size"], 8);
+    assert_eq!(metadata["mimeType"], "text/markdown");
+    assert!(metadata["hash"].as_str().unwrap().starts_with("sha256:"));
+}
+
+#[test]
+fn an_agent_that_stops_without_complete_task_ends_in_error_keeping_its_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(p, "[runtime]\n", json!([{"text": "half of the answer"}]));
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let events = events(&out);
+    assert_eq!(
+        transitions(&events),
+        [
+            "IDLE -user_input-> THINKING",
+            "THINKING -llm_response-> OBSERVATION",
+            "OBSERVATION -stopped-> ERROR",
+        ]
+    );
+    let end = run_end(&events);
+    assert_eq!(end["status"], "failed");
+    let error = end["error"].as_str().unwrap();
+    assert!(error.contains("without calling complete_task"), "{error}");
+    assert!(error.contains("half of the answer"), "{error}");
+}
+
+#[test]
+fn the_profile_is_off_without_a_table_and_on_with_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(p, "", json!([{"text": "an answer"}]));
+    // The plain agent layer: a response ends the turn, completed.
+    let out = weft(p, &["run", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The profile: a response without complete_task is an error.
+    let out = weft(p, &["run", "--profile", "runtime", "go"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("without calling complete_task"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn complete_task_with_other_calls_is_refused_and_the_model_tries_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        "[runtime.policy]\nmode = \"batch\"\n",
+        json!([
+            calls(&[
+                call("r1", "read_file", json!({"path": "notes.md"})),
+                call("c1", "complete_task", json!({"summary": "too soon"})),
+            ]),
+            calls(&[call("c2", "complete_task", json!({"summary": "done"}))]),
+        ]),
+    );
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events = events(&out);
+    let refused = refusals(&events);
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert_eq!(refused[0].0, "read_file");
+    assert!(
+        refused[0].1.contains("also called complete_task"),
+        "{refused:?}"
+    );
+    assert_eq!(refused[1].0, "complete_task");
+    assert!(refused[1].1.contains("must be called alone"), "{refused:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool_call_refused" && e["payload"]["stage"] == "policy")
+    );
+    assert_eq!(run_end(&events)["output"], "done");
+}
+
+#[test]
+fn interactive_mode_runs_one_call_per_turn_and_refuses_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        "[runtime]\n",
+        json!([
+            calls(&[
+                call("r1", "read_file", json!({"path": "notes.md"})),
+                call("r2", "read_file", json!({"path": "notes.md"})),
+            ]),
+            calls(&[call("c1", "complete_task", json!({"summary": "done"}))]),
+        ]),
+    );
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events = events(&out);
+    let ended: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_end" && e["payload"]["tool"] == "read_file")
+        .collect();
+    assert_eq!(ended.len(), 2);
+    assert_eq!(ended[0]["payload"]["isError"], false);
+    assert_eq!(ended[1]["payload"]["isError"], true);
+    let refused = refusals(&events);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].1.contains("one tool call per turn"),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn denied_tools_are_not_offered_and_calls_of_them_are_not_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        "[runtime.policy]\ndeniedTools = [\"write_file\"]\n",
+        json!([
+            calls(&[call(
+                "w1",
+                "write_file",
+                json!({"path": "x.txt", "content": "x"})
+            )]),
+            calls(&[call("c1", "complete_task", json!({"summary": "done"}))]),
+        ]),
+    );
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!p.join("x.txt").exists());
+    let events = events(&out);
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_end" && e["payload"]["tool"] == "write_file")
+        .unwrap();
+    let result = end["payload"]["result"].as_str().unwrap();
+    // Not offered: the model's call is of an unknown tool.
+    assert!(result.contains("unknown tool"), "{result}");
+}
+
+#[test]
+fn at_the_turn_limit_a_final_warning_allows_only_complete_task() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let read = |id: &str| calls(&[call(id, "read_file", json!({"path": "notes.md"}))]);
+    project(
+        p,
+        "[runtime]\nmaxTurns = 4\ngraceTurns = 2\nwarningTemplate = \"LAST CALL: {remaining} of {maxTurns}\"\n",
+        json!([
+            read("r1"),
+            read("r2"),
+            read("r3"),
+            calls(&[call(
+                "c1",
+                "complete_task",
+                json!({"summary": "wrapped up"})
+            )]),
+        ]),
+    );
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events = events(&out);
+    let transitions = transitions(&events);
+    assert_eq!(
+        transitions[transitions.len() - 2..],
+        [
+            "OBSERVATION -limit_reached-> RECOVERY",
+            "RECOVERY -complete_task-> DONE"
+        ]
+    );
+    let recovery = events
+        .iter()
+        .find(|e| e["type"] == "recovery")
+        .expect("a recovery event");
+    assert_eq!(recovery["payload"]["grace"]["trigger"], "limit_reached");
+    assert_eq!(recovery["payload"]["grace"]["turns"], 2);
+    // The third read came during recovery: refused, with why.
+    let refused = refusals(&events);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(refused[0].1.contains("only complete_task"), "{refused:?}");
+    assert_eq!(run_end(&events)["output"], "wrapped up");
+    // The Final Warning is in the conversation the run exported.
+    let run = events[0]["runId"].as_str().unwrap();
+    let shown = weft(p, &["runs", "show", run, "--json"]);
+    assert!(
+        text(&shown).contains("LAST CALL: 2 of 4"),
+        "{}",
+        text(&shown)
+    );
+}
+
+#[test]
+fn a_failed_recovery_ends_in_error_with_the_partial_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let read = |id: &str| json!({"text": format!("working {id}"), "toolCalls": [call(id, "read_file", json!({"path": "notes.md"}))]});
+    project(
+        p,
+        "[runtime]\nmaxTurns = 3\ngraceTurns = 1\n",
+        json!([read("r1"), read("r2"), read("r3")]),
+    );
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let events = events(&out);
+    let transitions = transitions(&events);
+    assert_eq!(
+        transitions[transitions.len() - 2..],
+        [
+            "OBSERVATION -limit_reached-> RECOVERY",
+            "RECOVERY -failed-> ERROR"
+        ]
+    );
+    let error = run_end(&events)["error"].as_str().unwrap().to_owned();
+    assert!(error.contains("recovery failed"), "{error}");
+    assert!(error.contains("working r3"), "{error}");
+}
+
+#[test]
+fn a_bad_runtime_table_is_a_load_error_naming_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(p, "[runtime]\nmaxTurnz = 3\n", json!([]));
+    let out = weft(p, &["run", "go"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("weft.toml"), "{}", text(&out));
+    assert!(text(&out).contains("runtime.maxTurnz"), "{}", text(&out));
+    std::fs::write(
+        p.join("weft.toml"),
+        "model = \"scripted-turns:script.json\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("agents/a.toml"),
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\n[runtime.policy]\nmode = \"parallel\"\n",
+    )
+    .unwrap();
+    let out = weft(p, &["run", "go"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("agents/a.toml"), "{}", text(&out));
+    assert!(text(&out).contains("runtime.policy.mode"), "{}", text(&out));
+}
+
+#[test]
+fn the_runtime_template_runs_end_to_end_without_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = weft(dir.path(), &["init", "--template", "runtime", "demo"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let demo = dir.path().join("demo");
+    assert!(
+        std::fs::read_to_string(demo.join("weft.toml"))
+            .unwrap()
+            .contains("[runtime]")
+    );
+    let out = weft(
+        dir.path(),
+        &["run", "demo", "--json", "Summarize this folder"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events = events(&out);
+    assert_eq!(run_end(&events)["output"], "Wrote SUMMARY.md.");
+    assert_eq!(
+        transitions(&events).last().map(String::as_str),
+        Some("OBSERVATION -complete_task-> DONE")
+    );
+    assert!(demo.join("SUMMARY.md").is_file());
+    let db = rusqlite::Connection::open(demo.join(".weft/weft.db")).unwrap();
+    let artifacts: i64 = db
+        .query_row("SELECT count(*) FROM artifacts", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(artifacts, 1);
+}
+
+#[test]
+fn interactive_mode_asks_before_write_file_and_waits_for_the_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        "[runtime]\n",
+        json!([
+            calls(&[call(
+                "w1",
+                "write_file",
+                json!({"path": "x.txt", "content": "x"})
+            )]),
+            calls(&[call("c1", "complete_task", json!({"summary": "done"}))]),
+        ]),
+    );
+    // No terminal: nobody can approve now, so the run suspends (exit 4) before writing.
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(!p.join("x.txt").exists());
+    let events = events(&out);
+    assert!(events.iter().any(|e| e["type"] == "decision_pending"));
+    assert_eq!(
+        transitions(&events),
+        [
+            "IDLE -user_input-> THINKING",
+            "THINKING -llm_response-> TOOL_WAIT",
+            "TOOL_WAIT -awaiting_decision-> IDLE",
+        ]
+    );
+    // Approved, the resume goes on from IDLE: the call runs once and the task completes.
+    let run = events[0]["runId"].as_str().unwrap().to_owned();
+    let decision = events
+        .iter()
+        .find(|e| e["type"] == "decision_pending")
+        .map(|e| e["payload"]["decision"].as_str().unwrap().to_owned())
+        .unwrap();
+    let approved = weft(p, &["approve", &run, &decision]);
+    assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
+    let resumed = weft(p, &["resume", &run, "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(std::fs::read_to_string(p.join("x.txt")).unwrap(), "x");
+    assert_eq!(
+        transitions(&events_of(&resumed)),
+        [
+            "IDLE -user_input-> THINKING",
+            "THINKING -llm_response-> TOOL_WAIT",
+            "TOOL_WAIT -tool_results-> OBSERVATION",
+            "OBSERVATION -more_work-> THINKING",
+            "THINKING -llm_response-> TOOL_WAIT",
+            "TOOL_WAIT -tool_results-> OBSERVATION",
+            "OBSERVATION -complete_task-> DONE",
+        ]
+    );
+}
+
+#[test]
+fn tool_inputs_are_sanitized_before_the_tool_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        "[runtime.policy]\nmode = \"batch\"\n",
+        json!([
+            calls(&[call(
+                "w1",
+                "write_file",
+                json!({"path": "./drafts//old/../x.txt", "content": "bell\u{7} and nul\u{0} gone\n"})
+            )]),
+            calls(&[call("c1", "complete_task", json!({"summary": "done"}))]),
+        ]),
+    );
+    let out = weft(p, &["run", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_to_string(p.join("drafts/x.txt")).unwrap(),
+        "bell and nul gone\n"
+    );
+}
+
+#[test]
+fn a_sandboxed_agent_has_no_filesystem() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        "[runtime.policy]\nsandboxed = true\n",
+        json!([
+            calls(&[call("r1", "read_file", json!({"path": "notes.md"}))]),
+            calls(&[call("c1", "complete_task", json!({"summary": "done"}))]),
+        ]),
+    );
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events = events(&out);
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_end" && e["payload"]["tool"] == "read_file")
+        .unwrap();
+    assert_eq!(end["payload"]["isError"], true);
+    let result = end["payload"]["result"].as_str().unwrap();
+    assert!(result.contains("strict"), "{result}");
+}
+
+#[test]
+fn the_policy_rules_deny_and_ask_per_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        "[runtime.policy]\nmode = \"batch\"\noutputRoots = [\"out\"]\n\
+         [[runtime.policy.rules]]\nid = \"no-env\"\naction = \"file.read\"\nwhen = { matchesPattern = [\"**/.env*\"] }\n\
+         decision = \"deny\"\nreason = \"sensitive\"\n\
+         [[runtime.policy.rules]]\nid = \"confirm-write\"\naction = \"file.write\"\nwhen = { pathWithinOutputRoot = false }\n\
+         decision = \"allow_with_confirm\"\n",
+        json!([
+            calls(&[call("r1", "read_file", json!({"path": ".env"}))]),
+            calls(&[call(
+                "w1",
+                "write_file",
+                json!({"path": "out/a.txt", "content": "a"})
+            )]),
+            calls(&[call(
+                "w2",
+                "write_file",
+                json!({"path": "b.txt", "content": "b"})
+            )]),
+            calls(&[call("c1", "complete_task", json!({"summary": "done"}))]),
+        ]),
+    );
+    std::fs::write(p.join(".env"), "TOKEN=abc\n").unwrap();
+    let out = weft(p, &["run", "--json", "go"]);
+    // The write outside the output root waits for a person: no terminal, so the run suspends.
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let events = events(&out);
+    let refused = refusals(&events);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].1.contains("rule no-env") && refused[0].1.contains("sensitive"),
+        "{refused:?}"
+    );
+    assert_eq!(std::fs::read_to_string(p.join("out/a.txt")).unwrap(), "a");
+    assert!(!p.join("b.txt").exists());
+    let pending: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "decision_pending")
+        .collect();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0]["payload"]["tool"], "write_file");
+}
+
+#[test]
+fn secret_patterns_never_reach_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        "[runtime.policy]\nmode = \"batch\"\nsecretPatterns = [\"ACME-[0-9]{6}\"]\n",
+        json!([
+            calls(&[call(
+                "w1",
+                "write_file",
+                json!({"path": "cfg.txt", "content": "token ACME-424242\n"})
+            )]),
+            calls(&[call(
+                "c1",
+                "complete_task",
+                json!({"summary": "stored ACME-424242 in cfg.txt"})
+            )]),
+        ]),
+    );
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The tool ran with the real value; the records hold none of it.
+    assert_eq!(
+        std::fs::read_to_string(p.join("cfg.txt")).unwrap(),
+        "token ACME-424242\n"
+    );
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(p.join(".weft")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            bytes.extend(std::fs::read(path).unwrap());
+        }
+    }
+    let stored = String::from_utf8_lossy(&bytes);
+    assert!(
+        !stored.contains("ACME-424242"),
+        "a secret reached the store"
+    );
+    assert!(stored.contains("[REDACTED]"));
+    let events = weft(
+        p,
+        &[
+            "events",
+            events(&out)[0]["runId"].as_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert!(!text(&events).contains("ACME-424242"));
+}
+
+#[test]
+fn a_subagent_never_has_more_than_its_parents_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        "defaultAgent = \"a\"\n[runtime.policy]\nmode = \"batch\"\ndeniedTools = [\"write_file\"]\n",
+        json!([
+            calls(&[call("s1", "pair", json!({"task": "write the note"}))]),
+            calls(&[call("c1", "complete_task", json!({"summary": "delegated"}))]),
+        ]),
+    );
+    let files = [
+        (
+            "prompts/p.toml",
+            "name = \"p\"\ntools = [{ name = \"pair\", initUserMessageProperty = \"task\" }]\n",
+        ),
+        (
+            "agents/pair.toml",
+            "name = \"pair\"\ntype = \"dual_ai\"\nexposeAsTool = true\ntoolDescription = \"Writes notes.\"\n\
+             maxSessionTurns = 2\n[sideA]\nprompt = \"w\"\n\
+             sessionStop = { name = \"finish\", messageProperty = \"summary\" }\n[sideB]\nprompt = \"b\"\n",
+        ),
+        (
+            "prompts/w.toml",
+            "name = \"w\"\nmodel = \"scripted-turns:worker.json\"\ntools = [\"write_file\", \"finish\"]\n",
+        ),
+        ("prompts/b.toml", "name = \"b\"\n"),
+        (
+            "tools/finish.toml",
+            "name = \"finish\"\nparameters = { type = \"object\", properties = { summary = { type = \"string\" } } }\n",
+        ),
+    ];
+    for (path, body) in files {
+        let path = p.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+    }
+    std::fs::write(
+        p.join("worker.json"),
+        json!({"responses": [
+            calls(&[call("w1", "write_file", json!({"path": "note.txt", "content": "one\n"}))]),
+            calls(&[call("f1", "finish", json!({"summary": "could not write"}))]),
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!p.join("note.txt").exists());
+    let events = events(&out);
+    let refused: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_refused" && e["payload"]["tool"] == "write_file")
+        .collect();
+    assert_eq!(refused.len(), 1, "{events:?}");
+    assert_eq!(refused[0]["agentPath"], "a/pair", "the subagent's own call");
+    assert_eq!(refused[0]["payload"]["stage"], "policy");
+    assert_eq!(run_end(&events)["output"], "delegated");
+}

@@ -1,0 +1,373 @@
+//! [`Orchestrator`]: one agent task under the profile — the spec's state machine driven at
+//! step boundaries, the completion contract (§5.1) and the recovery contract (§5.2). A loop
+//! that takes steps (the Standard Agents side turn) asks it, in this order:
+//!
+//! 1. [`Orchestrator::begin`] once (IDLE → THINKING);
+//! 2. before every step, [`Orchestrator::before_step`]: OBSERVATION → THINKING, or at
+//!    `turns >= maxTurns - graceTurns` OBSERVATION → RECOVERY with the Final Warning to add
+//!    to the step's input (and a `recovery` event); during recovery the step is bounded by
+//!    [`Orchestrator::grace_deadline`];
+//! 3. after every step, [`Orchestrator::after_step`]: the response's edges, then what the
+//!    task does next ([`Next`]): go on, end DONE with `complete_task`'s summary, or end in
+//!    ERROR (stopped without `complete_task`, recovery over) with the partial output kept;
+//! 4. [`Orchestrator::suspended`] when a call waits for a person (TOOL_WAIT → IDLE), and
+//!    [`Orchestrator::failed`] / [`Orchestrator::timed_out`] when the step failed.
+//!
+//! Every transition is a `state_transition` event of the run; an impossible one is an
+//! [`IllegalTransition`] error, which the loop turns into a failed run (never a silent
+//! state).
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use weft_agent::AgentState;
+use weft_agent::execution::StepObserver;
+use weft_provider::{Message, TokenUsage, ToolResult, Turn};
+
+use super::COMPLETE_TASK;
+use super::RuntimeProfile;
+use super::layer::ProfileFlags;
+use super::state::{IllegalTransition, RunState, StateMachine, Transition, Trigger};
+use crate::event::{EventKind, Side};
+use crate::ledger::RunContext;
+
+/// What the task does after a step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Take another step.
+    Continue,
+    /// DONE: `complete_task` was called alone and accepted.
+    Done {
+        /// The run's output.
+        summary: String,
+        /// The files it listed.
+        artifacts: Vec<String>,
+        /// Its recommendations, if any.
+        next_steps: Option<String>,
+    },
+    /// ERROR: the task failed; the message says why and keeps the partial output.
+    Error(String),
+}
+
+#[derive(Debug)]
+struct Progress {
+    machine: StateMachine,
+    /// When the grace period ends (`graceTimeoutMs` after it began).
+    deadline: Option<Instant>,
+    /// The last text the model gave (the partial output an ERROR keeps).
+    partial: String,
+    /// The Final Warning, until the next step's model call takes it.
+    warning: Option<Message>,
+}
+
+/// One agent task under the profile.
+#[derive(Debug)]
+pub struct Orchestrator {
+    profile: Arc<RuntimeProfile>,
+    flags: Arc<ProfileFlags>,
+    run: Option<Arc<RunContext>>,
+    side: Option<Side>,
+    progress: Mutex<Progress>,
+}
+
+impl Orchestrator {
+    /// A task under `profile`, sharing `flags` with its [`super::layer::ProfileLayer`],
+    /// logging to `run` (when durable) with `side` (a `dual_ai` side) in the payloads.
+    pub fn new(
+        profile: Arc<RuntimeProfile>,
+        flags: Arc<ProfileFlags>,
+        run: Option<Arc<RunContext>>,
+        side: Option<Side>,
+    ) -> Self {
+        Orchestrator {
+            profile,
+            flags,
+            run,
+            side,
+            progress: Mutex::new(Progress {
+                machine: StateMachine::new(),
+                deadline: None,
+                partial: String::new(),
+                warning: None,
+            }),
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> RunState {
+        self.with(|p| p.machine.state())
+    }
+
+    /// When the grace period ends, while in recovery with `hardLimit` (steps are bounded by
+    /// it).
+    pub fn grace_deadline(&self) -> Option<Instant> {
+        self.with(|p| p.deadline)
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Progress) -> T) -> T {
+        let mut guard = match self.progress.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut guard)
+    }
+
+    async fn fire(&self, trigger: Trigger) -> Result<Transition, IllegalTransition> {
+        let taken = self.with(|p| p.machine.fire(trigger));
+        self.log(taken).await
+    }
+
+    async fn log(
+        &self,
+        taken: Result<Transition, IllegalTransition>,
+    ) -> Result<Transition, IllegalTransition> {
+        match &taken {
+            Ok(t) => {
+                if let Some(run) = &self.run {
+                    run.emit(EventKind::StateTransition {
+                        from: t.from.as_str().to_owned(),
+                        to: t.to.as_str().to_owned(),
+                        trigger: t.trigger.as_str().to_owned(),
+                        side: self.side,
+                    })
+                    .await;
+                }
+            }
+            Err(error) => {
+                tracing::error!(%error, "the runtime profile's state machine refused a transition");
+                debug_assert!(false, "{error}");
+            }
+        }
+        taken
+    }
+
+    /// The task's input arrived: IDLE → THINKING.
+    ///
+    /// # Errors
+    /// [`IllegalTransition`] outside IDLE.
+    pub async fn begin(&self) -> Result<(), IllegalTransition> {
+        self.fire(Trigger::UserInput).await.map(drop)
+    }
+
+    /// Before the step that follows `turns` steps: OBSERVATION → THINKING, or → RECOVERY at
+    /// the turn limit, with the Final Warning added to the step's input (through
+    /// [`Orchestrator::observer`]); returns the warning when one was added.
+    ///
+    /// # Errors
+    /// [`IllegalTransition`] (a bug of the loop).
+    pub async fn before_step(&self, turns: u64) -> Result<Option<Message>, IllegalTransition> {
+        if self.state() != RunState::Observation {
+            // The first step (THINKING already), or the next turn of the grace period.
+            return Ok(None);
+        }
+        if turns < self.profile.recovery_at() {
+            self.fire(Trigger::MoreWork).await?;
+            return Ok(None);
+        }
+        self.fire(Trigger::LimitReached).await?;
+        self.flags.set_recovering(true);
+        if self.profile.hard_limit {
+            let deadline =
+                Instant::now() + std::time::Duration::from_millis(self.profile.grace_timeout_ms);
+            self.with(|p| p.deadline = Some(deadline));
+        }
+        if let Some(run) = &self.run {
+            run.emit(EventKind::Recovery {
+                from_checkpoint: None,
+                agent_step: turns,
+                recorded_results: 0,
+                rerun_uncertain: Vec::new(),
+                uncertain_calls: Vec::new(),
+                grace: Some(json!({
+                    "trigger": Trigger::LimitReached.as_str(),
+                    "turns": turns,
+                    "maxTurns": self.profile.max_turns,
+                    "graceTurns": self.profile.grace_turns,
+                    "graceTimeoutMs": self.profile.grace_timeout_ms,
+                    "hardLimit": self.profile.hard_limit,
+                })),
+            })
+            .await;
+        }
+        let warning = Message::user(self.profile.warning(turns));
+        self.with(|p| p.warning = Some(warning.clone()));
+        Ok(Some(warning))
+    }
+
+    /// The step observer of the task: `inner`'s (the run's), with the Final Warning added to
+    /// the input of the step it is due for.
+    pub fn observer(
+        self: &Arc<Self>,
+        inner: Option<Arc<dyn StepObserver>>,
+    ) -> Arc<dyn StepObserver> {
+        Arc::new(ProfileObserver {
+            orchestrator: self.clone(),
+            inner,
+        })
+    }
+
+    /// A step ended (it was step number `turns`): its edges, then what comes next.
+    ///
+    /// # Errors
+    /// [`IllegalTransition`] (a bug of the loop).
+    pub async fn after_step(&self, turn: &Turn, turns: u64) -> Result<Next, IllegalTransition> {
+        let calls = &turn.response.tool_calls;
+        let text = turn.response.text_content();
+        if !text.trim().is_empty() {
+            self.with(|p| p.partial = text.clone());
+        }
+        if self.state() == RunState::Thinking {
+            let responded = self.with(|p| p.machine.respond(!calls.is_empty()));
+            self.log(responded).await?;
+            if !calls.is_empty() {
+                self.fire(Trigger::ToolResults).await?;
+            }
+        }
+        // The completion contract: an accepted complete_task (alone; the policy stage
+        // refused it otherwise, so its result is an error).
+        let results = last_results(turn);
+        let accepted = calls.iter().find(|call| {
+            call.tool_name == COMPLETE_TASK
+                && results
+                    .iter()
+                    .any(|r| r.tool_call_id == call.tool_call_id && !r.is_error)
+        });
+        if let Some(call) = accepted {
+            self.fire(Trigger::CompleteTask).await?;
+            self.flags.set_recovering(false);
+            let args = &call.arguments;
+            return Ok(Next::Done {
+                summary: args
+                    .get("summary")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                artifacts: args
+                    .get("artifacts")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                next_steps: args
+                    .get("nextSteps")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            });
+        }
+        match self.state() {
+            RunState::Observation if calls.is_empty() => {
+                self.fire(Trigger::Stopped).await?;
+                Ok(Next::Error(self.with_partial(
+                    "the agent stopped without calling complete_task (the runtime profile's completion \
+                     contract: complete_task is the only way a task ends)",
+                )))
+            }
+            RunState::Recovery if turns >= self.profile.max_turns && self.profile.hard_limit => {
+                self.recovery_failed(format!(
+                    "recovery failed: the agent did not call complete_task within its {} grace turns \
+                     (maxTurns {})",
+                    self.profile.grace_turns, self.profile.max_turns
+                ))
+                .await
+            }
+            _ => Ok(Next::Continue),
+        }
+    }
+
+    /// The grace period's time ran out (`graceTimeoutMs`): RECOVERY → ERROR.
+    ///
+    /// # Errors
+    /// [`IllegalTransition`] outside recovery.
+    pub async fn timed_out(&self) -> Result<Next, IllegalTransition> {
+        self.recovery_failed(format!(
+            "recovery failed: the grace period ran past graceTimeoutMs ({} ms) without complete_task",
+            self.profile.grace_timeout_ms
+        ))
+        .await
+    }
+
+    async fn recovery_failed(&self, why: String) -> Result<Next, IllegalTransition> {
+        self.fire(Trigger::Failed).await?;
+        self.flags.set_recovering(false);
+        Ok(Next::Error(self.with_partial(&why)))
+    }
+
+    /// A call of the step waits for a person's decision: (THINKING → TOOL_WAIT →) IDLE.
+    ///
+    /// # Errors
+    /// [`IllegalTransition`] (a bug of the loop).
+    pub async fn suspended(&self) -> Result<(), IllegalTransition> {
+        if self.state() == RunState::Thinking {
+            let responded = self.with(|p| p.machine.respond(true));
+            self.log(responded).await?;
+        }
+        if self.state() == RunState::ToolWait {
+            self.fire(Trigger::AwaitingDecision).await?;
+        }
+        Ok(())
+    }
+
+    /// The step failed (the model or the runtime): → ERROR, unless the task already ended.
+    pub async fn failed(&self) {
+        if !self.state().is_terminal() && self.state() != RunState::Idle {
+            let _ = self.fire(Trigger::Failed).await;
+        }
+    }
+
+    fn with_partial(&self, why: &str) -> String {
+        let partial = self.with(|p| p.partial.clone());
+        if partial.trim().is_empty() {
+            why.to_owned()
+        } else {
+            format!("{why}; partial output: {partial}")
+        }
+    }
+}
+
+struct ProfileObserver {
+    orchestrator: Arc<Orchestrator>,
+    inner: Option<Arc<dyn StepObserver>>,
+}
+
+#[async_trait]
+impl StepObserver for ProfileObserver {
+    async fn step_started(&self, step: u64, state: &AgentState) {
+        if let Some(inner) = &self.inner {
+            inner.step_started(step, state).await;
+        }
+    }
+
+    async fn step_ended(&self, step: u64, turn: &Turn, state: &AgentState, usage: &TokenUsage) {
+        if let Some(inner) = &self.inner {
+            inner.step_ended(step, turn, state, usage).await;
+        }
+    }
+
+    async fn inbox(&self, step: u64, state: &AgentState) -> Vec<Message> {
+        let mut messages = match &self.inner {
+            Some(inner) => inner.inbox(step, state).await,
+            None => Vec::new(),
+        };
+        if let Some(warning) = self.orchestrator.with(|p| p.warning.take()) {
+            messages.push(warning);
+        }
+        messages
+    }
+
+    fn suspended(&self) -> bool {
+        self.inner.as_ref().is_some_and(|inner| inner.suspended())
+    }
+}
+
+fn last_results(turn: &Turn) -> &[ToolResult] {
+    match turn.messages.last() {
+        Some(Message::ToolResult(results)) => &results.results,
+        _ => &[],
+    }
+}

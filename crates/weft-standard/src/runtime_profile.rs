@@ -1,0 +1,222 @@
+//! The Agent Runtime Spec's profile for a project's agents (`weft_runtime::profile`): which
+//! agents it governs, its settings (the project's `[runtime]` table with an agent's
+//! `runtime` table over it), and what it changes in an agent's side turn — the tools offered
+//! (`allowedTools` / `deniedTools`, `complete_task` always), how many calls run at once
+//! (`interactive`: one; `batch`: `maxParallel`), which tools ask a person, how failed calls
+//! are retried, and the stages and the orchestrator that hold the contracts.
+//!
+//! The profile governs `ai_human` agents: a `dual_ai` session's sides end their turns by
+//! answering each other, which the completion contract would call an error.
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! # std::fs::create_dir(dir.path().join("agents"))?;
+//! # std::fs::create_dir(dir.path().join("prompts"))?;
+//! # std::fs::write(dir.path().join("agents/helper.toml"), "name = \"helper\"\n[sideA]\nprompt = \"helper\"\n")?;
+//! # std::fs::write(dir.path().join("prompts/helper.toml"), "name = \"helper\"\n")?;
+//! std::fs::write(dir.path().join("weft.toml"), "model = \"scripted:s.json\"\n[runtime]\nmaxTurns = 6\n")?;
+//! let project = weft_standard::Project::load(dir.path())?;
+//! let agent = project.agent("helper").expect("the agent");
+//! let profile = project.runtime_profile(agent, false).expect("on: the project has [runtime]");
+//! assert_eq!((profile.max_turns, profile.grace_turns), (6, 2));
+//!
+//! std::fs::write(dir.path().join("weft.toml"), "model = \"scripted:s.json\"\n[runtime]\ngraceTurn = 1\n")?;
+//! let problems = weft_standard::Project::load(dir.path()).unwrap_err().to_string();
+//! assert!(problems.contains("weft.toml") && problems.contains("runtime.graceTurn"), "{problems}");
+//! # Ok(()) }
+//! ```
+
+use std::path::Path;
+
+use serde_json::Value;
+use weft_provider::{ExecutionMode, Tool};
+use weft_runtime::approval::ToolPolicy;
+use weft_runtime::profile::{COMPLETE_TASK, PolicyMode, RuntimeProfile};
+
+use crate::definition::{AgentDefinition, AgentType};
+use crate::error::Problem;
+use crate::project::Project;
+
+impl Project {
+    /// The runtime profile of `agent` when it is on for it — the project has a `[runtime]`
+    /// table, the agent a `runtime` table, or the run was started with `weft run --profile
+    /// runtime` (`forced`) — and the agent is an `ai_human` one; `None` otherwise.
+    pub fn runtime_profile(&self, agent: &AgentDefinition, forced: bool) -> Option<RuntimeProfile> {
+        let project = self.config().runtime.as_ref();
+        let on = forced || project.is_some() || agent.runtime.is_some();
+        if !on || agent.agent_type != AgentType::AiHuman {
+            return None;
+        }
+        // The project was validated when it loaded: a table that does not parse is not
+        // reached here; the defaults stand in if it were.
+        Some(RuntimeProfile::from_tables(project, agent.runtime.as_ref()).unwrap_or_default())
+    }
+}
+
+impl Project {
+    /// Every `secretPatterns` of the project's runtime profile (`[runtime.policy]` and the
+    /// agents' `runtime.policy`), for the store's redactor: a run's records are redacted
+    /// with them whichever agent runs.
+    pub fn secret_patterns(&self) -> Vec<String> {
+        let mut patterns: Vec<String> = self
+            .agents()
+            .filter_map(|agent| self.runtime_profile(agent, false))
+            .flat_map(|profile| profile.policy.secret_patterns)
+            .collect();
+        if let Ok(profile) = RuntimeProfile::from_tables(self.config().runtime.as_ref(), None) {
+            patterns.extend(profile.policy.secret_patterns);
+        }
+        patterns.sort();
+        patterns.dedup();
+        patterns
+    }
+}
+
+/// How the turn that produced `state` ended under the runtime profile, judged from its last
+/// step (a resumed session asks this of its latest checkpoint): its `complete_task` call was
+/// accepted (`sessionStop` with the summary and the artifacts), or `None` — the turn goes on.
+pub(crate) fn ended_in(state: &weft_agent::AgentState) -> Option<crate::side::TurnEnd> {
+    use weft_provider::Message;
+    let count = state.message_count();
+    let Message::ToolResult(results) = state.message(count.checked_sub(1)?)? else {
+        return None;
+    };
+    let Message::Assistant(response) = state.message(count.checked_sub(2)?)? else {
+        return None;
+    };
+    let call = response.tool_calls.iter().find(|call| {
+        call.tool_name == COMPLETE_TASK
+            && results
+                .results
+                .iter()
+                .any(|r| r.tool_call_id == call.tool_call_id && !r.is_error)
+    })?;
+    let args = &call.arguments;
+    Some(crate::side::TurnEnd::SessionStop(
+        crate::definition::LifecyclePayload {
+            message: args
+                .get("summary")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            attachments: args
+                .get("artifacts")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        },
+    ))
+}
+
+/// The problems of the project's `[runtime]` table (in `config_file`) and of every agent's
+/// `runtime` table over it (in the agent's file).
+pub(crate) fn check<'a>(
+    project: Option<&Value>,
+    config_file: &Path,
+    agents: impl Iterator<Item = (&'a AgentDefinition, &'a Path)>,
+    problems: &mut Vec<Problem>,
+) {
+    let project_ok = match (project, RuntimeProfile::from_tables(project, None)) {
+        (Some(_), Err(problem)) => {
+            problems.push(Problem::new(config_file, problem.key, problem.message));
+            false
+        }
+        _ => true,
+    };
+    for (agent, file) in agents {
+        let Some(table) = &agent.runtime else {
+            continue;
+        };
+        if agent.agent_type != AgentType::AiHuman {
+            problems.push(Problem::new(
+                file,
+                "runtime",
+                "the runtime profile governs ai_human agents; a dual_ai session's sides end their turns by \
+                 answering each other",
+            ));
+            continue;
+        }
+        if project_ok && let Err(problem) = RuntimeProfile::from_tables(project, Some(table)) {
+            problems.push(Problem::new(file, problem.key, problem.message));
+        }
+    }
+}
+
+/// The tools the agent is offered under `profile`: its own that the policy allows, and
+/// `complete_task` (added when its prompt does not list it).
+pub(crate) fn offered(profile: &RuntimeProfile, tools: Vec<Tool>) -> Vec<Tool> {
+    let mut tools: Vec<Tool> = tools
+        .into_iter()
+        .filter(|t| profile.policy.offers(&t.name))
+        .collect();
+    if !tools.iter().any(|t| t.name == COMPLETE_TASK) {
+        tools.push(weft_tools::complete_task());
+    }
+    tools
+}
+
+/// How many calls of one response run at once: one in `interactive` mode (the others are
+/// refused by the profile's stage), `maxParallel` in `batch` mode.
+pub(crate) fn execution_mode(profile: &RuntimeProfile) -> ExecutionMode {
+    match profile.policy.mode {
+        PolicyMode::Interactive => ExecutionMode::Sequential,
+        PolicyMode::Batch => ExecutionMode::Limited(profile.policy.max_parallel),
+    }
+}
+
+/// The project's tool policy for the agent, with the profile's approvals (of the tools it
+/// offers) and retries added.
+pub(crate) fn tool_policy(
+    profile: &RuntimeProfile,
+    mut policy: ToolPolicy,
+    tools: &[Tool],
+) -> ToolPolicy {
+    for tool in profile.policy.approval_tools() {
+        if tools.iter().any(|t| t.name == tool) {
+            policy.requires_approval.insert(tool);
+        }
+    }
+    policy.max_retries = policy.max_retries.max(profile.retry.max_retries);
+    policy.retry = Some(weft_runtime::approval::RetryPolicy {
+        backoff_ms: profile.retry.backoff_ms,
+        backoff_multiplier: profile.retry.backoff_multiplier,
+        retryable_errors: profile.retry.retryable_errors.clone(),
+    });
+    policy.confirmations |= profile.policy.has_rules();
+    policy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_profile_sets_the_specs_retry_policy_and_approvals() {
+        let profile = RuntimeProfile::default();
+        let tools = vec![weft_tools::complete_task()];
+        let policy = tool_policy(&profile, ToolPolicy::default(), &tools);
+        assert_eq!(policy.max_retries, 2);
+        let retry = policy.retry.expect("the profile's retry policy");
+        assert_eq!((retry.backoff_ms, retry.backoff_multiplier), (1000, 2.0));
+        // write_file / run_command ask only when the agent has them.
+        assert!(policy.requires_approval.is_empty());
+        assert_eq!(execution_mode(&profile), ExecutionMode::Sequential);
+        let mut batch = RuntimeProfile::default();
+        batch.policy.mode = PolicyMode::Batch;
+        batch.policy.max_parallel = 3;
+        assert_eq!(execution_mode(&batch), ExecutionMode::Limited(3));
+        // In batch mode nothing asks by default.
+        let tools = vec![weft_tools::complete_task()];
+        assert!(
+            tool_policy(&batch, ToolPolicy::default(), &tools)
+                .requires_approval
+                .is_empty()
+        );
+    }
+}
