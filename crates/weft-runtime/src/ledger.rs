@@ -95,6 +95,9 @@ pub struct RunContext {
     /// the queued messages the current step took (dequeued once the step is checkpointed).
     inbox: Arc<std::sync::atomic::AtomicBool>,
     taken: Mutex<Vec<String>>,
+    /// Queued tool calls (`queueTool()`) the current step took: its next model call is
+    /// answered with them instead of asking the model (see [`RunContext::queued_calls`]).
+    queued_tools: Mutex<Vec<weft_provider::ToolCall>>,
 }
 
 impl fmt::Debug for RunContext {
@@ -156,6 +159,7 @@ impl RunContext {
             trace: weft_otel::SpanParent::none(),
             inbox: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             taken: Mutex::new(Vec::new()),
+            queued_tools: Mutex::new(Vec::new()),
         }
     }
 
@@ -177,6 +181,12 @@ impl RunContext {
     /// one the conversation's last messages already hold — a step checkpointed just before a
     /// crash — is skipped and dequeued). Empty, without reading the store, unless something
     /// may have been queued.
+    ///
+    /// Queued tool calls (`queueTool()`) are taken in queue order too: the messages before
+    /// the first of them, then the calls queued one after the other, which become the
+    /// step's response ([`RunContext::queued_calls`]: they run through the tool pipeline
+    /// like calls of the model, and the model sees them and their results at its next call).
+    /// What was queued after them is taken by the next step.
     pub(crate) async fn take_queued(
         &self,
         state: &weft_agent::AgentState,
@@ -199,30 +209,71 @@ impl RunContext {
             .taken
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut calls = self
+            .queued_tools
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut messages = Vec::new();
         for message in queued {
-            taken.push(message.id.clone());
-            let held = state
-                .messages()
-                .rev()
-                .take(QUEUE_LOOKBACK)
-                .any(|m| m.id() == message.id);
-            if !held {
-                messages.push(queued_message(message));
+            let held = state.messages().rev().take(QUEUE_LOOKBACK).any(|m| {
+                m.id() == message.id
+                    || matches!(m, weft_provider::Message::Assistant(a)
+                        if a.tool_calls.iter().any(|c| c.tool_call_id == message.id))
+            });
+            if held {
+                taken.push(message.id.clone());
+                continue;
+            }
+            match message.tool {
+                Some(tool) => {
+                    taken.push(message.id.clone());
+                    calls.push(weft_provider::ToolCall::new(
+                        message.id,
+                        tool.name,
+                        tool.arguments,
+                    ));
+                }
+                None if !calls.is_empty() => {
+                    // After the step's queued calls: the next step takes it.
+                    self.inbox.store(true, Ordering::Release);
+                    break;
+                }
+                None => {
+                    taken.push(message.id.clone());
+                    messages.push(queued_message(message));
+                }
             }
         }
         messages
     }
 
-    /// Takes the queued messages of the step just checkpointed out of the queue.
+    /// The queued tool calls the current step took (`queueTool()`), taken out: the
+    /// response its model call gets instead of asking the model. Empty when none.
+    pub(crate) fn queued_calls(&self) -> Vec<weft_provider::ToolCall> {
+        std::mem::take(
+            &mut *self
+                .queued_tools
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Takes the queued messages of the step just checkpointed out of the queue. Queued
+    /// calls the step took but did not answer with (its model call was a recorded one,
+    /// replayed) stay queued, for the next step.
     pub(crate) async fn dequeue_taken(&self) {
         use weft_store::ThreadQueue as _;
-        let taken = std::mem::take(
+        let unserved = self.queued_calls();
+        let mut taken = std::mem::take(
             &mut *self
                 .taken
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
+        if !unserved.is_empty() {
+            taken.retain(|id| !unserved.iter().any(|c| &c.tool_call_id == id));
+            self.wake_inbox();
+        }
         if taken.is_empty() {
             return;
         }
@@ -287,6 +338,7 @@ impl RunContext {
             // messages are the root's to take.
             inbox: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             taken: Mutex::new(Vec::new()),
+            queued_tools: Mutex::new(Vec::new()),
         }
     }
 
@@ -648,6 +700,12 @@ pub(crate) fn args_hash(arguments: &Value) -> String {
 /// User-facing views ([`crate::transcript::Transcript::to_ui_messages`]) do not show it as a user message.
 pub const SILENT: &str = "silent";
 
+/// The metadata key that flags an assistant message holding queued tool calls
+/// (`queueTool()`): the calls a step took from the thread's queue, recorded as that step's
+/// response, not an answer of the model. (The conversation-driven scripted test model does
+/// not count it among its answers.)
+pub const QUEUED: &str = weft_store::testing::QUEUED_CALLS_KEY;
+
 /// `queued` as the user message a run takes into its conversation: its id kept (so a step
 /// taken again recognises it), and a silent one ([`weft_store::QueuedMessage::silent`], a
 /// child's result) flagged with metadata [`SILENT`] `true` — the model reads it, user-facing
@@ -660,6 +718,7 @@ pub const SILENT: &str = "silent";
 ///     text: "Subagent (reference: u) has returned the following result:\n\nok".into(),
 ///     created_at: "2026-11-24T10:00:00Z".into(),
 ///     silent: true,
+///     tool: None,
 /// };
 /// let message = weft_runtime::ledger::queued_message(queued);
 /// assert_eq!(message.id(), "q-1");

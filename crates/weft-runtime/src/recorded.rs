@@ -157,6 +157,47 @@ impl RecordedModel {
         format!("{}@{}", self.scope, request.messages.len())
     }
 
+    /// The response of a step that took queued tool calls (`queueTool()`): the calls,
+    /// recorded at the request's position like a model's response (a resume replays it),
+    /// without asking the model. `None` when the step took none.
+    async fn queued(&self, request: &LlmRequest) -> Result<Option<LlmResponse>, UppError> {
+        let calls = self.run.queued_calls();
+        if calls.is_empty() {
+            return Ok(None);
+        }
+        // Flagged as the queue's (metadata `queued: true`), not the model's answer.
+        let mut metadata = weft_provider::Metadata::new();
+        metadata.insert(crate::ledger::QUEUED.into(), Value::Bool(true));
+        let options = weft_provider::MessageOptions {
+            id: None,
+            metadata: Some(metadata),
+        };
+        let message = AssistantMessage::new(Vec::new(), calls, options).map_err(|e| {
+            UppError::llm(
+                ErrorCode::InvalidRequest,
+                self.inner.provider(),
+                e.to_string(),
+            )
+        })?;
+        let response = LlmResponse {
+            message,
+            usage: TokenUsage::default(),
+            stop_reason: "tool_use".into(),
+            data: None,
+        };
+        record(
+            &self.run,
+            &self.scope,
+            self.inner.provider(),
+            &self.priced,
+            request.messages.len(),
+            fingerprint(&request.messages),
+            &response,
+        )
+        .await?;
+        Ok(Some(response))
+    }
+
     /// The recorded response at the request's position, if any.
     fn replay(&self, request: &LlmRequest) -> Result<Option<LlmResponse>, UppError> {
         let position = self.position(request);
@@ -241,6 +282,9 @@ impl LlmModel for RecordedModel {
             if let Some(response) = self.replay(&request)? {
                 return Ok(response);
             }
+            if let Some(response) = self.queued(&request).await? {
+                return Ok(response);
+            }
             within_budget(&self.run, self.inner.provider(), self.priced.1.is_some())?;
             let len = request.messages.len();
             let print = fingerprint(&request.messages);
@@ -266,6 +310,9 @@ impl LlmModel for RecordedModel {
     fn stream(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmStream, UppError>> {
         Box::pin(async move {
             if let Some(response) = self.replay(&request)? {
+                return Ok(response.into_stream());
+            }
+            if let Some(response) = self.queued(&request).await? {
                 return Ok(response.into_stream());
             }
             within_budget(&self.run, self.inner.provider(), self.priced.1.is_some())?;

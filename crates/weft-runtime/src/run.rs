@@ -396,6 +396,49 @@ impl Runtime {
         Ok(queued)
     }
 
+    /// Queues a call of the tool `tool` with `arguments` on `thread` (Standard Agents
+    /// `queueTool()`): taken in queue order with the queued messages by a step of a run of
+    /// the thread — this process's run in progress before its next model step, otherwise
+    /// the thread's next run (one started with an empty input takes the queue first). The
+    /// call runs through the tool pipeline like one of the model's (a tool the agent lacks
+    /// or bad arguments are a tool error the model sees); a call of an `ai_human` agent's
+    /// handoff tool hands the thread over (manual handoff). Durable when this returns.
+    ///
+    /// # Errors
+    /// [`RunError::UnknownThread`]; [`RunError::Refused`] for a terminated thread or
+    /// arguments that are not a JSON object; storage failures.
+    pub async fn queue_tool(
+        &self,
+        thread: &str,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<weft_store::QueuedMessage, RunError> {
+        use weft_store::ThreadQueue as _;
+        if self.store.thread(thread).await?.is_none() {
+            return Err(RunError::UnknownThread(thread.to_owned()));
+        }
+        self.refuse_terminated(thread).await?;
+        if tool.trim().is_empty() {
+            return Err(RunError::Refused("a queued tool call needs a tool name".into()));
+        }
+        if !arguments.is_object() {
+            return Err(RunError::Refused(format!(
+                "the arguments of a queued call of {tool} must be a JSON object"
+            )));
+        }
+        let call = weft_store::QueuedTool {
+            name: tool.to_owned(),
+            arguments,
+        };
+        let queued = self.store.queue_tool(thread, &call).await?;
+        if let Ok(runs) = self.live.lock() {
+            for run in runs.values().filter(|r| r.thread == thread) {
+                run.inbox.store(true, std::sync::atomic::Ordering::Release);
+            }
+        }
+        Ok(queued)
+    }
+
     /// Whether this process drives `run_id` now.
     pub fn is_live(&self, run_id: &str) -> bool {
         self.live_run(run_id).is_some()
@@ -939,6 +982,10 @@ impl Runtime {
                     return Err(RunError::UnknownThread(thread.to_owned()));
                 }
                 let state = match store.latest_checkpoint(thread).await? {
+                    // An empty input adds no message: the run is for the thread's queue
+                    // (a queued tool call or a child's silent result), which its first step
+                    // takes.
+                    Some(latest) if spec.input.is_empty() => latest.checkpoint.state,
                     Some(latest) => latest
                         .checkpoint
                         .state

@@ -95,12 +95,40 @@ impl AppState {
         input_id: Option<String>,
         run_id: Option<String>,
     ) -> Result<Started, ApiError> {
+        self.check_input(&input)?;
+        self.launch(caller, agent, thread, (input, input_id), run_id)
+            .await
+    }
+
+    /// Starts a run of `agent` on the existing `thread` for what waits in its queue (a
+    /// queued tool call, a child's silent result): a run with no input, whose first step
+    /// takes the queue (Standard Agents: queued work on an idle thread starts execution).
+    ///
+    /// # Errors
+    /// As [`AppState::start_run`].
+    pub async fn start_queue_run(
+        &self,
+        caller: &Caller,
+        agent: Option<&str>,
+        thread: &str,
+    ) -> Result<Started, ApiError> {
+        self.launch(caller, agent, thread, (String::new(), None), None)
+            .await
+    }
+
+    async fn launch(
+        &self,
+        caller: &Caller,
+        agent: Option<&str>,
+        thread: &str,
+        (input, input_id): (String, Option<String>),
+        run_id: Option<String>,
+    ) -> Result<Started, ApiError> {
         if !valid_thread_id(thread) {
             return Err(ApiError::bad_request(format!(
                 "{thread:?} is not a valid thread id: use letters, digits, '-', '_', '.' or ':' (at most {MAX_THREAD_ID})"
             )));
         }
-        self.check_input(&input)?;
         let agent = self.agent(agent)?;
         let base_urls = weft_standard::preflight::check(
             self.project(),
@@ -244,8 +272,11 @@ impl AppState {
         }
     }
 
-    /// Starts a run for the messages left in `thread`'s queue, if any and no run is in
-    /// progress: the first is its input, the run takes the others before its first step.
+    /// Starts a run for what is left in `thread`'s queue, if anything and no run is in
+    /// progress. A message the user queued is the run's input (the run takes the others
+    /// before its first step); a queued tool call or a silent message (a child's result)
+    /// is not a user's input: the run starts with none and its first step takes the queue,
+    /// so the call runs through the tool pipeline and the silent message keeps its flag.
     async fn run_the_queue(&self, caller: &Caller, agent: &str, thread: &str) {
         use weft_store::ThreadQueue as _;
         let lock = self.thread_lock(thread);
@@ -265,6 +296,12 @@ impl AppState {
             return;
         }
         let agent = (!agent.is_empty()).then_some(agent);
+        if first.tool.is_some() || first.silent {
+            if let Err(error) = Box::pin(self.start_queue_run(caller, agent, thread)).await {
+                tracing::warn!(%error, "the thread's queue could not start a run; it stays queued");
+            }
+            return;
+        }
         if let Err(error) = self
             .store()
             .dequeue(thread, std::slice::from_ref(&first.id))

@@ -126,6 +126,13 @@ impl Sessions for StandardSessions {
                 Ok(env) => env,
                 Err(missing) => return Err(RunError::Refused(missing.to_string())),
             };
+        // A new run with no input is for the thread's queue (a queued tool call on an idle
+        // thread, a child's silent result): its first step takes what waits there.
+        options.for_queue = run.spec.input.is_empty()
+            && !run.resumed
+            && !weft_store::ThreadQueue::queued(&run.store, &thread)
+                .await?
+                .is_empty();
         options.thread_id = Some(thread);
         options.initial_state = run.state.clone();
         options.initial_state_b = state_b;
@@ -248,7 +255,11 @@ async fn settle(
                     .messages()
                     .rev()
                     .take(HELD_LOOKBACK)
-                    .any(|m| m.id() == q.id)
+                    .any(|m| {
+                        m.id() == q.id
+                            || matches!(m, weft_provider::Message::Assistant(a)
+                                if a.tool_calls.iter().any(|c| c.tool_call_id == q.id))
+                    })
             })
             .map(|q| q.id.clone())
             .collect();
@@ -271,7 +282,14 @@ async fn settle(
         // The queued messages start the next turn; the first step takes them out of the
         // queue once it is checkpointed (it finds them in the conversation).
         // (A child's result stays silent: flagged for the views, read by the model.)
-        let messages = queued.into_iter().map(weft_runtime::ledger::queued_message);
+        // Queued tool calls are taken by the turn's first step (after the messages queued
+        // before them): a queue that starts with one starts a turn with no new message.
+        let messages: Vec<_> = queued
+            .into_iter()
+            .take_while(|q| q.tool.is_none())
+            .map(weft_runtime::ledger::queued_message)
+            .collect();
+        options.for_queue = messages.is_empty();
         options.initial_state = outcome.state_a.with_messages(messages);
         options.initial_state_b = outcome.state_b.clone();
         if let Some(durable) = &mut options.durable {

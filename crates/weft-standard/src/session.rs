@@ -113,6 +113,11 @@ pub struct SessionOptions {
     /// own parents): its denied tools and rules hold for this session's calls too, so a
     /// child never has more than its parent (runtime spec §5.12(3)).
     pub parent_profile: Option<Arc<weft_runtime::profile::RuntimeProfile>>,
+    /// The session starts for the thread's queue (a run started with no input while a tool
+    /// call or a message waits in the thread's queue, Standard Agents `queueTool()` on an
+    /// idle thread): side A of the thread's agent takes a new turn even though the
+    /// thread's last turn had ended, and its first step takes the queue.
+    pub for_queue: bool,
 }
 
 impl SessionOptions {
@@ -138,6 +143,7 @@ impl SessionOptions {
             escalation: None,
             runtime_profile: false,
             parent_profile: None,
+            for_queue: false,
         }
     }
 }
@@ -883,7 +889,7 @@ impl<'p> Position<'p> {
         start: &'p AgentDefinition,
         (input, input_side): (Option<Message>, Side),
         (state_a, state_b): (AgentState, AgentState),
-        profile: bool,
+        (profile, for_queue): (bool, bool),
     ) -> Result<Self, SessionError> {
         let fresh = Position {
             agent: start,
@@ -927,7 +933,7 @@ impl<'p> Position<'p> {
         // new turn, numbered after them (so a later resume finds the latest turn).
         let latest_turn = marks.iter().flatten().map(|m| m.turn).max();
         if let Some(turns) = latest_turn
-            && matches!(fresh.state_a.messages().last(), Some(Message::User(_)))
+            && (for_queue || matches!(fresh.state_a.messages().last(), Some(Message::User(_))))
         {
             return Ok(Position {
                 turns,
@@ -1044,7 +1050,7 @@ pub async fn run_session(
                 .clone()
                 .unwrap_or_else(AgentState::initial),
         ),
-        options.runtime_profile,
+        (options.runtime_profile, options.for_queue),
     )?;
     let mut driver = Driver {
         project,

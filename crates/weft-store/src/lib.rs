@@ -55,7 +55,7 @@ pub use model::{
     RunStatus, ThreadRecord, ToolCallRecord, ToolCallStatus, Usage, event_type, new_id, now_string,
 };
 pub use postgres::{PgOptions, drop_schema};
-pub use queue::{QueuedMessage, ThreadQueue};
+pub use queue::{QueuedMessage, QueuedTool, ThreadQueue};
 pub use redact::{DefaultRedactor, NoRedaction, Redactor};
 pub use schema::SCHEMA_VERSION;
 pub use sqlite::{SqliteOptions, Synchronous};

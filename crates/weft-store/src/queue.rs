@@ -1,12 +1,14 @@
-//! [`ThreadQueue`]: a thread's queue (Standard Agents): messages queued while one of its runs
-//! works, which that run takes, in order, before its next model step. A message leaves the
+//! [`ThreadQueue`]: a thread's queue (Standard Agents): messages and tool calls
+//! (`queueTool()`, [`QueuedTool`]) queued while one of its runs works, which that run takes,
+//! in order, before its next model step. A message leaves the
 //! queue only once the step that carries it is checkpointed, so a crash in between loses
 //! nothing (the run recognises a message it already took by its id).
 
 use async_trait::async_trait;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::error::StoreError;
+use crate::error::{StoreError, corrupt};
 use crate::model::now_string;
 use crate::sql::{Row, stmt};
 use crate::store::Store;
@@ -30,16 +32,47 @@ pub struct QueuedMessage {
     /// views do not show it as a user message.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub silent: bool,
+    /// A queued tool call (Standard Agents `queueTool()`, queued with
+    /// [`ThreadQueue::queue_tool`]) instead of a message: the run takes it as a call of its
+    /// next step (`text` is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<QueuedTool>,
+}
+
+/// A tool call waiting in a thread's queue (Standard Agents `queueTool()`): the tool's name
+/// and its arguments. The run that takes it runs it through the same tool pipeline as a call
+/// the model made (validation, policy, approval, the ledger), under the queue entry's id.
+///
+/// # Examples
+///
+/// ```
+/// let call = weft_store::QueuedTool {
+///     name: "support".into(),
+///     arguments: serde_json::json!({"message": "A customer asks for a refund"}),
+/// };
+/// assert_eq!(serde_json::to_value(&call).unwrap()["name"], "support");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedTool {
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments (a JSON object).
+    pub arguments: Value,
 }
 
 impl QueuedMessage {
     fn from_row(row: &Row) -> Result<Self, StoreError> {
+        let tool = match row.opt_text(5)? {
+            Some(json) => Some(serde_json::from_str(&json).map_err(|e| corrupt("thread_queue", e))?),
+            None => None,
+        };
         Ok(QueuedMessage {
             id: row.text(0)?,
             thread_id: row.text(1)?,
             text: row.text(2)?,
             created_at: row.text(3)?,
             silent: row.int(4)? != 0,
+            tool,
         })
     }
 }
@@ -65,6 +98,17 @@ pub trait ThreadQueue: Send + Sync {
     /// # Errors
     /// Database failures.
     async fn queue_message(&self, thread: &str, text: &str) -> Result<QueuedMessage, StoreError>;
+
+    /// Queues a call of the tool `tool` with `arguments` on `thread` (Standard Agents
+    /// `queueTool()`; committed on return), in order with the queued messages.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn queue_tool(
+        &self,
+        thread: &str,
+        tool: &QueuedTool,
+    ) -> Result<QueuedMessage, StoreError>;
 
     /// Queues `text` on `thread` under the id `id` unless a message with that id was
     /// queued before (committed on return): a sender that may repeat itself (a child run
@@ -102,6 +146,7 @@ impl ThreadQueue for Store {
             text: text.to_owned(),
             created_at: now_string(),
             silent: false,
+            tool: None,
         };
         self.write_now(vec![stmt!(
             "INSERT INTO thread_queue (id, thread_id, text, created_at) VALUES ($1, $2, $3, $4)",
@@ -109,6 +154,32 @@ impl ThreadQueue for Store {
             message.thread_id.as_str(),
             message.text.as_str(),
             message.created_at.as_str()
+        )])
+        .await?;
+        Ok(message)
+    }
+
+    async fn queue_tool(
+        &self,
+        thread: &str,
+        tool: &QueuedTool,
+    ) -> Result<QueuedMessage, StoreError> {
+        let json = serde_json::to_string(tool).map_err(|e| corrupt("thread_queue", e))?;
+        let message = QueuedMessage {
+            id: format!("q-{:016x}", fastrand::u64(..)),
+            thread_id: thread.to_owned(),
+            text: String::new(),
+            created_at: now_string(),
+            silent: false,
+            tool: Some(tool.clone()),
+        };
+        self.write_now(vec![stmt!(
+            "INSERT INTO thread_queue (id, thread_id, text, created_at, tool) VALUES ($1, $2, $3, $4, $5)",
+            message.id.as_str(),
+            message.thread_id.as_str(),
+            "",
+            message.created_at.as_str(),
+            json.as_str()
         )])
         .await?;
         Ok(message)
@@ -150,7 +221,7 @@ impl ThreadQueue for Store {
         let rows = self
             .query(stmt!(
                 "SELECT q.id, q.thread_id, q.text, q.created_at, \
-                 CASE WHEN EXISTS (SELECT 1 FROM queue_sent s WHERE s.id = q.id) THEN 1 ELSE 0 END \
+                 CASE WHEN EXISTS (SELECT 1 FROM queue_sent s WHERE s.id = q.id) THEN 1 ELSE 0 END, q.tool \
                  FROM thread_queue q WHERE q.thread_id = $1 ORDER BY q.position",
                 thread
             ))

@@ -25,7 +25,7 @@ pub(crate) struct Migration {
 }
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -82,6 +82,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 11,
         name: "compact checkpoint history (integer thread keys, timestamps as integers)",
         sql: V11,
+    },
+    Migration {
+        version: 12,
+        name: "queued tool calls in the thread queue (Standard Agents queueTool)",
+        sql: V12,
     },
 ];
 
@@ -410,6 +415,12 @@ INSERT INTO checkpoint_items (thread_key, seq, kind, item_key, body)
   SELECT t.id, m.seq, m.kind, m.item_key, m.body
   FROM checkpoint_messages m JOIN checkpoint_threads t ON t.thread_id = m.thread_id;
 DROP TABLE checkpoint_messages;
+";
+
+// Queued tool calls (Standard Agents `queueTool()`, `src/queue.rs`): a queue entry whose `tool`
+// is set is a tool call (`{"name", "arguments"}` as JSON), taken in order with the messages.
+const V12: &str = r"
+ALTER TABLE thread_queue ADD COLUMN tool TEXT;
 ";
 
 /// The DDL of a migration for PostgreSQL.

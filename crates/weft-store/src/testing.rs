@@ -92,8 +92,14 @@ fn write_line(out: &Path, log: &Path, id: &str, line: &str) -> std::io::Result<(
     Ok(())
 }
 
+/// The metadata key (value `true`) of an assistant message that holds tool calls a run took
+/// from its thread's queue (`queueTool()`): not a model's answer, so `scripted-turns` does
+/// not count it.
+pub const QUEUED_CALLS_KEY: &str = "queued";
+
 /// The `scripted-turns` provider: `scripted-turns:PATH` loads the script at `PATH`; model
-/// call k (k = the number of assistant messages in the request) gets response k.
+/// call k (k = the number of assistant messages in the request, less those holding queued
+/// tool calls, [`QUEUED_CALLS_KEY`]) gets response k.
 pub fn scripted_turns_provider() -> Arc<Provider> {
     Arc::new(
         Provider::new(SCRIPTED_TURNS, env!("CARGO_PKG_VERSION")).with_llm(
@@ -113,7 +119,14 @@ pub fn scripted_turns_provider() -> Arc<Provider> {
                             .iter()
                             .filter(|m| match m {
                                 Message::Assistant(a) => {
-                                    answer_tag(a).is_none_or(|tag| tag == id.as_str())
+                                    let queued = a
+                                        .metadata
+                                        .as_ref()
+                                        .and_then(|m| m.get(QUEUED_CALLS_KEY))
+                                        .and_then(Value::as_bool)
+                                        .unwrap_or(false);
+                                    !queued
+                                        && answer_tag(a).is_none_or(|tag| tag == id.as_str())
                                 }
                                 _ => false,
                             })

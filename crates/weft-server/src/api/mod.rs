@@ -14,6 +14,7 @@
 pub mod assistants;
 pub mod model;
 pub mod openapi;
+pub mod queue;
 pub mod runs;
 mod stream;
 pub mod threads;
@@ -72,6 +73,7 @@ api_routes! {
     post "/threads/{parent_thread_id}/variables/{request_id}" => variables::request_post;
     get "/threads/{thread_id}/thread-state" => threads::thread_state;
     post "/threads/{thread_id}/terminate" => threads::terminate;
+    post "/threads/{thread_id}/queue" => queue::queue_tool;
     post "/threads/{thread_id}/runs" => runs::create;
     get "/threads/{thread_id}/runs" => runs::list;
     post "/threads/{thread_id}/runs/stream" => runs::stream;

@@ -5,7 +5,7 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use super::{assistants, model, runs, threads, variables};
+use super::{assistants, model, queue, runs, threads, variables};
 
 /// The document's definition: every handler of the run API.
 #[derive(Debug, OpenApi)]
@@ -38,6 +38,7 @@ use super::{assistants, model, runs, threads, variables};
         variables::request_post,
         threads::thread_state,
         threads::terminate,
+        queue::queue_tool,
         runs::create,
         runs::list,
         runs::stream,
@@ -49,6 +50,8 @@ use super::{assistants, model, runs, threads, variables};
     ),
     components(schemas(
         model::Assistant,
+        queue::QueueTool,
+        queue::QueuedToolView,
         model::Thread,
         model::ThreadStatus,
         model::ThreadState,
