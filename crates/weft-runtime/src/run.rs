@@ -419,7 +419,9 @@ impl Runtime {
         }
         self.refuse_terminated(thread).await?;
         if tool.trim().is_empty() {
-            return Err(RunError::Refused("a queued tool call needs a tool name".into()));
+            return Err(RunError::Refused(
+                "a queued tool call needs a tool name".into(),
+            ));
         }
         if !arguments.is_object() {
             return Err(RunError::Refused(format!(

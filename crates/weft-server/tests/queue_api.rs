@@ -179,7 +179,11 @@ async fn a_tool_queued_while_a_run_works_joins_it_before_its_next_model_step() {
     let (status, queued) = s.post(&format!("/threads/{thread}/queue"), &call).await;
     assert_eq!(status, 202, "{queued}");
     assert_eq!(queued["started"], false, "{queued}");
-    assert_eq!(queued["run_id"], run.as_str(), "the run in progress takes it");
+    assert_eq!(
+        queued["run_id"],
+        run.as_str(),
+        "the run in progress takes it"
+    );
     let runs = runs_succeeded(&s, &thread, 1).await;
     assert_eq!(runs[0]["run_id"], run.as_str());
     assert!(s.project_dir().join("second.txt").exists());

@@ -63,7 +63,9 @@ pub struct QueuedTool {
 impl QueuedMessage {
     fn from_row(row: &Row) -> Result<Self, StoreError> {
         let tool = match row.opt_text(5)? {
-            Some(json) => Some(serde_json::from_str(&json).map_err(|e| corrupt("thread_queue", e))?),
+            Some(json) => {
+                Some(serde_json::from_str(&json).map_err(|e| corrupt("thread_queue", e))?)
+            }
             None => None,
         };
         Ok(QueuedMessage {

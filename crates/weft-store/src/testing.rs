@@ -125,8 +125,7 @@ pub fn scripted_turns_provider() -> Arc<Provider> {
                                         .and_then(|m| m.get(QUEUED_CALLS_KEY))
                                         .and_then(Value::as_bool)
                                         .unwrap_or(false);
-                                    !queued
-                                        && answer_tag(a).is_none_or(|tag| tag == id.as_str())
+                                    !queued && answer_tag(a).is_none_or(|tag| tag == id.as_str())
                                 }
                                 _ => false,
                             })

@@ -91,6 +91,16 @@ pub(crate) struct RunArgs {
     /// the agent seeing everything said before.
     #[arg(long = "continue", value_name = "THREAD")]
     continue_thread: Option<String>,
+    /// Queue a call of the tool NAME on the `--continue` thread instead of sending a
+    /// message (Standard Agents `queueTool()`): a run starts on the thread and its first step
+    /// runs the call (through the same checks as the model's calls) before the model is
+    /// asked; a call of an `ai_human` agent's tool hands the thread over to it. When another
+    /// process drives a run of the thread, the call is only queued (its next run takes it).
+    #[arg(long, value_name = "NAME", requires = "continue_thread")]
+    queue_tool: Option<String>,
+    /// The arguments of the `--queue-tool` call, a JSON object (default `{}`).
+    #[arg(long, value_name = "JSON", requires = "queue_tool")]
+    tool_args: Option<String>,
     /// Never ask anything on the terminal: a call that needs approval suspends the run
     /// (exit 4) instead of being asked inline.
     #[arg(long)]
@@ -226,12 +236,18 @@ fn run_once(args: RunArgs, started: &mut Started) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let input = match input {
-        Some(input) => input,
-        None => read_input()?,
+    let input = match (input, &args.queue_tool) {
+        // A run for the queued call: no new message.
+        (None, Some(_)) => String::new(),
+        (Some(_), Some(_)) => {
+            eprintln!("weft: --queue-tool takes no message: the queued call is the run's work");
+            return Ok(ExitCode::from(2));
+        }
+        (Some(input), None) => input,
+        (None, None) => read_input()?,
     };
     anyhow::ensure!(
-        !input.trim().is_empty(),
+        args.queue_tool.is_some() || !input.trim().is_empty(),
         "the input is empty: give a message to the agent"
     );
     // The project's prices go to the runtime; --pricing is recorded with the run, so a
@@ -352,6 +368,26 @@ async fn drive(
         }),
         None => None,
     };
+    if let (Some(tool), Some(thread)) = (&args.queue_tool, &thread) {
+        if !queue_tool(&runtime, thread, tool, args.tool_args.as_deref()).await? {
+            return Ok(ExitCode::from(2));
+        }
+        if let Some(run) = runtime
+            .store()
+            .thread_runs(thread)
+            .await?
+            .into_iter()
+            .next()
+            && weft_runtime::ownership::effective_status(runtime.store(), &run)
+                == weft_store::RunStatus::Running
+        {
+            println!(
+                "queued on thread {thread}: run {} is in progress there; the thread's next run takes it",
+                run.run_id
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let handle = match runtime.start_on(thread.as_deref(), spec, true).await {
         Ok(handle) => handle,
         Err(error) => {
@@ -366,6 +402,34 @@ async fn drive(
         started.error = record.error;
     }
     Ok(code)
+}
+
+/// Queues the `--queue-tool` call on `thread`; `false` (after saying why) when it cannot be.
+async fn queue_tool(
+    runtime: &Runtime,
+    thread: &str,
+    tool: &str,
+    arguments: Option<&str>,
+) -> anyhow::Result<bool> {
+    let arguments = match arguments.map(serde_json::from_str::<serde_json::Value>) {
+        None => serde_json::json!({}),
+        Some(Ok(value)) if value.is_object() => value,
+        Some(Ok(_)) => {
+            eprintln!("weft: --tool-args must be a JSON object");
+            return Ok(false);
+        }
+        Some(Err(error)) => {
+            eprintln!("weft: --tool-args is not JSON: {error}");
+            return Ok(false);
+        }
+    };
+    match runtime.queue_tool(thread, tool, arguments).await {
+        Ok(_) => Ok(true),
+        Err(error) => {
+            eprintln!("weft: {error}");
+            Ok(false)
+        }
+    }
 }
 
 /// The runtime of `weft run` and `weft resume`: the store, every provider (the embedded

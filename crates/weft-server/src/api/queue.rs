@@ -78,7 +78,9 @@ pub(crate) async fn queue_tool(
 ) -> Result<Response, ApiError> {
     let request: QueueTool = parse_body(&body)?;
     if request.tool.trim().is_empty() {
-        return Err(ApiError::bad_request("name the tool to queue: {\"tool\": NAME}"));
+        return Err(ApiError::bad_request(
+            "name the tool to queue: {\"tool\": NAME}",
+        ));
     }
     let arguments = request.arguments.unwrap_or_else(|| json!({}));
     if !arguments.is_object() {
