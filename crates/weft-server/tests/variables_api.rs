@@ -211,3 +211,136 @@ async fn variables_are_set_over_http_and_a_deferred_subagent_boots_when_they_are
         assert!(!answer.contains(SECRET), "{answer}");
     }
 }
+
+/// Agent `a` creates a resumable instance of the `dual_ai` subagent `reviewer`, which needs
+/// its own secret DOC_DB (required, scoped).
+fn resumable_project(p: &std::path::Path) {
+    let files = [
+        (
+            "weft.toml",
+            "name = \"t\"\nmodel = \"scripted-turns:lead.json\"\nsandbox = \"none\"\ndefaultAgent = \"a\"\n".to_owned(),
+        ),
+        ("agents/a.toml", "name = \"a\"\n[sideA]\nprompt = \"lead\"\n".into()),
+        (
+            "prompts/lead.toml",
+            "name = \"lead\"\ntools = [{ name = \"reviewer\", initUserMessageProperty = \"task\", resumable = { receives_messages = \"side_a\" } }]\n".into(),
+        ),
+        (
+            "tools/done.toml",
+            "name = \"done\"\nparameters = { type = \"object\", properties = { summary = { type = \"string\" } } }\n".into(),
+        ),
+        (
+            "agents/reviewer.toml",
+            "name = \"reviewer\"\ntype = \"dual_ai\"\nexposeAsTool = true\ntoolDescription = \"Reviews.\"\nmaxSessionTurns = 4\n\
+             [sideA]\nprompt = \"worker\"\nsessionStop = { name = \"done\", messageProperty = \"summary\" }\n[sideB]\nprompt = \"checker\"\n\
+             [[variables]]\nname = \"DOC_DB\"\ntype = \"secret\"\nrequired = true\nscoped = true\ndescription = \"The reviewer's database\"\n".into(),
+        ),
+        (
+            "prompts/worker.toml",
+            "name = \"worker\"\nmodel = \"scripted-turns:worker.json\"\ntools = [\"done\", \"run_command\"]\n".into(),
+        ),
+        ("prompts/checker.toml", "name = \"checker\"\nmodel = \"scripted-turns:checker.json\"\n".into()),
+        (
+            "lead.json",
+            json!({"responses": [
+                {"toolCalls": [call("c1", "subagent_create", json!({"name": "rev", "task": "review chapter 2"}))]},
+                {"text": "waiting for the reviewer"},
+            ]})
+            .to_string(),
+        ),
+        (
+            "worker.json",
+            json!({"responses": [
+                {"toolCalls": [call("w1", "run_command", json!({"command": "echo \"task db=$DOC_DB\""}))]},
+                {"toolCalls": [call("w2", "done", json!({"summary": "chapter 2 reviewed"}))]},
+            ]})
+            .to_string(),
+        ),
+        ("checker.json", json!({"responses": [{"text": "fine"}]}).to_string()),
+    ];
+    for (path, text) in files {
+        let path = p.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+/// SA-048 for `subagent_create`: a resumable instance whose required scoped variable is
+/// missing is not created; the model reads `subagent_env_required` with the request, and
+/// `POST /threads/{parent}/variables/{request}` creates the instance (in the parent's
+/// registry, under its name) and boots it with the original creation arguments; its result
+/// comes to the parent as a silent message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumable_subagent_missing_a_scoped_variable_is_created_when_it_is_posted() {
+    let dir = tempfile::tempdir().unwrap();
+    resumable_project(&dir.path().join("p"));
+    let s = Served::serve(dir).await;
+    let thread = s.thread().await;
+    let run =
+        json!({"assistant_id": "a", "input": {"messages": [{"role": "user", "content": "go"}]}});
+    let (status, done) = s.post(&format!("/threads/{thread}/runs/wait"), &run).await;
+    assert_eq!(status, 200, "{done}");
+    let store = s.store();
+    let events = store
+        .events(&weft_store::EventQuery {
+            thread_id: Some(thread.clone()),
+            types: vec!["tool_call_end".into()],
+            ..weft_store::EventQuery::default()
+        })
+        .await
+        .unwrap();
+    let result = events
+        .iter()
+        .find(|e| e.payload["tool"] == "subagent_create")
+        .map(|e| e.payload["result"].to_string())
+        .expect("the creation ended");
+    assert!(result.contains("subagent_env_required"), "{result}");
+    assert!(result.contains("DOC_DB"), "{result}");
+    let request = result
+        .split("vr-")
+        .nth(1)
+        .map(|rest| format!("vr-{}", &rest[..16]))
+        .expect("a request id in the error");
+    // Nothing was created yet.
+    let (_, state) = s.get(&format!("/threads/{thread}/thread-state")).await;
+    assert_eq!(state["children"], json!([]), "{state}");
+    let path = format!("/threads/{thread}/variables/{request}");
+    let (status, pending) = s.get(&path).await;
+    assert_eq!(status, 200, "{pending}");
+    assert_eq!(pending["missing"], json!(["DOC_DB"]));
+
+    let (status, booted) = s.post(&path, &json!({"values": {"DOC_DB": SECRET}})).await;
+    assert_eq!(status, 202, "{booted}");
+    let child = booted["thread_id"].as_str().unwrap().to_owned();
+    let run_id = booted["run_id"].as_str().unwrap().to_owned();
+    let (status, joined) = s.get(&format!("/threads/{child}/runs/{run_id}/join")).await;
+    assert_eq!(status, 200, "{joined}");
+    until(|| {
+        let store = store.clone();
+        let thread = thread.clone();
+        async move { !store.queued(&thread).await.unwrap().is_empty() }
+    })
+    .await;
+    let queued = store.queued(&thread).await.unwrap();
+    assert_eq!(
+        queued[0].text,
+        format!(
+            "Subagent (reference: {child}) has returned the following result:\n\nchapter 2 reviewed"
+        )
+    );
+    assert!(queued[0].silent, "the child's result is a silent message");
+    // The instance is in the parent's registry under the name it was created with, booted
+    // with the original first message.
+    let (_, state) = s.get(&format!("/threads/{thread}/thread-state")).await;
+    let children = state["children"].as_array().unwrap();
+    assert_eq!(children.len(), 1, "{state}");
+    assert_eq!(children[0]["name"], "rev");
+    assert_eq!(children[0]["reference"], child.as_str());
+    assert_eq!(children[0]["resumable"], true);
+    assert_eq!(children[0]["status"], "completed");
+    let first = store.latest_checkpoint(&child).await.unwrap().unwrap();
+    assert_eq!(
+        first.checkpoint.state.messages().next().unwrap().text(),
+        "review chapter 2"
+    );
+}

@@ -100,15 +100,53 @@ pub fn registry_message(children: &[SubagentRegistryEntry]) -> Option<String> {
     Some(text)
 }
 
-/// Whether the scoped variables the child graph of `agent` requires are all set (agents
-/// §7.8). The point where a `subagent_env_required` error is raised before a child boots:
-/// Weft has no scoped variables yet, so every creation may go on.
-pub(crate) fn check_scoped_variables(
-    _parent: &Parent,
-    _agent: &AgentDefinition,
-    _arguments: &Value,
+/// Whether the variables the new instance of `target` requires are all set (agents §7.8):
+/// its env is the parent's minus what it scopes, so a required scoped variable has no value
+/// until a person gives it one. When some are missing, the creation is deferred: a
+/// variable request keeps the original `subagent_create` arguments (and what the registry
+/// entry needs), and the model reads the structured `subagent_env_required` error naming
+/// the request, the missing variables and the bootstrap endpoint
+/// (`POST /threads/{parent}/variables/{request}`, `weft variables`), which creates the
+/// instance and boots it with those arguments.
+pub(crate) async fn check_scoped_variables(
+    parent: &Parent,
+    target: &Offered,
+    (name, arguments): (&str, &Value),
+    (store, parent_thread): (&weft_store::Store, &str),
 ) -> Result<(), ToolError> {
-    Ok(())
+    let scoped = crate::variables::scoped_names(&parent.project, &target.agent);
+    let env = parent
+        .options
+        .variables
+        .for_child(parent.transfer.clone(), &scoped);
+    let missing = crate::variables::missing(&parent.project, &target.agent, &env);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let creation = json!({
+        "name": name,
+        "description": arguments.get("description").and_then(Value::as_str),
+        "blocking": target.config.blocking,
+        "parentCommunication": target
+            .resumable
+            .parent_communication
+            .unwrap_or(crate::definition::ParentCommunication::Implicit)
+            .as_str(),
+    });
+    let error = crate::variables::defer_subagent(
+        store,
+        parent_thread,
+        &target.agent.name,
+        arguments,
+        Some(target.property()),
+        &missing,
+        Some(&creation),
+    )
+    .await
+    .map_err(|e| {
+        ToolError::transient(format!("the creation of {name} could not be deferred: {e}"))
+    })?;
+    Err(ToolError::new(error))
 }
 
 /// The lifecycle tools of the resumable subagents `offered` of a prompt, for `parent`.
@@ -330,7 +368,7 @@ async fn create(
                     listing(&live)
                 )));
             }
-            check_scoped_variables(parent, &target.agent, args)?;
+            check_scoped_variables(parent, target, (name, args), (store, &parent_thread)).await?;
             let reference = weft_store::new_id();
             let entry = SubagentRegistryEntry {
                 reference: reference.clone(),

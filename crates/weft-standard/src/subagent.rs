@@ -490,10 +490,22 @@ pub(crate) async fn run_child(
     // The child's env: the parent's, minus what the child scopes (agents tools §3). A
     // required variable without a value stops the call before any child exists.
     let scoped = crate::variables::scoped_names(&parent.project, target);
-    let child_env = parent
-        .options
-        .variables
-        .for_child(parent.transfer.clone(), &scoped);
+    let mut own = parent.transfer.clone();
+    if let (ChildThread::Resumable { reference, .. }, Some(durable)) =
+        (thread, &parent.options.durable)
+    {
+        // A resumable instance's own values (given when its deferred creation booted).
+        use weft_store::ThreadVariables as _;
+        let stored = durable
+            .store
+            .variable_values(reference)
+            .await
+            .map_err(|e| {
+                ToolError::transient(format!("the variables of {name} could not be read: {e}"))
+            })?;
+        own = crate::variables::Env::from_store(stored).for_child(own, &Default::default());
+    }
+    let child_env = parent.options.variables.for_child(own, &scoped);
     let missing = crate::variables::missing(&parent.project, target, &child_env);
     if !missing.is_empty()
         && matches!(thread, ChildThread::PerCall)
@@ -511,6 +523,7 @@ pub(crate) async fn run_child(
             &serde_json::json!({ DEFAULT_MESSAGE_PROPERTY: input }),
             None,
             &missing,
+            None,
         )
         .await
         .map_err(|e| {

@@ -473,9 +473,12 @@ pub(crate) async fn defer_subagent(
     arguments: &serde_json::Value,
     message_property: Option<&str>,
     missing: &[Declared],
+    creation: Option<&serde_json::Value>,
 ) -> Result<String, StoreError> {
     let names: Vec<String> = missing.iter().map(|d| d.name.clone()).collect();
-    let payload = serde_json::json!({"arguments": arguments, "messageProperty": message_property});
+    // `creation`: a deferred `subagent_create` (a resumable instance: its name, description,
+    // blocking and parent communication), registered as the parent's child when it boots.
+    let payload = serde_json::json!({"arguments": arguments, "messageProperty": message_property, "create": creation});
     let request = store
         .create_variable_request(parent_thread, agent, &payload, &names)
         .await?;
@@ -599,17 +602,58 @@ pub async fn boot_deferred(
         return Err(BootError::Completed(request.id));
     }
     let thread = deferred_thread(&request);
-    if store.thread(&thread).await?.is_none() {
-        let mut record = weft_store::ThreadRecord::new(&thread);
+    let arguments = &request.payload["arguments"];
+    let creation = request.payload.get("create").filter(|c| c.is_object());
+    let existing = store.thread(&thread).await?;
+    if existing.is_none() || creation.is_some() {
+        let mut record = existing.unwrap_or_else(|| weft_store::ThreadRecord::new(&thread));
         record.parent_thread_id = Some(parent_thread.to_owned());
         record.title = Some(agent.name.clone());
         record.metadata.insert(
             "variableRequest".to_owned(),
             serde_json::Value::from(request.id.clone()),
         );
+        if let Some(creation) = creation {
+            // A resumable instance: its thread says whose it is and what created it.
+            record.title = creation["name"].as_str().map(str::to_owned);
+            record.metadata.insert(
+                weft_runtime::child::SUBAGENT_KEY.to_owned(),
+                serde_json::Value::from(agent.name.clone()),
+            );
+            record
+                .metadata
+                .insert("arguments".to_owned(), arguments.clone());
+        }
         store.put_thread(&record).await?;
     }
-    let arguments = &request.payload["arguments"];
+    if let Some(creation) = creation {
+        // The deferred `subagent_create`: the instance joins the parent's registry now,
+        // under its thread (its reference), so `subagent_message` reaches it later.
+        use weft_store::Subagents as _;
+        let name = creation["name"].as_str().unwrap_or(&agent.name).to_owned();
+        let entry = weft_store::SubagentRegistryEntry {
+            reference: thread.clone(),
+            name: name.clone(),
+            title: agent.title.clone(),
+            description: creation["description"]
+                .as_str()
+                .map(str::to_owned)
+                .or_else(|| agent.tool_description.clone())
+                .or_else(|| agent.description.clone())
+                .unwrap_or_default(),
+            resumable: Some(true),
+            blocking: creation["blocking"].as_bool(),
+            thread_name: Some(name),
+            spawn_group_id: None,
+            created_at: Some(chrono::Utc::now().timestamp_micros()),
+            status: "running".into(),
+            parent_communication: creation["parentCommunication"].as_str().map(str::to_owned),
+            agent: agent.name.clone(),
+        };
+        store
+            .register_child(parent_thread, &entry, arguments, None)
+            .await?;
+    }
     let property = request.payload["messageProperty"].as_str();
     let input = crate::subagent::first_message(property, arguments)
         .map_err(|e| BootError::Run(weft_runtime::RunError::Agent(e.message)))?;
@@ -640,8 +684,26 @@ pub async fn deliver_deferred(
         }
         other => crate::subagent::failure_message(&reference, &format!("the run ended: {other:?}")),
     };
+    if request
+        .payload
+        .get("create")
+        .is_some_and(serde_json::Value::is_object)
+    {
+        // A resumable instance: its registry entry says how its first session ended.
+        use weft_store::Subagents as _;
+        let status = match end {
+            weft_runtime::RunEnd::Completed { .. } => "completed",
+            _ => "failed",
+        };
+        store.set_child_status(&reference, status).await?;
+    }
+    // Silent (the runtime's message to the model, not the user's), and queued once.
     store
-        .queue_message(&request.parent_thread_id, &text)
+        .queue_message_once(
+            &request.parent_thread_id,
+            &format!("q-{}-result", request.id),
+            &text,
+        )
         .await
         .map(|_| ())
 }
