@@ -292,3 +292,61 @@ async fn a_bad_queued_call_is_refused_or_becomes_a_tool_error_the_model_reads() 
     assert!(result.1.contains("launch_rockets"), "{result:?}");
     assert_eq!(said[4].1, "That tool does not exist.");
 }
+
+/// A silent message (a child's result, queued once by the runtime) left in the queue when a
+/// run ends starts the next run as a silent message — read by the model, flagged for the
+/// views — not as the user's input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_message_left_in_the_queue_starts_the_next_run_and_stays_silent() {
+    let script = json!({"responses": [
+        {"text": "First answer.", "delayMs": 1000},
+        {"text": "Noted the result."}
+    ]});
+    let s = serve(&[], &script, &[]).await;
+    let thread = s.thread().await;
+    let (_, first) = s
+        .post(
+            &format!("/threads/{thread}/runs"),
+            &json!({"assistant_id": "a", "input": input("one")}),
+        )
+        .await;
+    let run = first["run_id"].as_str().unwrap().to_owned();
+    let store = s.store();
+    until(|| async {
+        weft_store::EventLog::events(
+            &store,
+            &weft_store::EventQuery {
+                run_id: Some(run.clone()),
+                types: vec!["turn_start".into()],
+                ..Default::default()
+            },
+        )
+        .await
+        .is_ok_and(|e| !e.is_empty())
+    })
+    .await;
+    // During the run's last model call: too late for it, so the next run takes it.
+    let text = "Subagent (reference: r1) has returned the following result:\n\nok";
+    assert!(
+        weft_store::ThreadQueue::queue_message_once(&store, &thread, "q-child-r1", text)
+            .await
+            .unwrap()
+    );
+    let runs = runs_succeeded(&s, &thread, 2).await;
+    let second = runs
+        .iter()
+        .find(|r| r["run_id"] != run.as_str())
+        .unwrap()
+        .clone();
+    let second_id = second["run_id"].as_str().unwrap();
+    let record = weft_store::Runs::run(&store, second_id).await.unwrap().unwrap();
+    assert_eq!(record.spec["input"], "", "the silent message is not a user's input");
+    let latest = store.latest_checkpoint(&thread).await.unwrap().unwrap();
+    let messages: Vec<_> = latest.checkpoint.state.messages().collect();
+    let taken = messages
+        .iter()
+        .find(|m| m.text() == text)
+        .expect("the run took the silent message");
+    assert!(weft_runtime::ledger::is_silent(taken));
+    assert_eq!(messages.last().unwrap().text(), "Noted the result.");
+}
