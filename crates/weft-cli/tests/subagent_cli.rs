@@ -355,6 +355,23 @@ fn the_subagents_template_runs_end_to_end_with_no_key() {
         )),
         "{shown}"
     );
+    // The child's result is a silent message: the transcript says so (not the user's).
+    assert!(
+        shown.contains(&format!(
+            "editor heard (silent): Subagent (reference: {child}) has returned the following result:"
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains("user: Subagent (reference:"), "{shown}");
+    let show_json = weft(&p, &["runs", "show", &run, "--json"]);
+    let shown_json: Value = serde_json::from_slice(&show_json.stdout).unwrap();
+    let silent: Vec<&Value> = shown_json["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["kind"] == "user" && l["silent"] == true)
+        .collect();
+    assert!(!silent.is_empty(), "{shown_json:#}");
     // Terminating the instance: its parent's registry says so, and it takes no new run.
     let out = weft(&p, &["thread", "terminate", &child]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));

@@ -133,6 +133,10 @@ pub enum Said {
         text: String,
         /// Whether it is the run's input.
         input: bool,
+        /// Whether it is a silent message (the runtime's, e.g. a child's result queued for
+        /// the model: [`crate::ledger::SILENT`]), not something a person said.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        silent: bool,
     },
     /// The model's text (and reasoning, when it gave any).
     Assistant {
@@ -425,10 +429,14 @@ impl Transcript {
                     thread: thread.clone(),
                     agent: agent.clone(),
                 })),
-                Item::Message(Message::User(u)) => lines.push(line(Said::User {
-                    text: Message::User(u.clone()).text(),
-                    input: entry.input,
-                })),
+                Item::Message(Message::User(u)) => {
+                    let message = Message::User(u.clone());
+                    lines.push(line(Said::User {
+                        text: message.text(),
+                        input: entry.input,
+                        silent: crate::ledger::is_silent(&message),
+                    }));
+                }
                 Item::Message(Message::Assistant(a)) => {
                     let text = Message::Assistant(a.clone()).text();
                     let reasoning: Vec<&str> = a

@@ -339,8 +339,14 @@ async fn a_silent_message_left_in_the_queue_starts_the_next_run_and_stays_silent
         .unwrap()
         .clone();
     let second_id = second["run_id"].as_str().unwrap();
-    let record = weft_store::Runs::run(&store, second_id).await.unwrap().unwrap();
-    assert_eq!(record.spec["input"], "", "the silent message is not a user's input");
+    let record = weft_store::Runs::run(&store, second_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        record.spec["input"], "",
+        "the silent message is not a user's input"
+    );
     let latest = store.latest_checkpoint(&thread).await.unwrap().unwrap();
     let messages: Vec<_> = latest.checkpoint.state.messages().collect();
     let taken = messages

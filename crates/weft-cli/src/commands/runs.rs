@@ -177,8 +177,17 @@ fn transcript_text(lines: &[Line], dual: bool) -> Vec<String> {
                 line.agent.clone()
             };
             match &line.said {
-                Said::User { text, input: true } => format!("user: {}", clip(text, 200)),
-                Said::User { text, input: false } => format!("{who} heard: {}", clip(text, 200)),
+                Said::User {
+                    text, silent: true, ..
+                } => {
+                    format!("{who} heard (silent): {}", clip(text, 200))
+                }
+                Said::User {
+                    text, input: true, ..
+                } => format!("user: {}", clip(text, 200)),
+                Said::User {
+                    text, input: false, ..
+                } => format!("{who} heard: {}", clip(text, 200)),
                 Said::Assistant { text, reasoning } => {
                     let said = format!("{who}: {}", clip(text, 200));
                     match reasoning {
