@@ -37,6 +37,7 @@ pub struct QueueTool {
     pub tool: String,
     /// Its arguments, a JSON object (default `{}`).
     #[serde(default)]
+    #[schema(value_type = Option<Object>)]
     pub arguments: Option<Value>,
     /// The agent of the run started when the thread is idle (default: the project's default
     /// agent).
@@ -54,6 +55,7 @@ pub struct QueuedToolView {
     /// The tool.
     pub tool: String,
     /// Its arguments.
+    #[schema(value_type = Object)]
     pub arguments: Value,
     /// The run that takes it: the run in progress, or the one started for it (`null` when a
     /// run driven elsewhere is in progress: that run's thread takes it at its next run).
