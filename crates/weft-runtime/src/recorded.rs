@@ -5,8 +5,9 @@
 //! providers give new call ids on every answer, so asking again would make recorded tool calls
 //! unrecognisable and run their side effects twice.
 //!
-//! **Invariant:** within one scope the conversation only grows between model calls, so the
-//! message count identifies a request; the request's fingerprint (count and last message) is
+//! **Invariant:** within one scope the conversation only grows between model calls (a
+//! compressed conversation starts a new generation of the scope), so the message count
+//! identifies a request; the request's fingerprint (count and last message) is
 //! checked on replay, and a different one is a divergence, reported, never replayed.
 
 use std::sync::Arc;
@@ -154,7 +155,7 @@ fn decode(value: &Value, provider: &str) -> Result<LlmResponse, UppError> {
 
 impl RecordedModel {
     fn position(&self, request: &LlmRequest) -> String {
-        format!("{}@{}", self.scope, request.messages.len())
+        position(&self.scope, &request.messages)
     }
 
     /// The recorded response at the request's position, if any.
@@ -182,18 +183,27 @@ impl RecordedModel {
     }
 }
 
-/// Stores `response` at `scope@request_len` (committed before returning in `sync`
+/// The position of a request with `messages` in `scope`: `scope@LEN`, or `scope~G@LEN` once
+/// the runtime profile compressed the conversation (generation `G`; `Gs` for the summary
+/// request of compression `G`): a compressed conversation is shorter than before, and
+/// within one generation it only grows again.
+fn position(scope: &str, messages: &[Message]) -> String {
+    match crate::profile::context::generation_label(messages) {
+        Some(generation) => format!("{scope}~{generation}@{}", messages.len()),
+        None => format!("{scope}@{}", messages.len()),
+    }
+}
+
+/// Stores `response` at its position (committed before returning in `sync`
 /// durability) and makes its calls the current round of the ledger.
 async fn record(
     run: &RunContext,
-    scope: &str,
     provider: &str,
     priced: &(String, Option<Quote>),
-    request_len: usize,
+    position: String,
     fingerprint: String,
     response: &LlmResponse,
 ) -> Result<(), UppError> {
-    let position = format!("{scope}@{request_len}");
     // Priced now that its usage is known, with the price kept beside it.
     let (cost, fields) = cost_fields(&priced.0, priced.1.as_ref(), &response.usage);
     let record = RecordedResponse {
@@ -242,7 +252,7 @@ impl LlmModel for RecordedModel {
                 return Ok(response);
             }
             within_budget(&self.run, self.inner.provider(), self.priced.1.is_some())?;
-            let len = request.messages.len();
+            let at = self.position(&request);
             let print = fingerprint(&request.messages);
             let (provider, model) = (self.inner.provider(), self.inner.model_id());
             let chat = ChatSpan::open(&self.run, provider, model, &request);
@@ -251,10 +261,9 @@ impl LlmModel for RecordedModel {
             let response = response?;
             record(
                 &self.run,
-                &self.scope,
                 self.inner.provider(),
                 &self.priced,
-                len,
+                at,
                 print,
                 &response,
             )
@@ -269,7 +278,7 @@ impl LlmModel for RecordedModel {
                 return Ok(response.into_stream());
             }
             within_budget(&self.run, self.inner.provider(), self.priced.1.is_some())?;
-            let len = request.messages.len();
+            let position = self.position(&request);
             let print = fingerprint(&request.messages);
             let (provider, model) = (self.inner.provider(), self.inner.model_id());
             let chat = ChatSpan::open(&self.run, provider, model, &request);
@@ -283,7 +292,7 @@ impl LlmModel for RecordedModel {
             // One shared handle, so each passing event costs a reference count, not copies.
             let at = Arc::new((
                 self.run.clone(),
-                self.scope.clone(),
+                position,
                 self.inner.provider().to_owned(),
                 print,
                 self.priced.clone(),
@@ -294,12 +303,19 @@ impl LlmModel for RecordedModel {
             let stream = inner.then(move |part| {
                 let at = at.clone();
                 async move {
-                    let (run, scope, provider, print, priced, (chat, model)) = &*at;
+                    let (run, position, provider, print, priced, (chat, model)) = &*at;
                     match part {
                         Ok(LlmStreamPart::Response(response)) => {
                             chat.end(provider, model, Ok(&response));
-                            record(run, scope, provider, priced, len, print.clone(), &response)
-                                .await?;
+                            record(
+                                run,
+                                provider,
+                                priced,
+                                position.clone(),
+                                print.clone(),
+                                &response,
+                            )
+                            .await?;
                             Ok(LlmStreamPart::Response(response))
                         }
                         Err(error) => {

@@ -44,6 +44,7 @@ mod background;
 pub mod definition;
 mod error;
 mod gates;
+pub mod knowledge;
 mod launch;
 pub mod lifecycle;
 pub mod preflight;

@@ -523,6 +523,13 @@ impl Driver<'_> {
             mcp,
             thread,
             registry,
+            context: profile.as_ref().map(|profile| {
+                Arc::new(weft_runtime::profile::context::ContextManager::new(
+                    profile.context.clone(),
+                    durable_run.clone(),
+                    Some(side),
+                ))
+            }),
             base_usage: {
                 let mut usage = self
                     .options
@@ -535,17 +542,32 @@ impl Driver<'_> {
                 usage
             },
         };
+        let mut system = match &self.options.start_context {
+            Some(context) => format!(
+                "{}\n\n{context}",
+                self.project
+                    .system_text(&self.options.variables, agent_def, prompt)
+            ),
+            None => self
+                .project
+                .system_text(&self.options.variables, agent_def, prompt),
+        };
+        if profile.is_some() {
+            // The project's knowledge, in the system prompt of every model call: added after
+            // the history is compressed, never part of it (runtime spec §5.11(4)).
+            let knowledge = crate::knowledge::load(self.project.dir())
+                .await
+                .map_err(|e| fail(format!("the project's knowledge/ folder: {e}")))?;
+            if let Some(knowledge) = knowledge {
+                system = if system.is_empty() {
+                    knowledge
+                } else {
+                    format!("{system}\n\n{knowledge}")
+                };
+            }
+        }
         let mut agent_options = AgentOptions::new(model)
-            .system(match &self.options.start_context {
-                Some(context) => format!(
-                    "{}\n\n{context}",
-                    self.project
-                        .system_text(&self.options.variables, agent_def, prompt)
-                ),
-                None => self
-                    .project
-                    .system_text(&self.options.variables, agent_def, prompt),
-            })
+            .system(system)
             .tools(tools.clone())
             // The declared variables' values, for the tools (`run_command` passes them on).
             .tool_extension(crate::variables::tool_env(

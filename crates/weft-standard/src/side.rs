@@ -21,6 +21,7 @@ use weft_provider::{LlmInstance, Message, Tool, ToolResult, Turn};
 use weft_runtime::event::{EventKind, Side};
 use weft_runtime::ledger::RunContext;
 use weft_runtime::observer::RunObserver;
+use weft_runtime::profile::context::{CompressionError, ContextManager};
 use weft_runtime::profile::orchestrator::{Next, Orchestrator};
 
 use crate::definition::{LifecyclePayload, SessionToolBinding, SideConfig};
@@ -210,6 +211,9 @@ pub(crate) struct SideTurn {
     /// Whether the side's context lists the thread's child registry (agents §7.11), read
     /// again before every step.
     pub(crate) registry: bool,
+    /// The runtime profile's context management (§5.11): the history is compressed before
+    /// a step's model call when it passes the threshold (`None`: off).
+    pub(crate) context: Option<Arc<ContextManager>>,
 }
 
 /// The MCP servers of a side's prompt, and the tools it offers besides theirs.
@@ -339,6 +343,53 @@ impl ExecutionStrategy for SideTurn {
                 }
                 offered = Some(ctx.llm_with(options)?);
             }
+            if let Some(context) = &self.context {
+                // Compression comes before anything the step adds (the Final Warning, the
+                // thread's queue) and before the knowledge the system prompt carries.
+                let llm = offered.as_ref().unwrap_or(&ctx.llm);
+                let pending: Vec<Message> = if taken == self.prior_steps {
+                    self.input.iter().cloned().collect()
+                } else {
+                    Vec::new()
+                };
+                let summarizer = |system: &str| {
+                    let mut options = ctx.agent.llm_options().clone();
+                    options.tools = Vec::new();
+                    options.tool_layers = Vec::new();
+                    options.stream_tap = None;
+                    options.structure = None;
+                    options.system = Some(system.to_owned());
+                    ctx.llm_with(options).ok()
+                };
+                let compressed = context
+                    .before_call(
+                        steps.committed(),
+                        &pending,
+                        llm,
+                        summarizer,
+                        ctx.signal.child_token(),
+                    )
+                    .await;
+                match compressed {
+                    Ok(Some(history)) => steps.replace_history(history),
+                    Ok(None) => {}
+                    Err(error) => {
+                        if let Some(profile) = &self.profile {
+                            profile.failed().await;
+                        }
+                        return Err(match error {
+                            CompressionError::Summary(e) if ctx.signal.is_cancelled() => {
+                                let _ = e;
+                                AgentError::Cancelled {
+                                    state: Box::new(steps.committed().clone()),
+                                }
+                            }
+                            CompressionError::Summary(e) => AgentError::Upp(e),
+                            other => AgentError::Config(other.to_string()),
+                        });
+                    }
+                }
+            }
             if let Some(profile) = &self.profile {
                 profile.before_step(taken).await.map_err(illegal)?;
             }
@@ -384,6 +435,9 @@ impl ExecutionStrategy for SideTurn {
                 }
             };
             taken += 1;
+            if let Some(context) = &self.context {
+                context.step_ended(&turn, steps.committed());
+            }
             let mut statuses = Vec::new();
             let end = match &self.profile {
                 Some(profile) => {

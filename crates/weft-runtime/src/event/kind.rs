@@ -459,6 +459,41 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         side: Option<Side>,
     },
+    /// The runtime profile compressed the conversation before a model call (runtime spec
+    /// §5.11): how, the tokens before and after, what was replaced.
+    #[serde(rename_all = "camelCase")]
+    Compression {
+        /// `summarize`, `truncate` or `hybrid`.
+        strategy: String,
+        /// `hybrid` only: `cleared` (clearing old tool outputs was enough) or `summarized`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stage: Option<String>,
+        /// The conversation's tokens before.
+        tokens_before: u64,
+        /// Its tokens after (estimated: the count before less what was removed plus what was
+        /// added).
+        tokens_after: u64,
+        /// `usage` (the provider's reported usage plus an estimate of what came since) or
+        /// `estimate` (JSON bytes / 4).
+        token_source: String,
+        /// The context limit and where it comes from (`maxTokens`, `model`, `default`).
+        limit: u64,
+        /// See `limit`.
+        limit_source: String,
+        /// `compressionThreshold` × `limit`: the count that was passed.
+        trigger: u64,
+        /// The agent step whose checkpoint holds the replaced messages.
+        agent_step: u64,
+        /// The replaced ranges (`from`, `to`, `firstId`, `lastId`) of that checkpoint's
+        /// history.
+        replaced: Value,
+        /// The message that stands for them (the summary or the truncation note).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary_id: Option<String>,
+        /// The side (`dual_ai` sessions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        side: Option<Side>,
+    },
     /// An event of a type this build does not know (a newer Weft wrote it), kept as is.
     #[serde(skip)]
     Other {
@@ -471,7 +506,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every type name, for filters (`weft events --type`).
-    pub const TYPES: [&'static str; 27] = [
+    pub const TYPES: [&'static str; 28] = [
         "run_start",
         "run_end",
         "recovery",
@@ -499,6 +534,7 @@ impl EventKind {
         "completion_gates",
         "mcp_tools_changed",
         "state_transition",
+        "compression",
     ];
 
     /// The `type` and the `payload`.

@@ -13,6 +13,9 @@
 //! * **policy** (§5.3, §5.12): denied tools are not offered, `interactive` = one tool call per
 //!   turn, `batch` = parallel up to `maxParallel`; the policy stage of the tool pipeline
 //!   ([`layer::ProfileLayer`]) refuses what the profile forbids, with a reason the model reads;
+//! * **context management** (§5.11, [`context`]): past `compressionThreshold` of the
+//!   model's context limit the history is compressed (`summarize`, `truncate`, `hybrid`)
+//!   before the next model call, the replaced history kept for expansion;
 //! * **the state machine** (§6, [`state`]): every transition is a logged `state_transition`
 //!   event, and an impossible one stops the run.
 //!
@@ -36,6 +39,7 @@
 //! # Ok::<(), serde_json::Error>(())
 //! ```
 
+pub mod context;
 pub mod layer;
 pub mod orchestrator;
 pub mod redact;
@@ -90,6 +94,9 @@ pub struct RuntimeProfile {
     /// Retries of failed tool calls (§5.10).
     #[serde(default)]
     pub retry: RetryConfig,
+    /// Context management (§5.11): when and how the history is compressed.
+    #[serde(default)]
+    pub context: context::ContextConfig,
 }
 
 impl Default for RuntimeProfile {
@@ -103,6 +110,7 @@ impl Default for RuntimeProfile {
             hard_limit: true,
             policy: PolicyConfig::default(),
             retry: RetryConfig::default(),
+            context: context::ContextConfig::default(),
         }
     }
 }
@@ -317,6 +325,9 @@ impl RuntimeProfile {
                 "retry.backoffMultiplier",
                 "must be a number of at least 1".into(),
             );
+        }
+        for (key, message) in self.context.problems() {
+            problem(&format!("context.{key}"), message);
         }
         // Accepted names the profile does not act on yet: refused rather than ignored, so a
         // security setting never silently does nothing.
