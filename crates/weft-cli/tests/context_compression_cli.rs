@@ -191,7 +191,10 @@ async fn summarize_replaces_the_middle_keeps_what_the_spec_keeps_and_expands() {
     let c = &found[0];
     assert_eq!(c["strategy"], "summarize");
     assert_eq!(c["tokenSource"], "usage");
-    assert_eq!((c["limit"].as_u64(), c["trigger"].as_u64()), (Some(1000), Some(800)));
+    assert_eq!(
+        (c["limit"].as_u64(), c["trigger"].as_u64()),
+        (Some(1000), Some(800))
+    );
     assert_eq!(c["limitSource"], "maxTokens");
     assert!(c["tokensBefore"].as_u64().unwrap() > 910, "{c}");
     assert!(c["tokensAfter"].as_u64().unwrap() < c["tokensBefore"].as_u64().unwrap());
@@ -207,15 +210,25 @@ async fn summarize_replaces_the_middle_keeps_what_the_spec_keeps_and_expands() {
     let ask = received[3].json();
     assert!(ask.get("tools").is_none_or(Value::is_null), "{ask}");
     let ask_text = ask.to_string();
-    assert!(ask_text.contains(ALPHA) && ask_text.contains(BETA), "{ask_text}");
-    assert!(!ask_text.contains(GAMMA), "the current turn is not summarized");
+    assert!(
+        ask_text.contains(ALPHA) && ask_text.contains(BETA),
+        "{ask_text}"
+    );
+    assert!(
+        !ask_text.contains(GAMMA),
+        "the current turn is not summarized"
+    );
     assert!(!ask_text.contains(KNOWLEDGE), "{ask_text}");
     // The call after it: the system prompt (with the knowledge, added after compression),
     // the task (the last user message), the summary, the current turn's call and result.
     let next = received[4].json();
     let said = messages(&next);
     let roles: Vec<&str> = said.iter().map(|(r, _)| r.as_str()).collect();
-    assert_eq!(roles, ["system", "user", "user", "assistant", "tool"], "{said:?}");
+    assert_eq!(
+        roles,
+        ["system", "user", "user", "assistant", "tool"],
+        "{said:?}"
+    );
     assert!(said[0].1.contains("Be brief.") && said[0].1.contains(KNOWLEDGE));
     assert!(said[1].1.contains("Read a.md, b.md and c.md"));
     assert!(said[2].1.contains("Read a.md (ALPHA) and b.md (BETA)."));
@@ -262,12 +275,30 @@ async fn summarize_replaces_the_middle_keeps_what_the_spec_keeps_and_expands() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncate_and_hybrid_compress_without_a_summary_call() {
+    // Settings the profile cannot use are load errors naming the key.
+    let dir = tempfile::tempdir().unwrap();
+    for (setting, key) in [
+        (
+            "compressionStrategy = \"drop\"\n",
+            "runtime.context.compressionStrategy",
+        ),
+        (
+            "compressionThreshold = 1.5\n",
+            "runtime.context.compressionThreshold",
+        ),
+    ] {
+        let p = dir.path().join("bad");
+        project(&p, setting, 10);
+        let out = weft(&p, &["run", "hi"], "http://127.0.0.1:9").await;
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains(key), "{}", text(&out));
+    }
+
     // truncate: the middle goes, a note says so; no summary call.
     let mut replies = reads();
     replies.push(complete());
     let server = ReplayServer::start(replies).await;
     let url = format!("{}/v1", server.url());
-    let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("t");
     project(
         &p,
@@ -283,7 +314,11 @@ async fn truncate_and_hybrid_compress_without_a_summary_call() {
     assert_eq!(received.len(), 4, "no summary call");
     let said = messages(&received[3].json());
     let roles: Vec<&str> = said.iter().map(|(r, _)| r.as_str()).collect();
-    assert_eq!(roles, ["system", "user", "user", "assistant", "tool"], "{said:?}");
+    assert_eq!(
+        roles,
+        ["system", "user", "user", "assistant", "tool"],
+        "{said:?}"
+    );
     assert!(said[2].1.contains("4 earlier messages were removed"));
     assert!(said[4].1.contains(GAMMA));
     assert!(!received[3].json().to_string().contains(ALPHA));
@@ -315,7 +350,16 @@ async fn truncate_and_hybrid_compress_without_a_summary_call() {
     let roles: Vec<&str> = said.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(
         roles,
-        ["system", "user", "assistant", "tool", "assistant", "tool", "assistant", "tool"]
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool"
+        ]
     );
     assert!(said[3].1.contains("output cleared by context compression"));
     assert!(said[5].1.contains("output cleared by context compression"));

@@ -331,3 +331,67 @@ impl LlmModel for RecordedModel {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::profile::context::{CompressionStrategy, ContextConfig, compress};
+
+    #[tokio::test]
+    async fn a_compressed_conversation_and_its_summary_request_have_their_own_positions() {
+        use weft_provider::adapters::scripted::{self, Script};
+        let history = vec![
+            Message::user("task"),
+            Message::assistant("one"),
+            Message::assistant("two"),
+            Message::assistant("three"),
+        ];
+        assert_eq!(position("t", &history[..2]), "t@2");
+        let llm = weft_provider::llm(weft_provider::LlmOptions::new(scripted::model(
+            Script::texts(["summary"]),
+        )))
+        .unwrap();
+        let config = ContextConfig {
+            preserve_last_n: 1,
+            compression_strategy: CompressionStrategy::Summarize,
+            ..ContextConfig::default()
+        };
+        let compressed = compress(
+            &config,
+            &history,
+            3,
+            1,
+            100,
+            10,
+            &llm,
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        // Shorter than before, yet not the position of the earlier request of that length:
+        // a resume replays the right answers.
+        assert_eq!(compressed.history.len(), 3);
+        assert_eq!(position("t", &compressed.history), "t~1@3");
+        assert_ne!(
+            position("t", &compressed.history),
+            position("t", &history[..3])
+        );
+        let request = Message::User(weft_provider::UserMessage::with_options(
+            vec![weft_provider::ContentBlock::text("summarize")],
+            weft_provider::MessageOptions {
+                id: None,
+                metadata: Some(
+                    [(
+                        crate::profile::context::MARKER_KEY.to_owned(),
+                        serde_json::json!({"generation": 2, "request": true}),
+                    )]
+                    .into_iter()
+                    .collect(),
+                ),
+            },
+        ));
+        assert_eq!(position("t", &[request]), "t~2s@1");
+    }
+}

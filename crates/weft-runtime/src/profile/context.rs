@@ -364,7 +364,13 @@ pub fn generation_label(messages: &[Message]) -> Option<String> {
             best = Some((generation, request));
         }
     }
-    best.map(|(g, request)| if request { format!("{g}s") } else { g.to_string() })
+    best.map(|(g, request)| {
+        if request {
+            format!("{g}s")
+        } else {
+            g.to_string()
+        }
+    })
 }
 
 /// A compression that happened: the new history and what the `compression` event says.
@@ -1057,7 +1063,11 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(done.history.len(), 4);
-        assert!(done.history[1].text().contains("4 earlier messages were removed"));
+        assert!(
+            done.history[1]
+                .text()
+                .contains("4 earlier messages were removed")
+        );
         assert_eq!(Marker::of(&done.history[1]).unwrap().kind, "note");
 
         // hybrid: clearing the middle's tool outputs is enough for a low count; every
@@ -1084,7 +1094,10 @@ mod tests {
                 .unwrap()
                 .contains(CLEARED_OUTPUT)
         );
-        assert_eq!(done.history[6], history[6], "the current turn's results stay");
+        assert_eq!(
+            done.history[6], history[6],
+            "the current turn's results stay"
+        );
         // Not enough: it summarizes.
         let done = compress(
             &config(CompressionStrategy::Hybrid),
@@ -1187,7 +1200,10 @@ mod tests {
         assert_eq!(config.compression_threshold, 0.8);
         assert_eq!(config.compression_strategy, CompressionStrategy::Summarize);
         assert_eq!(config.limit_for("gpt-4o"), (128_000, "model"));
-        assert_eq!(config.limit_for("local"), (DEFAULT_CONTEXT_LIMIT, "default"));
+        assert_eq!(
+            config.limit_for("local"),
+            (DEFAULT_CONTEXT_LIMIT, "default")
+        );
         assert_eq!(config.trigger(1000), 800);
         let config: ContextConfig =
             serde_json::from_value(json!({"maxTokens": 1000, "compressionStrategy": "hybrid"}))
