@@ -373,3 +373,63 @@ async fn truncate_and_hybrid_compress_without_a_summary_call() {
     );
     assert!(shown_text.contains(&format!("was: tool result: {BETA}")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_after_a_compression_replays_the_recorded_summary_and_calls() {
+    // Interactive mode: the call after the compression (write_file) waits for a person.
+    let mut replies = reads();
+    replies.push(summary("Read a.md (ALPHA) and b.md (BETA)."));
+    replies.push(tool_call(
+        "w1",
+        "write_file",
+        &json!({"path": "out.md", "content": "done"}),
+        300,
+    ));
+    replies.push(complete());
+    let server = ReplayServer::start(replies).await;
+    let url = format!("{}/v1", server.url());
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(p, "", 1200);
+    std::fs::write(
+        p.join("weft.toml"),
+        "model = \"openai-compatible:llama3.2\"\n[runtime]\nmaxTurns = 10\n\
+         [runtime.context]\nmaxTokens = 1000\npreserveLastN = 1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("prompts/p.toml"),
+        "name = \"p\"\nsystem = \"Be brief.\"\ntools = [\"read_file\", \"write_file\"]\n",
+    )
+    .unwrap();
+    let out = weft(p, &["run", "--json", "Read a.md, b.md and c.md"], &url).await;
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let events = events(&out);
+    assert_eq!(compressions(&events).len(), 1);
+    assert_eq!(server.received().len(), 5);
+    let run = run_id(&events);
+    let decision = events
+        .iter()
+        .find(|e| e["type"] == "decision_pending")
+        .map(|e| e["payload"]["decision"].as_str().unwrap().to_owned())
+        .expect("a pending decision");
+    let approved = weft(p, &["approve", &run, &decision], &url).await;
+    assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
+
+    // The resume starts from the last checkpoint (before the compression), counts by
+    // estimate, compresses the same history again — and the summary and the write_file call
+    // come from the run's record: only the last step asks the model (the run keeps its
+    // endpoint).
+    let resumed = weft(p, &["resume", &run, "--json"], &url).await;
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    let resumed_events = self::events(&resumed);
+    let found = compressions(&resumed_events);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["tokenSource"], "estimate");
+    assert_eq!(
+        server.received().len(),
+        6,
+        "the recorded answers were replayed, not asked again"
+    );
+    assert_eq!(std::fs::read_to_string(p.join("out.md")).unwrap(), "done");
+}
