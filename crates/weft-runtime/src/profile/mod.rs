@@ -39,6 +39,7 @@
 pub mod layer;
 pub mod orchestrator;
 pub mod redact;
+pub mod routing;
 pub mod rules;
 pub mod state;
 
@@ -90,6 +91,10 @@ pub struct RuntimeProfile {
     /// Retries of failed tool calls (§5.10).
     #[serde(default)]
     pub retry: RetryConfig,
+    /// Model routing (§5.7): `[runtime.routing]`; absent: the agent's own model, logged as
+    /// routed under policy `quality`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<routing::RoutingConfig>,
 }
 
 impl Default for RuntimeProfile {
@@ -103,6 +108,7 @@ impl Default for RuntimeProfile {
             hard_limit: true,
             policy: PolicyConfig::default(),
             retry: RetryConfig::default(),
+            routing: None,
         }
     }
 }
@@ -334,6 +340,11 @@ impl RuntimeProfile {
         };
         for (rule, message) in set.problems() {
             problem("policy.rules", format!("rule {rule:?}: {message}"));
+        }
+        if let Some(routing) = &self.routing {
+            for (key, message) in routing.problems() {
+                problem(&key, message);
+            }
         }
         for tool in self.policy.denied_tools.iter() {
             if tool == COMPLETE_TASK {
