@@ -54,7 +54,7 @@ fn project(dir: &Path, big: &str, small: &str, routing: &str) {
             "model = \"openai-compatible:big\"\n\
              [providers.openai-compatible]\nbaseUrl = \"{big}/v1\"\n\
              [providers.openai]\nbaseUrl = \"{small}/v1\"\n\
-             [runtime]\nmaxTurns = 10\n{routing}"
+             [runtime]\n{routing}"
         ),
     )
     .unwrap();
@@ -284,4 +284,47 @@ async fn bad_routing_rules_are_a_load_error_naming_the_key() {
             "{key}: {stderr}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recovery_phase_routes_by_its_own_policy() {
+    // maxTurns 3, graceTurns 2: the second call is in the grace period (phase `recovery`),
+    // whose policy is `cost`, whose model is `small`.
+    let big = ReplayServer::start(vec![calls(
+        "big",
+        "read_file",
+        json!({"path": "notes.md"}),
+        (5, 5),
+    )])
+    .await;
+    let small = ReplayServer::start(vec![complete("small", "wrapped up cheaply")]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        &big.url(),
+        &small.url(),
+        "maxTurns = 3\n[runtime.routing]\ndefault = \"openai:small\"\n\
+         [runtime.routing.models]\ncost = \"openai:small\"\n\
+         [runtime.routing.phases.recovery]\npolicy = \"cost\"\n",
+    );
+    let out = weft(p, &["run", "--json", "go"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events = events(&out);
+    assert_eq!(output(&events), "wrapped up cheaply");
+    let routes = routes(&events);
+    assert_eq!(routes.len(), 2, "{routes:?}");
+    assert_eq!(
+        (&routes[0]["resolved"], &routes[0]["policy"]),
+        (&json!("openai-compatible:big"), &json!("quality"))
+    );
+    assert_eq!(
+        (&routes[1]["resolved"], &routes[1]["reason"], &routes[1]["policy"]),
+        (
+            &json!("openai:small"),
+            &json!("phase recovery: policy cost"),
+            &json!("cost")
+        )
+    );
+    assert_eq!(models(&small), ["small"]);
 }

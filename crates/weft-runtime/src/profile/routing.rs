@@ -609,19 +609,20 @@ impl RoutedModel {
     }
 
     /// The route of a call of `position` (its message count): the turn's pinned model when
-    /// the turn has one, else a new decision, logged.
-    async fn resolve(&self, position: usize) -> (String, Candidate) {
+    /// the turn has one (and whether the turn had an answer already), else a new decision,
+    /// logged.
+    async fn resolve(&self, position: usize) -> (String, Candidate, bool) {
         let pinned = self
             .turn
             .lock()
             .ok()
             .and_then(|t| t.clone())
             .filter(|(at, _, _)| *at == position);
-        if let Some((_, model, _)) = pinned
+        if let Some((_, model, answered)) = pinned
             && let Some(Ok(candidate)) = self.candidates.get(&model)
         {
             // The same turn again (a retry, a continuation): its model stays.
-            return (model, candidate.clone());
+            return (model, candidate.clone(), answered);
         }
         let remaining = self.run.as_deref().map(Remaining::of).unwrap_or_default();
         let phase = (self.phase)();
@@ -653,7 +654,7 @@ impl RoutedModel {
             policy,
         )
         .await;
-        (model, candidate)
+        (model, candidate, false)
     }
 
     fn safe(
@@ -712,8 +713,14 @@ impl RoutedModel {
         F: Fn(Arc<dyn LlmModel>, LlmRequest) -> BoxFuture<'a, Result<T, UppError>>,
     {
         let position = request.messages.len();
-        let (mut model, mut candidate) = self.resolve(position).await;
-        let mut fallbacks = self.fallbacks(&model).into_iter();
+        let (mut model, mut candidate, answered) = self.resolve(position).await;
+        // A turn that had an answer keeps its model even when it is out (RT-043): the
+        // error is the turn's.
+        let mut fallbacks = if answered {
+            Vec::new().into_iter()
+        } else {
+            self.fallbacks(&model).into_iter()
+        };
         loop {
             let mut attempt = request.clone();
             attempt.config = candidate.config.clone();
@@ -842,6 +849,116 @@ mod tests {
         // A threshold on a limit the run does not have does not match.
         let c = config(json!({"default": "p:safe", "budget": [{"remainingCost": 1.0, "model": "p:cheap"}]}));
         assert_eq!(c.route(Some("p:own"), "work", &plenty).unwrap().model, "p:own");
+    }
+
+    /// A model that answers from a list (an `Err` is an outage), counting its calls.
+    #[derive(Debug)]
+    struct Fake {
+        id: &'static str,
+        answers: Mutex<std::collections::VecDeque<bool>>,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Fake {
+        fn new(id: &'static str, answers: &[bool]) -> Arc<Fake> {
+            Arc::new(Fake {
+                id,
+                answers: Mutex::new(answers.iter().copied().collect()),
+                calls: Default::default(),
+            })
+        }
+        fn calls(&self) -> usize {
+            self.calls.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    impl LlmModel for Fake {
+        fn model_id(&self) -> &str {
+            self.id
+        }
+        fn provider(&self) -> &str {
+            "fake"
+        }
+        fn capabilities(&self) -> LlmCapabilities {
+            LlmCapabilities::default()
+        }
+        fn complete(&self, _request: LlmRequest) -> BoxFuture<'_, Result<LlmResponse, UppError>> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let ok = self.answers.lock().unwrap().pop_front().unwrap_or(false);
+            Box::pin(async move {
+                if ok {
+                    Ok(LlmResponse {
+                        message: weft_provider::AssistantMessage::text(self.id),
+                        usage: Default::default(),
+                        stop_reason: "end_turn".into(),
+                        data: None,
+                    })
+                } else {
+                    Err(UppError::llm(ErrorCode::ProviderError, "fake", "down"))
+                }
+            })
+        }
+        fn stream(&self, _request: LlmRequest) -> BoxFuture<'_, Result<LlmStream, UppError>> {
+            Box::pin(async { Err(UppError::llm(ErrorCode::InvalidRequest, "fake", "no stream")) })
+        }
+    }
+
+    fn request(messages: usize) -> LlmRequest {
+        LlmRequest {
+            messages: Arc::new(vec![weft_provider::Message::user("hi"); messages]),
+            system: None,
+            params: None,
+            tools: Arc::new([]),
+            structure: None,
+            signal: Default::default(),
+            config: Default::default(),
+        }
+    }
+
+    fn router(big: &Arc<Fake>, small: &Arc<Fake>) -> RoutedModel {
+        let candidate = |m: &Arc<Fake>| {
+            Ok(Candidate {
+                model: m.clone() as Arc<dyn LlmModel>,
+                config: Default::default(),
+            })
+        };
+        let candidates = HashMap::from([
+            ("p:big".to_owned(), candidate(big)),
+            ("p:small".to_owned(), candidate(small)),
+        ]);
+        RoutedModel::new(
+            config(json!({"default": "p:small"})),
+            Some("p:big".into()),
+            candidates,
+            Arc::new(|| WORK_PHASE.to_owned()),
+            None,
+            None,
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_turn_keeps_its_model_once_it_answered() {
+        // An outage before the turn's answer falls back to the default...
+        let (big, small) = (Fake::new("big", &[false]), Fake::new("small", &[true, true]));
+        let routed = router(&big, &small);
+        let answer = routed.complete(request(1)).await.unwrap();
+        assert!(format!("{:?}", answer.message.content).contains("\"small\""));
+        // ... and the turn's model is now the fallback: the same turn asked again stays on it
+        // (the requested model is not asked again).
+        routed.complete(request(1)).await.unwrap();
+        assert_eq!((big.calls(), small.calls()), (1, 2));
+        // A turn that answered keeps its model when it is out: the error is the turn's, no
+        // fallback within a turn (RT-043).
+        let (big, small) = (Fake::new("big", &[true, false]), Fake::new("small", &[true]));
+        let routed = router(&big, &small);
+        routed.complete(request(3)).await.unwrap();
+        let error = routed.complete(request(3)).await.unwrap_err();
+        assert_eq!(error.code, ErrorCode::ProviderError);
+        assert_eq!((big.calls(), small.calls()), (2, 0));
+        // The next turn is routed afresh: the requested model, out, then its fallback.
+        routed.complete(request(5)).await.unwrap();
+        assert_eq!((big.calls(), small.calls()), (3, 1));
     }
 
     #[test]
