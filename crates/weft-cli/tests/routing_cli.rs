@@ -94,8 +94,11 @@ fn complete(model: &str, summary: &str) -> Reply {
 
 /// A server error the provider retries (at once: `retry-after-ms`).
 fn down(status: u16) -> Reply {
-    Reply::json(status, &json!({"error": {"message": "the server is down", "type": "server_error"}}))
-        .header("retry-after-ms", "1")
+    Reply::json(
+        status,
+        &json!({"error": {"message": "the server is down", "type": "server_error"}}),
+    )
+    .header("retry-after-ms", "1")
 }
 
 fn events(out: &Output) -> Vec<Value> {
@@ -159,7 +162,12 @@ async fn a_budget_crossing_switches_the_model_between_turns_never_within_one() {
     let routes = routes(&events);
     assert_eq!(routes.len(), 2, "one decision per turn: {routes:?}");
     assert_eq!(
-        (&routes[0]["requested"], &routes[0]["resolved"], &routes[0]["reason"], &routes[0]["policy"]),
+        (
+            &routes[0]["requested"],
+            &routes[0]["resolved"],
+            &routes[0]["reason"],
+            &routes[0]["policy"]
+        ),
         (
             &json!("openai-compatible:big"),
             &json!("openai-compatible:big"),
@@ -170,17 +178,24 @@ async fn a_budget_crossing_switches_the_model_between_turns_never_within_one() {
     assert_eq!(routes[1]["resolved"], "openai:small", "{routes:?}");
     let reason = routes[1]["reason"].as_str().unwrap();
     assert!(
-        reason.starts_with("budget: 50 tokens left of 100") && reason.contains("remainingTokens < 60"),
+        reason.starts_with("budget: 50 tokens left of 100")
+            && reason.contains("remainingTokens < 60"),
         "{reason}"
     );
     // The first turn's two requests (the retry included) went to `big` and carried the same
     // conversation; `small` served only the second turn.
     assert_eq!(models(&big), ["big", "big"]);
     let received = big.received();
-    assert_eq!(received[0].json()["messages"], received[1].json()["messages"]);
+    assert_eq!(
+        received[0].json()["messages"],
+        received[1].json()["messages"]
+    );
     assert_eq!(models(&small), ["small"]);
     assert_eq!(
-        small.received()[0].json()["messages"].as_array().unwrap().len(),
+        small.received()[0].json()["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
         received[0].json()["messages"].as_array().unwrap().len() + 2,
         "the second turn carries the first turn's call and result"
     );
@@ -192,7 +207,14 @@ async fn a_budget_crossing_switches_the_model_between_turns_never_within_one() {
         .collect();
     assert_eq!(
         kinds,
-        ["turn_start", "routing", "turn_end", "turn_start", "routing", "turn_end"],
+        [
+            "turn_start",
+            "routing",
+            "turn_end",
+            "turn_start",
+            "routing",
+            "turn_end"
+        ],
         "{kinds:?}"
     );
 }
@@ -268,8 +290,14 @@ async fn bad_routing_rules_are_a_load_error_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
     for (routing, key) in [
-        ("[runtime.routing]\npolicy = \"cheap\"\n", "runtime.routing.policy"),
-        ("[runtime.routing]\npolicy = \"cost\"\n", "runtime.routing.default"),
+        (
+            "[runtime.routing]\npolicy = \"cheap\"\n",
+            "runtime.routing.policy",
+        ),
+        (
+            "[runtime.routing]\npolicy = \"cost\"\n",
+            "runtime.routing.default",
+        ),
         (
             "[runtime.routing]\ndefault = \"openai:small\"\n[[runtime.routing.budget]]\nmodel = \"openai:small\"\n",
             "runtime.routing.budget[0]",
@@ -319,7 +347,11 @@ async fn the_recovery_phase_routes_by_its_own_policy() {
         (&json!("openai-compatible:big"), &json!("quality"))
     );
     assert_eq!(
-        (&routes[1]["resolved"], &routes[1]["reason"], &routes[1]["policy"]),
+        (
+            &routes[1]["resolved"],
+            &routes[1]["reason"],
+            &routes[1]["policy"]
+        ),
         (
             &json!("openai:small"),
             &json!("phase recovery: policy cost"),

@@ -88,7 +88,11 @@ pub fn check(
         })
         .unwrap_or_default();
     let mut base_urls = BTreeMap::new();
-    for (site, strict) in sites.iter().map(|s| (s, true)).chain(routing.iter().map(|(s, strict)| (s, *strict))) {
+    for (site, strict) in sites
+        .iter()
+        .map(|s| (s, true))
+        .chain(routing.iter().map(|(s, strict)| (s, *strict)))
+    {
         let mut note = |problem: String| {
             if strict {
                 problems.push(problem);

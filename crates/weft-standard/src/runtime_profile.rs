@@ -34,9 +34,9 @@ use std::sync::Arc;
 use serde_json::Value;
 use weft_provider::provider::ModelReference;
 use weft_provider::{ExecutionMode, LlmModel, Provider, Tool};
+use weft_runtime::approval::ToolPolicy;
 use weft_runtime::ledger::RunContext;
 use weft_runtime::profile::routing::{Candidate, RoutedModel, RoutingConfig};
-use weft_runtime::approval::ToolPolicy;
 use weft_runtime::profile::{COMPLETE_TASK, PolicyMode, RuntimeProfile};
 
 use crate::definition::{AgentDefinition, AgentType};

@@ -438,7 +438,11 @@ impl Driver<'_> {
             Some(routing) => {
                 let scope = match side {
                     Side::A => self.options.thread_id.clone(),
-                    Side::B => self.options.thread_id.as_ref().map(|t| format!("{t}.sideB")),
+                    Side::B => self
+                        .options
+                        .thread_id
+                        .as_ref()
+                        .map(|t| format!("{t}.sideB")),
                 };
                 let durable = durable_run.clone().zip(scope);
                 let base_urls = self.options.base_urls.clone();

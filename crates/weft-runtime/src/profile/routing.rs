@@ -42,8 +42,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use weft_provider::tool::BoxFuture;
 use serde::{Deserialize, Serialize};
+use weft_provider::tool::BoxFuture;
 use weft_provider::{
     ErrorCode, LlmCapabilities, LlmModel, LlmRequest, LlmResponse, LlmStream, ProviderConfig,
     UppError,
@@ -406,10 +406,14 @@ impl RoutingConfig {
     pub fn models(&self) -> Vec<String> {
         let mut all = vec![self.default.clone()];
         all.extend(
-            [&self.models.cost, &self.models.latency, &self.models.quality]
-                .into_iter()
-                .flatten()
-                .cloned(),
+            [
+                &self.models.cost,
+                &self.models.latency,
+                &self.models.quality,
+            ]
+            .into_iter()
+            .flatten()
+            .cloned(),
         );
         all.extend(self.phases.values().filter_map(|r| r.model.clone()));
         all.extend(self.budget.iter().filter_map(|r| r.model.clone()));
@@ -504,9 +508,7 @@ impl RoutingConfig {
 /// Why `reference` is not a model reference (`PROVIDER:MODEL`), if it is not.
 fn reference_problem(reference: &str) -> Option<String> {
     match reference.split_once(':') {
-        Some((provider, model)) if !provider.trim().is_empty() && !model.trim().is_empty() => {
-            None
-        }
+        Some((provider, model)) if !provider.trim().is_empty() && !model.trim().is_empty() => None,
         _ => Some(format!(
             "{reference:?} is not a model reference: write PROVIDER:MODEL"
         )),
@@ -627,23 +629,23 @@ impl RoutedModel {
         let remaining = self.run.as_deref().map(Remaining::of).unwrap_or_default();
         let phase = (self.phase)();
         let requested = self.requested.as_deref();
-        let (model, candidate, policy, reason) =
-            match self.config.route(requested, &phase, &remaining) {
-                Ok(route) => match self.candidates.get(&route.model) {
-                    Some(Ok(candidate)) => {
-                        (route.model, candidate.clone(), route.policy, route.reason)
-                    }
-                    Some(Err(why)) => self.safe(
-                        route.policy,
-                        format!("routing failed: {} ({why})", route.model),
-                    ),
-                    None => self.safe(
-                        route.policy,
-                        format!("routing failed: unknown model {}", route.model),
-                    ),
-                },
-                Err(why) => self.safe(self.config.policy, format!("routing failed: {why}")),
-            };
+        let (model, candidate, policy, reason) = match self
+            .config
+            .route(requested, &phase, &remaining)
+        {
+            Ok(route) => match self.candidates.get(&route.model) {
+                Some(Ok(candidate)) => (route.model, candidate.clone(), route.policy, route.reason),
+                Some(Err(why)) => self.safe(
+                    route.policy,
+                    format!("routing failed: {} ({why})", route.model),
+                ),
+                None => self.safe(
+                    route.policy,
+                    format!("routing failed: unknown model {}", route.model),
+                ),
+            },
+            Err(why) => self.safe(self.config.policy, format!("routing failed: {why}")),
+        };
         if let Ok(mut turn) = self.turn.lock() {
             *turn = Some((position, model.clone(), false));
         }
@@ -685,7 +687,12 @@ impl RoutedModel {
 
     /// The models to try, in order, when `model` is out: its fallbacks, then the default.
     fn fallbacks(&self, model: &str) -> Vec<String> {
-        let mut next: Vec<String> = self.config.fallbacks.get(model).cloned().unwrap_or_default();
+        let mut next: Vec<String> = self
+            .config
+            .fallbacks
+            .get(model)
+            .cloned()
+            .unwrap_or_default();
         next.push(self.config.default.clone());
         next.retain(|m| m != model);
         let mut seen = std::collections::HashSet::new();
@@ -730,11 +737,12 @@ impl RoutedModel {
                     return Ok(answer);
                 }
                 Err(error) if is_outage(&error) => {
-                    let Some((next, next_candidate)) = fallbacks.by_ref().find_map(|m| {
-                        match self.candidates.get(&m) {
-                            Some(Ok(c)) => Some((m, c.clone())),
-                            _ => None,
-                        }
+                    let Some((next, next_candidate)) = fallbacks.by_ref().find_map(|m| match self
+                        .candidates
+                        .get(&m)
+                    {
+                        Some(Ok(c)) => Some((m, c.clone())),
+                        _ => None,
                     }) else {
                         return Err(error);
                     };
@@ -805,8 +813,13 @@ mod tests {
         let c = config(json!({"default": "nocolon"}));
         assert!(c.problems()[0].1.contains("PROVIDER:MODEL"));
         let c = config(json!({"default": "a:b", "budget": [{"model": "a:c"}]}));
-        assert!(c.problems()[0].1.contains("exactly one"), "{:?}", c.problems());
-        let c = config(json!({"default": "a:b", "budget": [{"remainingShare": 2.0, "model": "a:c"}]}));
+        assert!(
+            c.problems()[0].1.contains("exactly one"),
+            "{:?}",
+            c.problems()
+        );
+        let c =
+            config(json!({"default": "a:b", "budget": [{"remainingShare": 2.0, "model": "a:c"}]}));
         assert_eq!(c.problems()[0].0, "routing.budget[0].remainingShare");
         let c = config(json!({"default": "a:b", "phases": {"work": {}}}));
         assert_eq!(c.problems()[0].0, "routing.phases.work");
@@ -832,11 +845,17 @@ mod tests {
             ..Remaining::default()
         };
         let r = c.route(Some("p:own"), "work", &plenty).unwrap();
-        assert_eq!((r.model.as_str(), r.reason.as_str()), ("p:own", "requested"));
+        assert_eq!(
+            (r.model.as_str(), r.reason.as_str()),
+            ("p:own", "requested")
+        );
         let r = c.route(Some("p:own"), "plan", &plenty).unwrap();
         assert_eq!(r.model, "p:planner");
         let r = c.route(Some("p:own"), "recovery", &plenty).unwrap();
-        assert_eq!((r.model.as_str(), r.policy), ("p:cheap", RoutingPolicy::Cost));
+        assert_eq!(
+            (r.model.as_str(), r.policy),
+            ("p:cheap", RoutingPolicy::Cost)
+        );
         let low = Remaining {
             steps: Some((1, 10)),
             ..Remaining::default()
@@ -845,10 +864,19 @@ mod tests {
         assert_eq!(r.model, "p:cheap");
         assert!(r.reason.contains("remainingSteps < 2"), "{}", r.reason);
         // Nothing requested, no model for the policy: no rule matches.
-        assert!(c.route(None, "work", &plenty).unwrap_err().contains("no rule"));
+        assert!(
+            c.route(None, "work", &plenty)
+                .unwrap_err()
+                .contains("no rule")
+        );
         // A threshold on a limit the run does not have does not match.
-        let c = config(json!({"default": "p:safe", "budget": [{"remainingCost": 1.0, "model": "p:cheap"}]}));
-        assert_eq!(c.route(Some("p:own"), "work", &plenty).unwrap().model, "p:own");
+        let c = config(
+            json!({"default": "p:safe", "budget": [{"remainingCost": 1.0, "model": "p:cheap"}]}),
+        );
+        assert_eq!(
+            c.route(Some("p:own"), "work", &plenty).unwrap().model,
+            "p:own"
+        );
     }
 
     /// A model that answers from a list (an `Err` is an outage), counting its calls.
@@ -899,7 +927,13 @@ mod tests {
             })
         }
         fn stream(&self, _request: LlmRequest) -> BoxFuture<'_, Result<LlmStream, UppError>> {
-            Box::pin(async { Err(UppError::llm(ErrorCode::InvalidRequest, "fake", "no stream")) })
+            Box::pin(async {
+                Err(UppError::llm(
+                    ErrorCode::InvalidRequest,
+                    "fake",
+                    "no stream",
+                ))
+            })
         }
     }
 
@@ -940,7 +974,10 @@ mod tests {
     #[tokio::test]
     async fn a_turn_keeps_its_model_once_it_answered() {
         // An outage before the turn's answer falls back to the default...
-        let (big, small) = (Fake::new("big", &[false]), Fake::new("small", &[true, true]));
+        let (big, small) = (
+            Fake::new("big", &[false]),
+            Fake::new("small", &[true, true]),
+        );
         let routed = router(&big, &small);
         let answer = routed.complete(request(1)).await.unwrap();
         assert!(format!("{:?}", answer.message.content).contains("\"small\""));
@@ -950,7 +987,10 @@ mod tests {
         assert_eq!((big.calls(), small.calls()), (1, 2));
         // A turn that answered keeps its model when it is out: the error is the turn's, no
         // fallback within a turn (RT-043).
-        let (big, small) = (Fake::new("big", &[true, false]), Fake::new("small", &[true]));
+        let (big, small) = (
+            Fake::new("big", &[true, false]),
+            Fake::new("small", &[true]),
+        );
         let routed = router(&big, &small);
         routed.complete(request(3)).await.unwrap();
         let error = routed.complete(request(3)).await.unwrap_err();
