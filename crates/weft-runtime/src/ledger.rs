@@ -448,6 +448,11 @@ impl RunContext {
         self.spent.lock().ok().and_then(|s| s.cost)
     }
 
+    /// The run's budget (its limits).
+    pub fn budget(&self) -> Budget {
+        self.budget
+    }
+
     /// The number of model calls of the run so far.
     pub fn spent_calls(&self) -> u64 {
         self.spent.lock().map(|s| s.steps).unwrap_or(0)

@@ -43,6 +43,7 @@ pub mod context;
 pub mod layer;
 pub mod orchestrator;
 pub mod redact;
+pub mod routing;
 pub mod rules;
 pub mod state;
 
@@ -97,6 +98,10 @@ pub struct RuntimeProfile {
     /// Context management (§5.11): when and how the history is compressed.
     #[serde(default)]
     pub context: context::ContextConfig,
+    /// Model routing (§5.7): `[runtime.routing]`; absent: the agent's own model, logged as
+    /// routed under policy `quality`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<routing::RoutingConfig>,
 }
 
 impl Default for RuntimeProfile {
@@ -111,6 +116,7 @@ impl Default for RuntimeProfile {
             policy: PolicyConfig::default(),
             retry: RetryConfig::default(),
             context: context::ContextConfig::default(),
+            routing: None,
         }
     }
 }
@@ -345,6 +351,11 @@ impl RuntimeProfile {
         };
         for (rule, message) in set.problems() {
             problem("policy.rules", format!("rule {rule:?}: {message}"));
+        }
+        if let Some(routing) = &self.routing {
+            for (key, message) in routing.problems() {
+                problem(&key, message);
+            }
         }
         for tool in self.policy.denied_tools.iter() {
             if tool == COMPLETE_TASK {
