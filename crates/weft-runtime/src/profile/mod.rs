@@ -90,6 +90,10 @@ pub struct RuntimeProfile {
     /// Retries of failed tool calls (§5.10).
     #[serde(default)]
     pub retry: RetryConfig,
+    /// `[runtime.delegation]` (§5.4): its presence offers `delegate_to_agent`
+    /// ([`crate::delegation`]); absent, the tool is not offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<crate::delegation::DelegationConfig>,
 }
 
 impl Default for RuntimeProfile {
@@ -103,6 +107,7 @@ impl Default for RuntimeProfile {
             hard_limit: true,
             policy: PolicyConfig::default(),
             retry: RetryConfig::default(),
+            delegation: None,
         }
     }
 }
@@ -334,6 +339,9 @@ impl RuntimeProfile {
         };
         for (rule, message) in set.problems() {
             problem("policy.rules", format!("rule {rule:?}: {message}"));
+        }
+        for (key, message) in self.delegation.iter().flat_map(|d| d.problems()) {
+            problem(&format!("delegation.{key}"), message);
         }
         for tool in self.policy.denied_tools.iter() {
             if tool == COMPLETE_TASK {
