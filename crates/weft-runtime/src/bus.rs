@@ -71,7 +71,11 @@ pub fn child_topic(reference: &str) -> String {
 
 /// A typed message of the bus.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum BusMessage {
     /// A child run opened (a subagent's or a delegation's; again on a resume).
     ChildStarted {
@@ -353,7 +357,9 @@ mod tests {
         });
         assert_eq!(task.await.ok(), Some(1));
         let got = sub.recv().await.map(|e| e.message);
-        assert!(matches!(got, Some(BusMessage::ChildFinished { ref reference, .. }) if reference == "r"));
+        assert!(
+            matches!(got, Some(BusMessage::ChildFinished { ref reference, .. }) if reference == "r")
+        );
     }
 
     #[test]
@@ -366,7 +372,9 @@ mod tests {
         };
         assert_eq!(
             serde_json::to_value(&m).ok(),
-            Some(serde_json::json!({"type": "delegated", "reference": "r", "role": "coder", "task": "t", "depth": 1}))
+            Some(
+                serde_json::json!({"type": "delegated", "reference": "r", "role": "coder", "task": "t", "depth": 1})
+            )
         );
     }
 }

@@ -176,10 +176,12 @@ impl DelegateInput {
         let Some(object) = args.as_object() else {
             return bad("the arguments must be an object".into());
         };
-        if let Some(key) = object
-            .keys()
-            .find(|k| !matches!(k.as_str(), "role" | "task" | "constraints" | "expectedOutput"))
-        {
+        if let Some(key) = object.keys().find(|k| {
+            !matches!(
+                k.as_str(),
+                "role" | "task" | "constraints" | "expectedOutput"
+            )
+        }) {
             return bad(format!(
                 "unknown argument {key:?}; the arguments are role, task, constraints, expectedOutput"
             ));
@@ -387,7 +389,10 @@ mod tests {
                 json!({"role": "coder", "task": "x", "expectedOutput": 3}),
                 "must be a string",
             ),
-            (json!({"role": "coder", "task": "x", "model": "y"}), "unknown argument"),
+            (
+                json!({"role": "coder", "task": "x", "model": "y"}),
+                "unknown argument",
+            ),
             (json!("coder"), "must be an object"),
         ] {
             let error = DelegateInput::parse(&args).err().map(|e| e.to_string());
@@ -409,10 +414,9 @@ mod tests {
         let config = DelegationConfig::default();
         assert_eq!((config.max_depth, config.max_children), (3, 8));
         assert!(config.enabled && config.problems().is_empty());
-        let bad: DelegationConfig = serde_json::from_value(
-            json!({"maxDepth": 0, "grants": {"poet": ["write_file"]}}),
-        )
-        .unwrap_or_default();
+        let bad: DelegationConfig =
+            serde_json::from_value(json!({"maxDepth": 0, "grants": {"poet": ["write_file"]}}))
+                .unwrap_or_default();
         let keys: Vec<String> = bad.problems().into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, ["maxDepth", "grants.poet"]);
         assert!(serde_json::from_value::<DelegationConfig>(json!({"maxDeep": 2})).is_err());
@@ -421,7 +425,12 @@ mod tests {
     #[test]
     fn a_child_never_gets_more_than_its_role_and_parent_without_a_grant() {
         let config = DelegationConfig::default();
-        let parent = ["read_file", "write_file", "run_command", "delegate_to_agent"];
+        let parent = [
+            "read_file",
+            "write_file",
+            "run_command",
+            "delegate_to_agent",
+        ];
         assert_eq!(
             config.child_tools(DelegateRole::Researcher, &parent),
             ["read_file"]

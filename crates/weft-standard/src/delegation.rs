@@ -165,9 +165,11 @@ async fn delegate(caller: &Caller, args: &Value, ctx: ToolContext) -> Result<Val
     // this call reopens its own child, which does not count.
     let lineage = {
         use weft_store::Lineage as _;
-        durable.store.lineage(run.run_id()).await.map_err(|e| {
-            ToolError::transient(format!("the {role} could not start: {e}"))
-        })?
+        durable
+            .store
+            .lineage(run.run_id())
+            .await
+            .map_err(|e| ToolError::transient(format!("the {role} could not start: {e}")))?
     };
     let children = lineage
         .iter()
@@ -210,14 +212,9 @@ async fn delegate(caller: &Caller, args: &Value, ctx: ToolContext) -> Result<Val
         topic: DELEGATION_TOPIC.into(),
     })
     .await;
-    let ended = crate::subagent::run_child(
-        &parent,
-        role,
-        &ChildThread::PerCall,
-        &input.message(),
-        ctx,
-    )
-    .await;
+    let ended =
+        crate::subagent::run_child(&parent, role, &ChildThread::PerCall, &input.message(), ctx)
+            .await;
     // What the child's run published about it, as the caller received it.
     while let Some(notice) = notices.try_recv() {
         let status = match notice.message {
@@ -306,7 +303,9 @@ async fn register(
             })
             .await
             .map_err(|e| {
-                ToolError::transient(format!("the artifact {path:?} could not be registered: {e}"))
+                ToolError::transient(format!(
+                    "the artifact {path:?} could not be registered: {e}"
+                ))
             })?;
     }
     Ok(())
