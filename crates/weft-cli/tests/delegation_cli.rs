@@ -58,6 +58,12 @@ fn project(dir: &Path, runtime: &str, tools: &[&str], parent: Value, child: Valu
     .unwrap();
 }
 
+/// `response` reporting 7 input and 1 output tokens.
+fn with_usage(mut response: Value) -> Value {
+    response["usage"] = json!({"inputTokens": 7, "outputTokens": 1});
+    response
+}
+
 fn events(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -159,22 +165,30 @@ fn delegation_runs_a_child_with_its_own_thread_and_returns_its_result() {
             complete("c1", "delegated the note"),
         ]),
         json!([
-            call(
+            with_usage(call(
                 "w1",
                 "write_file",
                 json!({"path": "note.txt", "content": "one\n"})
-            ),
-            call(
+            )),
+            with_usage(call(
                 "c2",
                 "complete_task",
                 json!({"summary": "wrote note.txt", "artifacts": ["note.txt"]})
-            ),
+            )),
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let events = events(&out);
     assert_eq!(run_end(&events)["output"], "delegated the note");
+    // The child's usage rolls up into the run's (the parent's own calls report none).
+    assert_eq!(
+        (
+            run_end(&events)["inputTokens"].as_u64(),
+            run_end(&events)["outputTokens"].as_u64()
+        ),
+        (Some(14), Some(2))
+    );
     assert_eq!(
         std::fs::read_to_string(p.join("note.txt")).unwrap(),
         "one\n"
@@ -200,6 +214,18 @@ fn delegation_runs_a_child_with_its_own_thread_and_returns_its_result() {
     // root's.
     assert_eq!(lineage(p), [("coder".into(), 1, "completed".into(), true)]);
     let db = rusqlite::Connection::open(p.join(".weft/weft.db")).unwrap();
+    let child_usage: (i64, i64) = db
+        .query_row(
+            "SELECT usage_input_tokens, usage_output_tokens FROM agent_lineage WHERE id = ?1",
+            [&reference],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        child_usage,
+        (14, 2),
+        "the child's own usage in its lineage node"
+    );
     let parent_thread: Option<String> = db
         .query_row(
             "SELECT parent_thread_id FROM threads WHERE id = ?1",
@@ -460,4 +486,59 @@ fn without_a_delegation_table_the_tool_is_not_offered() {
         .collect();
     assert_eq!(refused.len(), 1, "an unknown tool: {events:?}");
     assert!(lineage(p).is_empty());
+}
+
+#[test]
+fn a_delegated_childs_approval_surfaces_on_the_root_run_and_runs_once_when_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    // Interactive mode (the default): the coder's write_file asks a person first.
+    common::scripted_project(
+        p,
+        "[runtime.delegation]\nmodel = \"scripted-turns:child.json\"\n",
+        &["read_file", "write_file"],
+        &json!({"responses": [
+            call("d1", "delegate_to_agent", json!({"role": "coder", "task": "write x"})),
+            complete("c1", "the coder wrote x"),
+        ]}),
+    );
+    std::fs::write(
+        p.join("child.json"),
+        json!({"responses": [
+            call("w1", "write_file", json!({"path": "x.txt", "content": "x"})),
+            complete("c2", "wrote x"),
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    // No terminal: nobody can approve now, so the whole run suspends (exit 4), nothing written.
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert!(!p.join("x.txt").exists());
+    let events = events(&out);
+    let pending = events
+        .iter()
+        .find(|e| e["type"] == "decision_pending")
+        .expect("a pending decision");
+    assert_eq!(pending["agentPath"], "a/coder");
+    let statuses: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "delegation")
+        .filter_map(|e| e["payload"]["status"].as_str())
+        .collect();
+    assert_eq!(statuses, ["delegated", "started", "suspended"]);
+    // Approved on the root run, the resume goes on with the child: the write runs once and
+    // the parent completes with the child's result.
+    let run = events[0]["runId"].as_str().unwrap().to_owned();
+    let decision = pending["payload"]["decision"].as_str().unwrap().to_owned();
+    let approved = weft(p, &["approve", &run, &decision]);
+    assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
+    let resumed = weft(p, &["resume", &run, "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(std::fs::read_to_string(p.join("x.txt")).unwrap(), "x");
+    let resumed = events_of(&resumed);
+    assert_eq!(run_end(&resumed)["output"], "the coder wrote x");
+    let writes: Vec<_> = ends(&resumed, "write_file");
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(lineage(p), [("coder".into(), 1, "completed".into(), true)]);
 }
