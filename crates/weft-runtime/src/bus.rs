@@ -173,14 +173,14 @@ impl Default for RuntimeMessageBus {
 /// # Examples
 ///
 /// ```
-/// use weft_runtime::bus::matches;
-/// assert!(matches("child.*", "child.r-1"));
-/// assert!(!matches("child.*", "children"));
-/// assert!(matches("*", "delegation"));
-/// assert!(matches("delegation", "delegation"));
-/// assert!(!matches("delegation", "delegation.x"));
+/// use weft_runtime::bus::topic_matches;
+/// assert!(topic_matches("child.*", "child.r-1"));
+/// assert!(!topic_matches("child.*", "children"));
+/// assert!(topic_matches("*", "delegation"));
+/// assert!(topic_matches("delegation", "delegation"));
+/// assert!(!topic_matches("delegation", "delegation.x"));
 /// ```
-pub fn matches(pattern: &str, topic: &str) -> bool {
+pub fn topic_matches(pattern: &str, topic: &str) -> bool {
     if pattern == "*" {
         return true;
     }
@@ -205,7 +205,7 @@ impl RuntimeMessageBus {
         }
     }
 
-    /// Subscribes to the topics `pattern` matches ([`matches`]).
+    /// Subscribes to the topics `pattern` matches ([`topic_matches`]).
     pub fn subscribe(&self, pattern: &str) -> Subscription {
         let (tx, rx) = mpsc::channel(self.capacity);
         let dropped = Arc::new(AtomicU64::new(0));
@@ -236,7 +236,7 @@ impl RuntimeMessageBus {
         subscribers.retain(|s| !s.tx.is_closed());
         let mut delivered = 0;
         for subscriber in subscribers.iter() {
-            if !matches(&subscriber.pattern, topic) {
+            if !topic_matches(&subscriber.pattern, topic) {
                 continue;
             }
             match subscriber.tx.try_send(envelope.clone()) {
