@@ -95,6 +95,8 @@ pub struct RunContext {
     /// the queued messages the current step took (dequeued once the step is checkpointed).
     inbox: Arc<std::sync::atomic::AtomicBool>,
     taken: Mutex<Vec<String>>,
+    /// The run tree's message bus (shared by every child run of the run).
+    bus: Arc<crate::bus::RuntimeMessageBus>,
 }
 
 impl fmt::Debug for RunContext {
@@ -156,6 +158,7 @@ impl RunContext {
             trace: weft_otel::SpanParent::none(),
             inbox: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             taken: Mutex::new(Vec::new()),
+            bus: Arc::new(crate::bus::RuntimeMessageBus::new()),
         }
     }
 
@@ -287,7 +290,13 @@ impl RunContext {
             // messages are the root's to take.
             inbox: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             taken: Mutex::new(Vec::new()),
+            bus: self.bus.clone(),
         }
+    }
+
+    /// The run tree's message bus ([`crate::bus`]): the root run's, shared by its children.
+    pub fn bus(&self) -> &Arc<crate::bus::RuntimeMessageBus> {
+        &self.bus
     }
 
     /// The run's event emitter.

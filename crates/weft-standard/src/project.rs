@@ -447,6 +447,28 @@ impl Project {
         self.prompts.get(name).map(|l| &l.value)
     }
 
+    /// This project with `agent` and `prompt` added (replacing any of the same names): the
+    /// definitions a delegated child runs ([`crate::delegation`]), which no file holds.
+    pub(crate) fn with_definitions(
+        &self,
+        agent: AgentDefinition,
+        prompt: PromptDefinition,
+    ) -> Project {
+        let mut project = self.clone();
+        let file = PathBuf::from(format!("<delegation>/{}", agent.name));
+        project.prompts.insert(
+            prompt.name.clone(),
+            Loaded {
+                file: file.clone(),
+                value: prompt,
+            },
+        );
+        project
+            .agents
+            .insert(agent.name.clone(), Loaded { file, value: agent });
+        project
+    }
+
     /// The project tool `name`.
     pub fn tool(&self, name: &str) -> Option<&ToolDefinition> {
         self.tools.get(name).map(|l| &l.value)

@@ -505,6 +505,10 @@ impl Driver<'_> {
         let mcp = self.mcp_tools(prompt, &mut tools).await.map_err(fail)?;
         if let Some(profile) = &profile {
             tools = crate::runtime_profile::offered(profile, tools);
+            // `[runtime.delegation]`: the runtime spec's delegation, on the same child runs.
+            tools.extend(crate::delegation::offered(
+                profile, &parent, agent_def, prompt, &reference,
+            ));
         }
         let mcp = mcp.map(|mut mcp| {
             mcp.profile = profile.clone();

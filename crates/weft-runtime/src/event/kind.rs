@@ -494,6 +494,21 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         side: Option<Side>,
     },
+    /// A notice about a delegated child (`delegate_to_agent`, runtime spec §5.4) as its
+    /// parent received it over the run tree's message bus ([`crate::bus`]).
+    #[serde(rename_all = "camelCase")]
+    Delegation {
+        /// The child's reference (its thread id and lineage id).
+        reference: String,
+        /// The child's role.
+        role: String,
+        /// `delegated`, `started`, `finished`, `failed` or `suspended`.
+        status: String,
+        /// The child's depth in the lineage.
+        depth: u32,
+        /// The bus topic the notice came on.
+        topic: String,
+    },
     /// An event of a type this build does not know (a newer Weft wrote it), kept as is.
     #[serde(skip)]
     Other {
@@ -506,7 +521,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every type name, for filters (`weft events --type`).
-    pub const TYPES: [&'static str; 28] = [
+    pub const TYPES: [&'static str; 29] = [
         "run_start",
         "run_end",
         "recovery",
@@ -535,6 +550,7 @@ impl EventKind {
         "mcp_tools_changed",
         "state_transition",
         "compression",
+        "delegation",
     ];
 
     /// The `type` and the `payload`.

@@ -102,6 +102,10 @@ pub struct RuntimeProfile {
     /// routed under policy `quality`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<routing::RoutingConfig>,
+    /// `[runtime.delegation]` (§5.4): its presence offers `delegate_to_agent`
+    /// ([`crate::delegation`]); absent, the tool is not offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<crate::delegation::DelegationConfig>,
 }
 
 impl Default for RuntimeProfile {
@@ -117,6 +121,7 @@ impl Default for RuntimeProfile {
             retry: RetryConfig::default(),
             context: context::ContextConfig::default(),
             routing: None,
+            delegation: None,
         }
     }
 }
@@ -356,6 +361,9 @@ impl RuntimeProfile {
             for (key, message) in routing.problems() {
                 problem(&key, message);
             }
+        }
+        for (key, message) in self.delegation.iter().flat_map(|d| d.problems()) {
+            problem(&format!("delegation.{key}"), message);
         }
         for tool in self.policy.denied_tools.iter() {
             if tool == COMPLETE_TASK {
