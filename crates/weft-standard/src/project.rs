@@ -26,12 +26,14 @@ use crate::definition::{
 use crate::error::{Problem, ProjectError};
 
 /// The built-in tools (from `weft-tools`) a prompt may name.
-pub const BUILTIN_TOOLS: [&str; 6] = [
+pub const BUILTIN_TOOLS: [&str; 8] = [
     "read_file",
     "write_file",
     "list_dir",
     "search_code",
     "run_command",
+    "read_url",
+    "search_web",
     "complete_task",
 ];
 
