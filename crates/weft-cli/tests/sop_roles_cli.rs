@@ -447,3 +447,53 @@ async fn read_url_and_search_web_reach_local_servers_when_the_network_is_allowed
 fn events_of(out: &Output) -> Vec<Value> {
     events(out)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_architects_design_phase_is_held_until_a_diagram_exists() {
+    // The architect role (§7.4): diagram_exists after design. Without a diagram the model
+    // stays in design and reads why; with one (a Mermaid block in a Markdown file) it moves
+    // on to document, where write_file is offered.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let script = json!({"responses": [
+        call("a1", "advance_phase", json!({})),
+        call("a2", "advance_phase", json!({})),
+        call("c1", "complete_task", json!({"summary": "designed"})),
+    ]});
+    let runtime = "[runtime]\nrole = \"architect\"\n[runtime.policy]\nmode = \"batch\"\n";
+    common::scripted_project(p, runtime, &[], &script);
+    let out = weft(p, &["run", "--json", "design it"], &[]).await;
+    let events = events(&out);
+    assert!(!result_of(&events, "a1").0, "{}", text(&out));
+    let (failed, held) = result_of(&events, "a2");
+    assert!(
+        failed && held.contains("diagram_exists") && held.contains("\"design\""),
+        "{held}"
+    );
+    // complete_task is not accepted before the last phase.
+    let (failed, refused) = result_of(&events, "c1");
+    assert!(failed && refused.contains("last phase"), "{refused}");
+
+    std::fs::write(
+        p.join("design.md"),
+        "# Design\n\n```mermaid\ngraph TD; cli-->runtime\n```\n",
+    )
+    .unwrap();
+    let script = json!({"responses": [
+        call("a1", "advance_phase", json!({})),
+        call("a2", "advance_phase", json!({})),
+        call("w1", "write_file", json!({"path": "ARCH.md", "content": "see design.md"})),
+        call("c1", "complete_task", json!({"summary": "designed"})),
+    ]});
+    common::scripted_project(p, runtime, &[], &script);
+    let out = weft(p, &["run", "--json", "design it"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events = events(&out);
+    let (failed, moved) = result_of(&events, "a2");
+    assert!(!failed && moved.contains("document"), "{moved}");
+    let gate = of_type(&events, "sop_gate");
+    assert_eq!(gate.len(), 1);
+    assert_eq!(gate[0]["check"], "diagram_exists");
+    assert!(gate[0]["detail"].as_str().unwrap().contains("design.md"));
+    assert!(p.join("ARCH.md").exists());
+}

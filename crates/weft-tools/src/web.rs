@@ -3,7 +3,7 @@
 //! format, or any server that speaks it).
 //!
 //! Both obey the workspace's network policy, the one `run_command` has: with the sandbox
-//! `workspace` (the default) the network is denied unless the project sets `sandbox_network =
+//! `workspace` (the default) the network is denied unless the project sets `sandboxNetwork =
 //! true`; `strict` never has it; `none` always does. A denied call says so to the model.
 //!
 //! `search_web` sends `GET {endpoint}?q=QUERY&count=N` with the headers `Accept:
