@@ -98,7 +98,10 @@ fn tool_call_reply(id: &str, name: &str, arguments: &Value) -> Reply {
     let end = json!({"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
         "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
         "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}});
-    Reply::sse(&format!("data: {chunk}\n\ndata: {end}\n\ndata: [DONE]\n\n"), 256)
+    Reply::sse(
+        &format!("data: {chunk}\n\ndata: {end}\n\ndata: [DONE]\n\n"),
+        256,
+    )
 }
 
 /// The names of the tools a Chat Completions request offered.
@@ -171,7 +174,10 @@ async fn a_phase_offers_only_its_tools_and_a_call_of_another_phases_is_refused()
     assert_eq!(offered(&received[4]), ["complete_task"]);
     // The system text tells the model its role and phase.
     let system = received[2].json()["messages"][0]["content"].to_string();
-    assert!(system.contains("Reviewer") && system.contains("\\\"analyze\\\""), "{system}");
+    assert!(
+        system.contains("Reviewer") && system.contains("\\\"analyze\\\""),
+        "{system}"
+    );
     let events = events(&out);
     assert!(!result_of(&events, "l1").0);
     // list_dir belongs to explore: refused in analyze, with the reason the model reads.
@@ -310,10 +316,7 @@ async fn a_phase_that_uses_its_steps_moves_on_and_the_last_one_fails_the_task() 
     );
     let end = run_end(&events);
     assert_eq!(end["status"], "failed", "{end}");
-    assert!(
-        end.to_string().contains("maxReactLoop of 2 steps"),
-        "{end}"
-    );
+    assert!(end.to_string().contains("maxReactLoop of 2 steps"), "{end}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -342,6 +345,11 @@ async fn bad_roles_are_load_errors_naming_the_key() {
             "runtime.roles.coder",
             "built-in role",
         ),
+        (
+            "[runtime.roles.triage]\nmaxReactLoop = 1\nphases = [{name = \"a\", allowedTools = [\"raed_file\"]}]\n",
+            "runtime.roles.triage.phases[0].allowedTools",
+            "unknown tool \"raed_file\"",
+        ),
     ] {
         common::scripted_project(p, runtime, &["read_file"], &json!({"responses": []}));
         let out = weft(p, &["run", "go"], &[]).await;
@@ -367,11 +375,11 @@ async fn read_url_and_search_web_reach_local_servers_when_the_network_is_allowed
     let search = ReplayServer::start(vec![Reply::json(
         200,
         &json!({"type": "search", "query": {"original": "agent runtimes"},
-            "web": {"type": "search", "results": [
-                {"title": "The <strong>Agent</strong> Runtime", "url": "https://example.org/runtime",
-                 "description": "Phases, gates and <strong>roles</strong>.", "language": "en"},
-                {"title": "Second", "url": "https://example.org/2", "description": "More."}
-            ]}}),
+        "web": {"type": "search", "results": [
+            {"title": "The <strong>Agent</strong> Runtime", "url": "https://example.org/runtime",
+             "description": "Phases, gates and <strong>roles</strong>.", "language": "en"},
+            {"title": "Second", "url": "https://example.org/2", "description": "More."}
+        ]}}),
     )])
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -419,10 +427,7 @@ async fn read_url_and_search_web_reach_local_servers_when_the_network_is_allowed
     // The request spoke the Brave Search API: GET, q and count, the key in its header.
     let asked = &search.received()[0];
     assert_eq!(asked.method, "GET");
-    assert_eq!(
-        asked.path,
-        "/res/v1/web/search?q=agent+runtimes&count=2"
-    );
+    assert_eq!(asked.path, "/res/v1/web/search?q=agent+runtimes&count=2");
     assert_eq!(asked.header("x-subscription-token"), Some("brave-test-key"));
     assert_eq!(asked.header("accept"), Some("application/json"));
     assert_eq!(page.received()[0].path, "/doc.html");

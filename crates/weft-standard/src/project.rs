@@ -689,6 +689,7 @@ impl Project {
             self.agents.values().map(|a| (&a.value, a.file.as_path())),
             problems,
         );
+        crate::runtime_profile::check_role_tools(self, &config_file, problems);
         // An agent file that did not parse would make this a second, misleading problem.
         let parsed_cleanly = problems.is_empty();
         if let Some(name) = &self.config.default_agent

@@ -148,6 +148,29 @@ pub(crate) fn check<'a>(
     }
 }
 
+/// The problems of the project's own SOP roles' tools (`[runtime.roles.NAME]`): each must
+/// be a tool the project knows (built-in, `tools/`, an agent, `mcp:SERVER`).
+pub(crate) fn check_role_tools(project: &Project, config_file: &Path, problems: &mut Vec<Problem>) {
+    let Ok(profile) = RuntimeProfile::from_tables(project.config().runtime.as_ref(), None) else {
+        return;
+    };
+    for (name, role) in &profile.roles {
+        for (i, phase) in role.phases.iter().enumerate() {
+            for tool in &phase.allowed_tools {
+                if project.tool_kind(tool).is_none() {
+                    problems.push(Problem::new(
+                        config_file,
+                        format!("runtime.roles.{name}.phases[{i}].allowedTools"),
+                        format!(
+                            "unknown tool {tool:?}: not a built-in tool, not in tools/, not an agent, and not mcp:SERVER"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
 /// The tools the agent is offered under `profile`: its own that the policy allows, and
 /// `complete_task` (added when its prompt does not list it).
 pub(crate) fn offered(profile: &RuntimeProfile, tools: Vec<Tool>) -> Vec<Tool> {

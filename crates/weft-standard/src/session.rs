@@ -455,9 +455,16 @@ impl Driver<'_> {
             tools = crate::runtime_profile::offered(profile, tools);
         }
         // The agent's SOP role (runtime spec §7): its tools, `advance_phase`, the workflow.
-        let sop = profile
-            .as_deref()
-            .and_then(|profile| crate::runtime_profile::sop_turn(profile, self.project, &self.workspace, durable_run.clone(), side, &mut tools));
+        let sop = profile.as_deref().and_then(|profile| {
+            crate::runtime_profile::sop_turn(
+                profile,
+                self.project,
+                &self.workspace,
+                durable_run.clone(),
+                side,
+                &mut tools,
+            )
+        });
         let mcp = mcp.map(|mut mcp| {
             mcp.profile = profile.clone();
             mcp

@@ -31,6 +31,23 @@ const MAX_FILES: usize = 20_000;
 const TEST_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The gates of one agent task, checked in its workspace.
+///
+/// ```
+/// use weft_runtime::profile::sop::{GateCheck, GateChecker};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let dir = tempfile::tempdir()?;
+/// let workspace = weft_tools::Workspace::new(dir.path())?;
+/// let gates = weft_standard::sop::ProjectGates::new(workspace, None);
+/// assert!(!gates.check(GateCheck::TestsExist).await.passed);
+/// std::fs::create_dir(dir.path().join("tests"))?;
+/// std::fs::write(dir.path().join("tests/add.py"), "assert 1 + 1 == 2\n")?;
+/// assert!(gates.check(GateCheck::TestsExist).await.passed);
+/// // No `[project] testCommand`: tests_pass fails and says so.
+/// let verdict = gates.check(GateCheck::TestsPass).await;
+/// assert!(!verdict.passed && verdict.detail.contains("testCommand"));
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct ProjectGates {
     workspace: Workspace,

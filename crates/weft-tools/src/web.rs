@@ -282,8 +282,30 @@ async fn search(endpoint: &str, key: &str, query: &str, count: u32) -> Result<Va
 /// ```
 pub fn html_to_text(html: &str) -> String {
     const BLOCKS: [&str; 24] = [
-        "p", "div", "br", "li", "ul", "ol", "tr", "table", "h1", "h2", "h3", "h4", "h5", "h6",
-        "section", "article", "header", "footer", "pre", "blockquote", "title", "hr", "dd", "dt",
+        "p",
+        "div",
+        "br",
+        "li",
+        "ul",
+        "ol",
+        "tr",
+        "table",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "section",
+        "article",
+        "header",
+        "footer",
+        "pre",
+        "blockquote",
+        "title",
+        "hr",
+        "dd",
+        "dt",
     ];
     const HIDDEN: [&str; 4] = ["script", "style", "noscript", "template"];
     let mut out = String::with_capacity(html.len() / 2);

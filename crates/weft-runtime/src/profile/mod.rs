@@ -199,7 +199,8 @@ impl Default for PolicyConfig {
 }
 
 impl PolicyConfig {
-    /// Whether `tool` is offered to the model (`complete_task` always is).
+    /// Whether `tool` is offered to the model (`complete_task` and `advance_phase` always
+    /// are).
     ///
     /// ```
     /// let policy = weft_runtime::profile::PolicyConfig {
@@ -209,9 +210,16 @@ impl PolicyConfig {
     /// assert!(!policy.offers("run_command"));
     /// assert!(policy.offers("read_file"));
     /// assert!(policy.offers("complete_task"));
+    /// let only_reads = weft_runtime::profile::PolicyConfig {
+    ///     allowed_tools: Some(vec!["read_file".into()]),
+    ///     ..Default::default()
+    /// };
+    /// assert!(only_reads.offers("advance_phase") && !only_reads.offers("list_dir"));
     /// ```
     pub fn offers(&self, tool: &str) -> bool {
-        if tool == COMPLETE_TASK {
+        // complete_task ends a task; advance_phase moves an SOP role's workflow (an agent
+        // without a role has no such tool): neither is the lists' to refuse.
+        if tool == COMPLETE_TASK || tool == sop::ADVANCE_PHASE {
             return true;
         }
         !self.denied_tools.iter().any(|t| t == tool)

@@ -263,7 +263,10 @@ impl SopRole {
     pub fn problems(&self) -> Vec<(String, String)> {
         let mut problems = Vec::new();
         if self.phases.is_empty() {
-            problems.push(("phases".to_owned(), "a role needs at least one phase".into()));
+            problems.push((
+                "phases".to_owned(),
+                "a role needs at least one phase".into(),
+            ));
         }
         for (i, phase) in self.phases.iter().enumerate() {
             if phase.name.trim().is_empty() {
@@ -569,9 +572,7 @@ impl SopExecutor {
         run.emit(EventKind::SopPhase {
             role: self.role.name.clone(),
             phase: phase.name.clone(),
-            from: from
-                .and_then(|i| self.phase_def(i))
-                .map(|p| p.name.clone()),
+            from: from.and_then(|i| self.phase_def(i)).map(|p| p.name.clone()),
             tools: phase.allowed_tools.clone(),
             trigger: trigger.to_owned(),
             side: self.side,
