@@ -468,15 +468,15 @@ async fn the_architects_design_phase_is_held_until_a_diagram_exists() {
     let runtime = "[runtime]\nrole = \"architect\"\n[runtime.policy]\nmode = \"batch\"\n";
     common::scripted_project(p, runtime, &[], &script);
     let out = weft(p, &["run", "--json", "design it"], &[]).await;
-    let events = events(&out);
-    assert!(!result_of(&events, "a1").0, "{}", text(&out));
-    let (failed, held) = result_of(&events, "a2");
+    let first = events(&out);
+    assert!(!result_of(&first, "a1").0, "{}", text(&out));
+    let (failed, held) = result_of(&first, "a2");
     assert!(
         failed && held.contains("diagram_exists") && held.contains("\"design\""),
         "{held}"
     );
     // complete_task is not accepted before the last phase.
-    let (failed, refused) = result_of(&events, "c1");
+    let (failed, refused) = result_of(&first, "c1");
     assert!(failed && refused.contains("last phase"), "{refused}");
 
     std::fs::write(
