@@ -502,3 +502,31 @@ async fn the_architects_design_phase_is_held_until_a_diagram_exists() {
     assert!(gate[0]["detail"].as_str().unwrap().contains("design.md"));
     assert!(p.join("ARCH.md").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_takes_its_own_role_over_the_projects() {
+    // The project's agents are coders; agent `a` says it is a reviewer in its runtime table.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let script = json!({"responses": [
+        call("w1", "write_file", json!({"path": "x.txt", "content": "x"})),
+        call("a1", "advance_phase", json!({})),
+        call("a2", "advance_phase", json!({})),
+        call("c1", "complete_task", json!({"summary": "reviewed"})),
+    ]});
+    common::scripted_project(p, "[runtime]\nrole = \"coder\"\n", &[], &script);
+    std::fs::write(
+        p.join("agents/a.toml"),
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\n[runtime]\nrole = \"reviewer\"\n",
+    )
+    .unwrap();
+    let out = weft(p, &["run", "--json", "review"], &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events = events(&out);
+    let phases = of_type(&events, "sop_phase");
+    assert_eq!(phases[0]["role"], "Reviewer");
+    assert_eq!(phases.len(), 3);
+    // A reviewer never writes: write_file is not one of its tools.
+    let (failed, reason) = result_of(&events, "w1");
+    assert!(failed && !p.join("x.txt").exists(), "{reason}");
+}
