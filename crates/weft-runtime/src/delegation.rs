@@ -8,8 +8,8 @@
 //! is the runtime spec's own:
 //!
 //! * [`DelegateInput`]: the spec's `DelegateToAgentInput`, validated ([`DelegateInput::parse`]);
-//! * [`DelegateRole`] and [`role_tools`]: the registry a role's child gets (the one function
-//!   to wire to the SOP role table);
+//! * [`DelegateRole`] and [`role_tools`]: the registry a role's child gets (from the SOP role
+//!   table of [`crate::profile::sop`]);
 //! * [`DelegationConfig`]: `enabled`, `maxDepth` (3), `maxChildren` (8), `model`, `grants`.
 //!
 //! # Examples
@@ -105,31 +105,28 @@ impl std::fmt::Display for DelegateRole {
     }
 }
 
-/// The tools a child of `role` may have: the tools of the role's SOP phases (spec §7; the
-/// union of its phases, since a delegated child runs one task), before the intersection with
-/// its parent's tools and the explicit grants ([`DelegationConfig::grants`]). The analyst,
-/// which §7 gives no SOP, reads like a reviewer.
-///
-/// This is the **one** role → tools mapping of delegation: the SOP role table (issue 22 §7)
-/// replaces its body at merge.
+/// The tools a child of `role` may have: the tools of the role's SOP phases (spec §7, from
+/// the one role table, [`SopRole::builtin`](crate::profile::sop::SopRole::builtin) and
+/// [`SopRole::all_tools`](crate::profile::sop::SopRole::all_tools): the union of its phases,
+/// since a delegated child runs one task), before the intersection with its parent's tools and
+/// the explicit grants ([`DelegationConfig::grants`]). The analyst, which §7 gives no SOP,
+/// reads like a reviewer.
 ///
 /// ```
 /// use weft_runtime::delegation::{DelegateRole, role_tools};
-/// assert!(role_tools(DelegateRole::Coder).contains(&"write_file"));
-/// assert!(!role_tools(DelegateRole::Reviewer).contains(&"write_file"));
+/// assert!(role_tools(DelegateRole::Coder).iter().any(|t| t == "write_file"));
+/// assert!(!role_tools(DelegateRole::Reviewer).iter().any(|t| t == "write_file"));
+/// assert_eq!(role_tools(DelegateRole::Analyst), role_tools(DelegateRole::Reviewer));
 /// ```
-pub fn role_tools(role: DelegateRole) -> &'static [&'static str] {
-    match role {
-        DelegateRole::Researcher => &["search_web", "read_url", "search_code", "read_file"],
-        DelegateRole::Coder => &[
-            "read_file",
-            "search_code",
-            "list_dir",
-            "write_file",
-            "run_command",
-        ],
-        DelegateRole::Reviewer | DelegateRole::Analyst => &["read_file", "search_code", "list_dir"],
-    }
+pub fn role_tools(role: DelegateRole) -> Vec<String> {
+    let sop = match role {
+        DelegateRole::Researcher => "researcher",
+        DelegateRole::Coder => "coder",
+        DelegateRole::Reviewer | DelegateRole::Analyst => "reviewer",
+    };
+    crate::profile::sop::SopRole::builtin(sop)
+        .map(|role| role.all_tools())
+        .unwrap_or_default()
 }
 
 /// The spec's `DelegateToAgentInput`.
@@ -336,9 +333,8 @@ impl DelegationConfig {
     /// ```
     pub fn child_tools(&self, role: DelegateRole, parent_tools: &[&str]) -> Vec<String> {
         let mut tools: Vec<String> = role_tools(role)
-            .iter()
-            .filter(|t| parent_tools.contains(t))
-            .map(|t| (*t).to_owned())
+            .into_iter()
+            .filter(|t| parent_tools.contains(&t.as_str()))
             .collect();
         for granted in self.grants.get(role.as_str()).into_iter().flatten() {
             if !tools.contains(granted) {

@@ -55,6 +55,7 @@ mod runner;
 pub mod runtime_profile;
 mod session;
 mod side;
+pub mod sop;
 pub mod subagent;
 pub mod tools;
 pub mod variables;

@@ -26,12 +26,14 @@ use crate::definition::{
 use crate::error::{Problem, ProjectError};
 
 /// The built-in tools (from `weft-tools`) a prompt may name.
-pub const BUILTIN_TOOLS: [&str; 6] = [
+pub const BUILTIN_TOOLS: [&str; 8] = [
     "read_file",
     "write_file",
     "list_dir",
     "search_code",
     "run_command",
+    "read_url",
+    "search_web",
     "complete_task",
 ];
 
@@ -709,6 +711,7 @@ impl Project {
             self.agents.values().map(|a| (&a.value, a.file.as_path())),
             problems,
         );
+        crate::runtime_profile::check_role_tools(self, &config_file, problems);
         // An agent file that did not parse would make this a second, misleading problem.
         let parsed_cleanly = problems.is_empty();
         if let Some(name) = &self.config.default_agent

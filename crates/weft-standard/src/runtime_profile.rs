@@ -153,6 +153,29 @@ pub(crate) fn check<'a>(
     }
 }
 
+/// The problems of the project's own SOP roles' tools (`[runtime.roles.NAME]`): each must
+/// be a tool the project knows (built-in, `tools/`, an agent, `mcp:SERVER`).
+pub(crate) fn check_role_tools(project: &Project, config_file: &Path, problems: &mut Vec<Problem>) {
+    let Ok(profile) = RuntimeProfile::from_tables(project.config().runtime.as_ref(), None) else {
+        return;
+    };
+    for (name, role) in &profile.roles {
+        for (i, phase) in role.phases.iter().enumerate() {
+            for tool in &phase.allowed_tools {
+                if project.tool_kind(tool).is_none() {
+                    problems.push(Problem::new(
+                        config_file,
+                        format!("runtime.roles.{name}.phases[{i}].allowedTools"),
+                        format!(
+                            "unknown tool {tool:?}: not a built-in tool, not in tools/, not an agent, and not mcp:SERVER"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
 /// The tools the agent is offered under `profile`: its own that the policy allows, and
 /// `complete_task` (added when its prompt does not list it).
 pub(crate) fn offered(profile: &RuntimeProfile, tools: Vec<Tool>) -> Vec<Tool> {
@@ -164,6 +187,45 @@ pub(crate) fn offered(profile: &RuntimeProfile, tools: Vec<Tool>) -> Vec<Tool> {
         tools.push(weft_tools::complete_task());
     }
     tools
+}
+
+/// The SOP workflow of an agent turn whose profile names a role (§7): the role's built-in
+/// tools the prompt lacks (those the policy offers) and `advance_phase` are added to `tools`.
+pub(crate) fn sop_turn(
+    profile: &RuntimeProfile,
+    project: &Project,
+    workspace: &weft_tools::Workspace,
+    run: Option<std::sync::Arc<weft_runtime::ledger::RunContext>>,
+    side: weft_runtime::event::Side,
+    tools: &mut Vec<Tool>,
+) -> Option<crate::side::SopTurn> {
+    use std::sync::Arc;
+    use weft_runtime::profile::sop::SopExecutor;
+    let role = profile.sop_role()?;
+    let mut extra = Vec::new();
+    for name in role.all_tools() {
+        if tools.iter().any(|t| t.name == name) || !profile.policy.offers(&name) {
+            continue;
+        }
+        if let Some(tool) = weft_tools::builtin_tool(workspace, &name) {
+            extra.push(tool);
+        }
+    }
+    let test_command = project
+        .config()
+        .project
+        .as_ref()
+        .and_then(|p| p.get("testCommand"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let checker = Arc::new(crate::sop::ProjectGates::new(
+        workspace.clone(),
+        test_command,
+    ));
+    let executor = Arc::new(SopExecutor::new(role, checker, run, Some(side)));
+    extra.push(executor.advance_tool());
+    tools.extend(extra.iter().cloned());
+    Some(crate::side::SopTurn { executor, extra })
 }
 
 /// How many calls of one response run at once: one in `interactive` mode (the others are

@@ -510,6 +510,17 @@ impl Driver<'_> {
                 profile, &parent, agent_def, prompt, &reference,
             ));
         }
+        // The agent's SOP role (runtime spec §7): its tools, `advance_phase`, the workflow.
+        let sop = profile.as_deref().and_then(|profile| {
+            crate::runtime_profile::sop_turn(
+                profile,
+                self.project,
+                &self.workspace,
+                durable_run.clone(),
+                side,
+                &mut tools,
+            )
+        });
         let mcp = mcp.map(|mut mcp| {
             mcp.profile = profile.clone();
             mcp
@@ -560,15 +571,20 @@ impl Driver<'_> {
             _ => (None, false),
         };
         let orchestrator = profile.as_ref().map(|profile| {
-            Arc::new(weft_runtime::profile::orchestrator::Orchestrator::new(
+            let orchestrator = weft_runtime::profile::orchestrator::Orchestrator::new(
                 profile.clone(),
                 flags.clone(),
                 durable_run.clone(),
                 Some(side),
-            ))
+            );
+            Arc::new(match &sop {
+                Some(sop) => orchestrator.with_sop(sop.executor.clone()),
+                None => orchestrator,
+            })
         });
         let strategy = SideTurn {
             profile: orchestrator,
+            sop: sop.clone(),
             plan,
             input,
             events: self.events(),
@@ -649,14 +665,16 @@ impl Driver<'_> {
         }
         if let Some(profile) = &profile {
             // The profile's policy stage: one engine, which the gates below extend.
-            agent_options = agent_options.tool_layer(Arc::new(
-                weft_runtime::profile::layer::ProfileLayer::new(
-                    profile.clone(),
-                    flags.clone(),
-                    durable_run.clone(),
-                    self.workspace.root(),
-                ),
-            ));
+            let layer = weft_runtime::profile::layer::ProfileLayer::new(
+                profile.clone(),
+                flags.clone(),
+                durable_run.clone(),
+                self.workspace.root(),
+            );
+            agent_options = agent_options.tool_layer(Arc::new(match &sop {
+                Some(sop) => layer.with_sop(sop.executor.clone()),
+                None => layer,
+            }));
         }
         if let Some(run) = &durable_run {
             // The step's streamed text is logged where the model's stream is read, before the

@@ -185,6 +185,8 @@ pub(crate) struct SideTurn {
     /// The Agent Runtime Spec's profile, when it is on for the agent: it decides when the
     /// turn ends (`complete_task`, recovery) instead of the §5 stop rules.
     pub(crate) profile: Option<Arc<Orchestrator>>,
+    /// The agent's SOP role (runtime spec §7): the steps offer its current phase's tools.
+    pub(crate) sop: Option<SopTurn>,
     pub(crate) plan: StopPlan,
     /// The input of the turn; `None` when the state already ends with it (a durable run's
     /// initial checkpoint).
@@ -214,6 +216,14 @@ pub(crate) struct SideTurn {
     /// The runtime profile's context management (§5.11): the history is compressed before
     /// a step's model call when it passes the threshold (`None`: off).
     pub(crate) context: Option<Arc<ContextManager>>,
+}
+
+/// The SOP workflow of a side turn and the tools it added to the prompt's.
+#[derive(Debug, Clone)]
+pub(crate) struct SopTurn {
+    pub(crate) executor: Arc<weft_runtime::profile::sop::SopExecutor>,
+    /// The role's tools the prompt lacked, and `advance_phase`.
+    pub(crate) extra: Vec<Tool>,
 }
 
 /// The MCP servers of a side's prompt, and the tools it offers besides theirs.
@@ -279,6 +289,10 @@ impl ExecutionStrategy for SideTurn {
         if let Some(profile) = &self.profile {
             profile.begin().await.map_err(illegal)?;
         }
+        if let Some(sop) = &self.sop {
+            sop.executor.start().await;
+        }
+        let mut phase_seen: Option<usize> = None;
         let mut taken = self.prior_steps;
         // What the steps offer besides the agent's own settings: the MCP servers' tools of
         // now (and their fingerprint), the child registry's text; and the model instance
@@ -324,6 +338,13 @@ impl ExecutionStrategy for SideTurn {
                     Err(error) => tracing::warn!(%error, "listing MCP tools failed"),
                 }
             }
+            if let Some(sop) = &self.sop {
+                let phase = sop.executor.phase();
+                if phase_seen != Some(phase) {
+                    phase_seen = Some(phase);
+                    changed = true;
+                }
+            }
             if changed {
                 let mut options = ctx.agent.llm_options().clone();
                 if let (Some(mcp), Some((tools, _))) = (&self.mcp, &listed) {
@@ -333,6 +354,21 @@ impl ExecutionStrategy for SideTurn {
                         Some(profile) => crate::runtime_profile::offered(profile, all),
                         None => all,
                     };
+                }
+                if let Some(sop) = &self.sop {
+                    // The phase's tools only; the others stay callable, so a call of one is
+                    // refused by the profile's policy stage with the phase it belongs to.
+                    for tool in &sop.extra {
+                        if !options.tools.iter().any(|t| t.name == tool.name) {
+                            options.tools.push(tool.clone());
+                        }
+                    }
+                    options.offered = Some(sop.executor.offered());
+                    let text = sop.executor.instructions();
+                    options.system = Some(match options.system.take() {
+                        Some(system) if !system.is_empty() => format!("{system}\n\n{text}"),
+                        _ => text,
+                    });
                 }
                 if let Some(text) = &registry_text {
                     // The registry as a system message: after the prompt's system text.

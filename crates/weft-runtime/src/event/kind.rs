@@ -494,6 +494,25 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         side: Option<Side>,
     },
+    /// The agent's SOP role (runtime spec §7) entered a phase: the tools offered from now on.
+    #[serde(rename_all = "camelCase")]
+    SopPhase {
+        /// The role (`Coder`, `Researcher`, …, or a custom role's name).
+        role: String,
+        /// The phase entered.
+        phase: String,
+        /// The phase left (`None`: the role's first phase).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+        /// The role's tools offered in the phase (besides `complete_task` and `advance_phase`).
+        tools: Vec<String>,
+        /// What moved it: `start`, `advance_phase` (the model's call), `max_react_loop`
+        /// (the phase used its steps).
+        trigger: String,
+        /// The side (`dual_ai` sessions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        side: Option<Side>,
+    },
     /// A notice about a delegated child (`delegate_to_agent`, runtime spec §5.4) as its
     /// parent received it over the run tree's message bus ([`crate::bus`]).
     #[serde(rename_all = "camelCase")]
@@ -509,6 +528,23 @@ pub enum EventKind {
         /// The bus topic the notice came on.
         topic: String,
     },
+    /// A quality gate of the agent's SOP role (runtime spec §7) was checked.
+    #[serde(rename_all = "camelCase")]
+    SopGate {
+        /// The role.
+        role: String,
+        /// The phase the gate guards (`after`).
+        phase: String,
+        /// `tests_exist`, `tests_pass` or `diagram_exists`.
+        check: String,
+        /// Whether it passed.
+        passed: bool,
+        /// What the check found (the files, the test command's output).
+        detail: String,
+        /// The side (`dual_ai` sessions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        side: Option<Side>,
+    },
     /// An event of a type this build does not know (a newer Weft wrote it), kept as is.
     #[serde(skip)]
     Other {
@@ -521,7 +557,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every type name, for filters (`weft events --type`).
-    pub const TYPES: [&'static str; 29] = [
+    pub const TYPES: [&'static str; 31] = [
         "run_start",
         "run_end",
         "recovery",
@@ -551,6 +587,8 @@ impl EventKind {
         "state_transition",
         "compression",
         "delegation",
+        "sop_phase",
+        "sop_gate",
     ];
 
     /// The `type` and the `payload`.
