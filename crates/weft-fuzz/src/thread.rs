@@ -80,12 +80,12 @@ pub fn stream_assemble(data: &[u8]) {
     }
     if let Ok(assembled) = builder.build(&ThreadDefaults::default(), &clock) {
         let value = assembled.thread.to_value().expect("serializes");
-        // Not asserted: that the thread validates. A stream may carry the output of a call
-        // it never announced (a stream that continues an earlier one does), and the thread
-        // then names an unknown tool_call_id (docs/TESTING.md, open finding).
-        if validate(&value).is_valid() {
-            let back = Thread::from_value(value).expect("a valid assembled thread parses");
-            assert_eq!(back, assembled.thread);
-        }
+        // Whatever the stream, the assembled thread validates (the output of a call the
+        // stream never announced is a stream error, not a dangling tool-return part:
+        // fuzz/regressions/stream_assemble/) and parses back equal.
+        let report = validate(&value);
+        assert!(report.is_valid(), "assembled thread invalid: {report:?}");
+        let back = Thread::from_value(value).expect("a valid assembled thread parses");
+        assert_eq!(back, assembled.thread);
     }
 }

@@ -63,6 +63,11 @@ pub struct LlmOptions {
     /// Sees every event of a streamed generation on the task that produces it, before the
     /// event is sent on (and before the tools of its round run).
     pub stream_tap: Option<StreamTap>,
+    /// The names of the tools sent to the model (`None`: every tool of `tools`). A tool of
+    /// `tools` that is not offered stays callable: a call of it passes the tool pipeline,
+    /// whose policy stage can refuse it with a reason the model reads (the runtime profile's
+    /// SOP phases offer a phase's tools only and explain why another one may not run).
+    pub offered: Option<Vec<String>>,
 }
 
 /// A function that sees each event of a streamed generation where it is produced: on the
@@ -116,7 +121,15 @@ impl LlmOptions {
             validate_arguments: false,
             tool_layers: Vec::new(),
             stream_tap: None,
+            offered: None,
         }
+    }
+
+    /// Sends only the tools named in `names` to the model (see [`LlmOptions::offered`]).
+    #[must_use]
+    pub fn offer_only(mut self, names: Vec<String>) -> Self {
+        self.offered = Some(names);
+        self
     }
 
     /// Shows every streamed event to `tap` where it is produced (see [`StreamTap`]).
@@ -290,6 +303,8 @@ struct Inner {
     system: Option<String>,
     params: Option<serde_json::Map<String, Value>>,
     tools: Arc<[Tool]>,
+    /// The tools sent to the model, when not all of `tools`.
+    offered: Option<Arc<[Tool]>>,
     strategy: ToolUseStrategy,
     structure: Option<Value>,
     mode: ExecutionMode,
@@ -390,6 +405,14 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
             config: Arc::new(config),
             system: options.system,
             params: options.params,
+            offered: options.offered.map(|names| {
+                options
+                    .tools
+                    .iter()
+                    .filter(|t| names.contains(&t.name))
+                    .cloned()
+                    .collect()
+            }),
             tools: options.tools.into(),
             strategy: options.tool_strategy,
             structure: options.structure,
@@ -616,6 +639,7 @@ impl LlmInstance {
                 system: inner.system.clone(),
                 params: inner.params.clone(),
                 tools: inner.tools.clone(),
+                offered: inner.offered.clone(),
                 strategy: inner.strategy.clone(),
                 structure: inner.structure.clone(),
                 mode: inner.mode,
@@ -640,6 +664,7 @@ impl LlmInstance {
                 system: inner.system.clone(),
                 params: inner.params.clone(),
                 tools: inner.tools.clone(),
+                offered: inner.offered.clone(),
                 strategy: inner.strategy.clone(),
                 structure: inner.structure.clone(),
                 mode: inner.mode,
@@ -806,7 +831,7 @@ async fn run_loop(
             messages: conversation.clone(),
             system: inner.system.clone(),
             params: inner.params.clone(),
-            tools: inner.tools.clone(),
+            tools: inner.offered.clone().unwrap_or_else(|| inner.tools.clone()),
             structure: inner.structure.clone(),
             signal: signal.clone(),
             config: inner.config.clone(),

@@ -63,3 +63,49 @@ async fn limited_mode_runs_at_most_n_calls_at_once() {
     assert_eq!(most_at_once(ExecutionMode::Parallel).await, 5);
     assert_eq!(most_at_once(ExecutionMode::Sequential).await, 1);
 }
+
+/// `LlmOptions::offered`: only the named tools are sent to the model; the others stay
+/// callable (the runtime profile's SOP phases rely on it: a call of a tool of another phase
+/// reaches the pipeline, whose policy stage refuses it with a reason).
+#[tokio::test]
+async fn offered_tools_are_sent_and_the_others_stay_callable() {
+    use weft_provider::adapters::scripted::ScriptedModel;
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<Vec<String>>::new()));
+    let log = seen.clone();
+    let model = ScriptedModel::from_fn("offered", move |request| {
+        let names = request.tools.iter().map(|t| t.name.clone()).collect();
+        let mut log = log.lock().unwrap();
+        log.push(names);
+        Ok(if log.len() == 1 {
+            ScriptedResponse {
+                tool_calls: vec![ScriptedToolCall {
+                    id: Some("h1".into()),
+                    name: "hidden".into(),
+                    arguments: json!({}),
+                    after: Vec::new(),
+                }],
+                ..ScriptedResponse::default()
+            }
+        } else {
+            ScriptedResponse::text("ok")
+        })
+    });
+    let tool = |name: &str| {
+        Tool::new(name, "", json!({"type": "object"}), |_a: Value, _c| async {
+            Ok(json!("ran"))
+        })
+    };
+    let instance = llm(LlmOptions::new(scripted::from_model(model))
+        .tool(tool("shown"))
+        .tool(tool("hidden"))
+        .offer_only(vec!["shown".into()]))
+    .unwrap();
+    let turn = instance.generate(&[], "go").await.unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [vec!["shown".to_owned()], vec!["shown".to_owned()]]
+    );
+    // The call of the tool that was not offered ran (no policy stage refused it here).
+    assert_eq!(turn.tool_executions.len(), 1);
+    assert_eq!(turn.tool_executions[0].result, json!("ran"));
+}

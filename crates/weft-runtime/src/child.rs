@@ -14,7 +14,9 @@
 //!   pass the run's pipeline stages (replay, hooks, approval, record) under its own
 //!   positions; its events go to the run's log with the agent path `parent/child`;
 //! * an `invoke_agent {child}` **span**, child of the parent call's `execute_tool` span
-//!   ([`ToolSpan`]), parent of the child's `chat` and `execute_tool` spans.
+//!   ([`ToolSpan`]), parent of the child's `chat` and `execute_tool` spans;
+//! * **notifications** on the run tree's message bus ([`crate::bus`], topic
+//!   `child.REFERENCE`): started when it opens, then finished, failed or suspended.
 //!
 //! **Invariant:** a child run is part of its parent run: same run id, same ledger. Its
 //! side effects are recorded before they happen like the run's own, so a parent resumed
@@ -187,7 +189,31 @@ impl ChildRun {
         child
             .record(AgentStatus::Active, weft_store::Usage::default(), None)
             .await?;
+        child.notify(crate::bus::BusMessage::ChildStarted {
+            reference: child.reference.clone(),
+            name: child.name.clone(),
+            depth: child.depth,
+        });
         Ok(child)
+    }
+
+    /// Publishes `message` on the child's topic of the run tree's bus, as its parent.
+    fn notify(&self, message: crate::bus::BusMessage) {
+        let from = self
+            .context
+            .agent()
+            .as_str()
+            .rsplit_once('/')
+            .map_or("", |(parent, _)| parent)
+            .to_owned();
+        self.context
+            .bus()
+            .publish(&crate::bus::child_topic(&self.reference), &from, message);
+    }
+
+    /// The child's depth in the lineage (1: a child of the root agent).
+    pub fn depth(&self) -> u32 {
+        self.depth
     }
 
     /// The child's run context (its model calls, tool calls and events go through it).
@@ -238,6 +264,10 @@ impl ChildRun {
     /// suspends after the step; a resume runs the call again and the child goes on from its
     /// checkpoints), the child's lineage node stays active, its span ends as `suspended`.
     pub fn defer(self) {
+        self.notify(crate::bus::BusMessage::ChildSuspended {
+            reference: self.reference.clone(),
+            name: self.name.clone(),
+        });
         self.context.defer_call(&self.position);
         self.span.set(weft_otel::semconv::WEFT_RUN_END, "suspended");
         self.span.end();
@@ -285,6 +315,17 @@ impl ChildRun {
                 .set_error(weft_otel::semconv::ERROR_OTHER, "the child run failed");
         }
         self.span.end();
+        self.notify(if succeeded {
+            crate::bus::BusMessage::ChildFinished {
+                reference: self.reference.clone(),
+                name: self.name.clone(),
+            }
+        } else {
+            crate::bus::BusMessage::ChildFailed {
+                reference: self.reference.clone(),
+                name: self.name.clone(),
+            }
+        });
         let usage = self.own_usage().await?;
         self.record(status, usage, Some(weft_store::now_string()))
             .await

@@ -98,6 +98,8 @@ pub struct RunContext {
     /// Queued tool calls (`queueTool()`) the current step took: its next model call is
     /// answered with them instead of asking the model (see [`RunContext::queued_calls`]).
     queued_tools: Mutex<Vec<weft_provider::ToolCall>>,
+    /// The run tree's message bus (shared by every child run of the run).
+    bus: Arc<crate::bus::RuntimeMessageBus>,
 }
 
 impl fmt::Debug for RunContext {
@@ -160,6 +162,7 @@ impl RunContext {
             inbox: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             taken: Mutex::new(Vec::new()),
             queued_tools: Mutex::new(Vec::new()),
+            bus: Arc::new(crate::bus::RuntimeMessageBus::new()),
         }
     }
 
@@ -339,7 +342,13 @@ impl RunContext {
             inbox: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             taken: Mutex::new(Vec::new()),
             queued_tools: Mutex::new(Vec::new()),
+            bus: self.bus.clone(),
         }
+    }
+
+    /// The run tree's message bus ([`crate::bus`]): the root run's, shared by its children.
+    pub fn bus(&self) -> &Arc<crate::bus::RuntimeMessageBus> {
+        &self.bus
     }
 
     /// The run's event emitter.
@@ -498,6 +507,11 @@ impl RunContext {
     /// recorded with it; `None` when a call had no price.
     pub fn spent_cost(&self) -> Option<f64> {
         self.spent.lock().ok().and_then(|s| s.cost)
+    }
+
+    /// The run's budget (its limits).
+    pub fn budget(&self) -> Budget {
+        self.budget
     }
 
     /// The number of model calls of the run so far.

@@ -15,7 +15,9 @@
 //! * costs ([`cost`]): each model call priced when its usage is known, the price recorded
 //!   with its response, so a later price change never rewrites what a run cost;
 //! * child runs ([`child`]): a tool call running another agent (a subagent) in its own child
-//!   thread, inside the run's ledger, budget, event log and trace;
+//!   thread, inside the run's ledger, budget, event log and trace; delegation
+//!   ([`delegation`]: `delegate_to_agent`, spec §5.4) is one configuration of them;
+//! * the run tree's message bus ([`bus`]: in-process publish/subscribe by topic, spec §4.2);
 //! * ownership ([`ownership`]): an OS lock (a dead owner on this machine is known at once),
 //!   a lease with heartbeat (owners elsewhere), and fenced writes (a stale owner stops).
 //!
@@ -36,8 +38,10 @@
 pub mod agent_program;
 pub mod approval;
 pub mod budget;
+pub mod bus;
 pub mod child;
 pub mod cost;
+pub mod delegation;
 mod error;
 pub mod event;
 pub mod fork;

@@ -5,8 +5,9 @@
 //! providers give new call ids on every answer, so asking again would make recorded tool calls
 //! unrecognisable and run their side effects twice.
 //!
-//! **Invariant:** within one scope the conversation only grows between model calls, so the
-//! message count identifies a request; the request's fingerprint (count and last message) is
+//! **Invariant:** within one scope the conversation only grows between model calls (a
+//! compressed conversation starts a new generation of the scope), so the message count
+//! identifies a request; the request's fingerprint (count and last message) is
 //! checked on replay, and a different one is a divergence, reported, never replayed.
 
 use std::sync::Arc;
@@ -154,7 +155,7 @@ fn decode(value: &Value, provider: &str) -> Result<LlmResponse, UppError> {
 
 impl RecordedModel {
     fn position(&self, request: &LlmRequest) -> String {
-        format!("{}@{}", self.scope, request.messages.len())
+        position(&self.scope, &request.messages)
     }
 
     /// The response of a step that took queued tool calls (`queueTool()`): the calls,
@@ -187,10 +188,9 @@ impl RecordedModel {
         };
         record(
             &self.run,
-            &self.scope,
             self.inner.provider(),
             &self.priced,
-            request.messages.len(),
+            self.position(request),
             fingerprint(&request.messages),
             &response,
         )
@@ -223,18 +223,27 @@ impl RecordedModel {
     }
 }
 
-/// Stores `response` at `scope@request_len` (committed before returning in `sync`
+/// The position of a request with `messages` in `scope`: `scope@LEN`, or `scope~G@LEN` once
+/// the runtime profile compressed the conversation (generation `G`; `Gs` for the summary
+/// request of compression `G`): a compressed conversation is shorter than before, and
+/// within one generation it only grows again.
+fn position(scope: &str, messages: &[Message]) -> String {
+    match crate::profile::context::generation_label(messages) {
+        Some(generation) => format!("{scope}~{generation}@{}", messages.len()),
+        None => format!("{scope}@{}", messages.len()),
+    }
+}
+
+/// Stores `response` at its position (committed before returning in `sync`
 /// durability) and makes its calls the current round of the ledger.
 async fn record(
     run: &RunContext,
-    scope: &str,
     provider: &str,
     priced: &(String, Option<Quote>),
-    request_len: usize,
+    position: String,
     fingerprint: String,
     response: &LlmResponse,
 ) -> Result<(), UppError> {
-    let position = format!("{scope}@{request_len}");
     // Priced now that its usage is known, with the price kept beside it.
     let (cost, fields) = cost_fields(&priced.0, priced.1.as_ref(), &response.usage);
     let record = RecordedResponse {
@@ -286,7 +295,7 @@ impl LlmModel for RecordedModel {
                 return Ok(response);
             }
             within_budget(&self.run, self.inner.provider(), self.priced.1.is_some())?;
-            let len = request.messages.len();
+            let at = self.position(&request);
             let print = fingerprint(&request.messages);
             let (provider, model) = (self.inner.provider(), self.inner.model_id());
             let chat = ChatSpan::open(&self.run, provider, model, &request);
@@ -295,10 +304,9 @@ impl LlmModel for RecordedModel {
             let response = response?;
             record(
                 &self.run,
-                &self.scope,
                 self.inner.provider(),
                 &self.priced,
-                len,
+                at,
                 print,
                 &response,
             )
@@ -316,7 +324,7 @@ impl LlmModel for RecordedModel {
                 return Ok(response.into_stream());
             }
             within_budget(&self.run, self.inner.provider(), self.priced.1.is_some())?;
-            let len = request.messages.len();
+            let position = self.position(&request);
             let print = fingerprint(&request.messages);
             let (provider, model) = (self.inner.provider(), self.inner.model_id());
             let chat = ChatSpan::open(&self.run, provider, model, &request);
@@ -330,7 +338,7 @@ impl LlmModel for RecordedModel {
             // One shared handle, so each passing event costs a reference count, not copies.
             let at = Arc::new((
                 self.run.clone(),
-                self.scope.clone(),
+                position,
                 self.inner.provider().to_owned(),
                 print,
                 self.priced.clone(),
@@ -341,12 +349,19 @@ impl LlmModel for RecordedModel {
             let stream = inner.then(move |part| {
                 let at = at.clone();
                 async move {
-                    let (run, scope, provider, print, priced, (chat, model)) = &*at;
+                    let (run, position, provider, print, priced, (chat, model)) = &*at;
                     match part {
                         Ok(LlmStreamPart::Response(response)) => {
                             chat.end(provider, model, Ok(&response));
-                            record(run, scope, provider, priced, len, print.clone(), &response)
-                                .await?;
+                            record(
+                                run,
+                                provider,
+                                priced,
+                                position.clone(),
+                                print.clone(),
+                                &response,
+                            )
+                            .await?;
                             Ok(LlmStreamPart::Response(response))
                         }
                         Err(error) => {
@@ -360,5 +375,69 @@ impl LlmModel for RecordedModel {
             let stream: LlmStream = Box::pin(stream);
             Ok(stream)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::profile::context::{CompressionStrategy, ContextConfig, compress};
+
+    #[tokio::test]
+    async fn a_compressed_conversation_and_its_summary_request_have_their_own_positions() {
+        use weft_provider::adapters::scripted::{self, Script};
+        let history = vec![
+            Message::user("task"),
+            Message::assistant("one"),
+            Message::assistant("two"),
+            Message::assistant("three"),
+        ];
+        assert_eq!(position("t", &history[..2]), "t@2");
+        let llm = weft_provider::llm(weft_provider::LlmOptions::new(scripted::model(
+            Script::texts(["summary"]),
+        )))
+        .unwrap();
+        let config = ContextConfig {
+            preserve_last_n: 1,
+            compression_strategy: CompressionStrategy::Summarize,
+            ..ContextConfig::default()
+        };
+        let compressed = compress(
+            &config,
+            &history,
+            3,
+            1,
+            100,
+            10,
+            &llm,
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        // Shorter than before, yet not the position of the earlier request of that length:
+        // a resume replays the right answers.
+        assert_eq!(compressed.history.len(), 3);
+        assert_eq!(position("t", &compressed.history), "t~1@3");
+        assert_ne!(
+            position("t", &compressed.history),
+            position("t", &history[..3])
+        );
+        let request = Message::User(weft_provider::UserMessage::with_options(
+            vec![weft_provider::ContentBlock::text("summarize")],
+            weft_provider::MessageOptions {
+                id: None,
+                metadata: Some(
+                    [(
+                        crate::profile::context::MARKER_KEY.to_owned(),
+                        serde_json::json!({"generation": 2, "request": true}),
+                    )]
+                    .into_iter()
+                    .collect(),
+                ),
+            },
+        ));
+        assert_eq!(position("t", &[request]), "t~2s@1");
     }
 }

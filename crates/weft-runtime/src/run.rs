@@ -313,6 +313,8 @@ struct LiveRun {
     thread: String,
     /// Set when a message is queued on the run's thread: its next step takes the queue.
     inbox: Arc<std::sync::atomic::AtomicBool>,
+    /// Cancelled when the drive is over (its lease released, the run no longer live).
+    ended: CancellationToken,
 }
 
 /// Takes a run out of [`LiveRuns`] when its drive ends.
@@ -320,8 +322,9 @@ struct LiveGuard(LiveRuns, String);
 
 impl Drop for LiveGuard {
     fn drop(&mut self) {
-        if let Ok(mut runs) = self.0.lock() {
-            runs.remove(&self.1);
+        let removed = self.0.lock().ok().and_then(|mut runs| runs.remove(&self.1));
+        if let Some(run) = removed {
+            run.ended.cancel();
         }
     }
 }
@@ -444,6 +447,16 @@ impl Runtime {
     /// Whether this process drives `run_id` now.
     pub fn is_live(&self, run_id: &str) -> bool {
         self.live_run(run_id).is_some()
+    }
+
+    /// Waits until this process no longer drives `run_id`: its drive is over, its lease
+    /// released, and [`Runtime::is_live`] says `false`. The run's last event is published
+    /// just before that, so a caller that saw it and then reads the run's or thread's status
+    /// waits here first. Returns at once for a run this process does not drive.
+    pub async fn settled(&self, run_id: &str) {
+        if let Some(live) = self.live_run(run_id) {
+            live.ended.cancelled().await;
+        }
     }
 
     /// The runs this process drives now.
@@ -1097,6 +1110,7 @@ impl Runtime {
                     abort: abort.clone(),
                     thread: record.thread_id.clone(),
                     inbox: inbox.clone(),
+                    ended: CancellationToken::new(),
                 },
             );
         }

@@ -101,7 +101,13 @@ pub(crate) async fn next(
                 }
                 return Next::Event(Box::new(event));
             }
-            Ok(None) if followed.saw_end => return Next::End,
+            Ok(None) if followed.saw_end => {
+                // The run's last event is out, its drive is finishing: wait for it, so that
+                // a client that reads the thread's status after the stream's end finds it
+                // idle, not still busy.
+                state.runtime().settled(run_id).await;
+                return Next::End;
+            }
             Ok(None) => {
                 return match state.store().run(run_id).await {
                     Ok(Some(run)) if run.status == RunStatus::Running => Next::Abandoned,

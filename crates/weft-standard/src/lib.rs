@@ -34,6 +34,7 @@
 //! | `side` | one side's turn and the §5 stop evaluation |
 //! | `session` | `ai_human` / `dual_ai` sessions, handoff, events |
 //! | `subagent` | `dual_ai` agents called as tools: child runs, the canonical result text |
+//! | `delegation` | `delegate_to_agent` (runtime spec §5.4): a role's child on the same child runs |
 //! | `runtime_profile` | the Agent Runtime Spec's profile for an agent: its settings, tools and stages |
 //! | `launch` | `Launch`: the recorded spec of a session run (`weft run`, `weft serve`) |
 //! | `preflight` | what is checked before a run is recorded: models, keys, endpoints |
@@ -42,8 +43,10 @@
 pub mod attachments;
 mod background;
 pub mod definition;
+mod delegation;
 mod error;
 mod gates;
+pub mod knowledge;
 mod launch;
 pub mod lifecycle;
 pub mod preflight;
@@ -52,6 +55,7 @@ mod runner;
 pub mod runtime_profile;
 mod session;
 mod side;
+pub mod sop;
 pub mod subagent;
 pub mod tools;
 pub mod variables;

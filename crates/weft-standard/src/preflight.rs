@@ -60,8 +60,44 @@ pub fn check(
             ));
         }
     }
+    // The models of the agent's routing rules (`[runtime.routing]`): the safe default must
+    // be usable like any model; the others get their endpoints settled, and a problem with
+    // one is a failed route at run time (the default is used, the event says why).
+    let routing: Vec<(ModelSite, bool)> = project
+        .runtime_profile(agent, true)
+        .and_then(|profile| profile.routing)
+        .map(|routing| {
+            routing
+                .models()
+                .into_iter()
+                .map(|reference| {
+                    let strict = reference == routing.default;
+                    let key = if strict {
+                        "runtime.routing.default"
+                    } else {
+                        "runtime.routing"
+                    };
+                    let site = ModelSite {
+                        file: PathBuf::from(config_file.to_string()),
+                        key: key.to_owned(),
+                        reference,
+                    };
+                    (site, strict)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let mut base_urls = BTreeMap::new();
-    for site in &sites {
+    for (site, strict) in sites
+        .iter()
+        .map(|s| (s, true))
+        .chain(routing.iter().map(|(s, strict)| (s, *strict)))
+    {
+        let mut note = |problem: String| {
+            if strict {
+                problems.push(problem);
+            }
+        };
         let at = if site.key.is_empty() {
             site.file.display().to_string()
         } else {
@@ -71,16 +107,16 @@ pub fn check(
         let resolved = match registry.resolve(&reference) {
             Ok(resolved) => resolved,
             Err(error) => {
-                problems.push(format!("{at}: {error}"));
+                note(format!("{at}: {error}"));
                 continue;
             }
         };
         let provider = resolved.provider.name.clone();
         if let Some(problem) = unusable(&resolved).or_else(|| model_check(&resolved)) {
-            problems.push(format!("{at}: {problem}"));
+            note(format!("{at}: {problem}"));
         }
         if let Some(variable) = missing_key(&provider) {
-            problems.push(format!(
+            note(format!(
                 "{at}: the model {} needs an API key: set {variable} in the environment",
                 site.reference
             ));
@@ -115,11 +151,11 @@ pub fn check(
                 if from != "--base-url"
                     && let Err(problem) = check_base_url(&url)
                 {
-                    problems.push(format!("{from}: {problem}"));
+                    note(format!("{from}: {problem}"));
                 }
                 base_urls.insert(provider, url);
             }
-            None if provider == COMPATIBLE => problems.push(format!(
+            None if provider == COMPATIBLE => note(format!(
                 "{at}: {COMPATIBLE} needs a base URL: pass --base-url, set [providers.{COMPATIBLE}] baseUrl in {config_file}, \
                  or set {COMPATIBLE_BASE_URL_ENV} (e.g. http://127.0.0.1:11434/v1 for Ollama)"
             )),

@@ -26,12 +26,14 @@ use crate::definition::{
 use crate::error::{Problem, ProjectError};
 
 /// The built-in tools (from `weft-tools`) a prompt may name.
-pub const BUILTIN_TOOLS: [&str; 6] = [
+pub const BUILTIN_TOOLS: [&str; 8] = [
     "read_file",
     "write_file",
     "list_dir",
     "search_code",
     "run_command",
+    "read_url",
+    "search_web",
     "complete_task",
 ];
 
@@ -447,6 +449,28 @@ impl Project {
         self.prompts.get(name).map(|l| &l.value)
     }
 
+    /// This project with `agent` and `prompt` added (replacing any of the same names): the
+    /// definitions a delegated child runs ([`crate::delegation`]), which no file holds.
+    pub(crate) fn with_definitions(
+        &self,
+        agent: AgentDefinition,
+        prompt: PromptDefinition,
+    ) -> Project {
+        let mut project = self.clone();
+        let file = PathBuf::from(format!("<delegation>/{}", agent.name));
+        project.prompts.insert(
+            prompt.name.clone(),
+            Loaded {
+                file: file.clone(),
+                value: prompt,
+            },
+        );
+        project
+            .agents
+            .insert(agent.name.clone(), Loaded { file, value: agent });
+        project
+    }
+
     /// The project tool `name`.
     pub fn tool(&self, name: &str) -> Option<&ToolDefinition> {
         self.tools.get(name).map(|l| &l.value)
@@ -687,6 +711,7 @@ impl Project {
             self.agents.values().map(|a| (&a.value, a.file.as_path())),
             problems,
         );
+        crate::runtime_profile::check_role_tools(self, &config_file, problems);
         // An agent file that did not parse would make this a second, misleading problem.
         let parsed_cleanly = problems.is_empty();
         if let Some(name) = &self.config.default_agent

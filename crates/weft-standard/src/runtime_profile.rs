@@ -27,11 +27,16 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
-use weft_provider::{ExecutionMode, Tool};
+use weft_provider::provider::ModelReference;
+use weft_provider::{ExecutionMode, LlmModel, Provider, Tool};
 use weft_runtime::approval::ToolPolicy;
+use weft_runtime::ledger::RunContext;
+use weft_runtime::profile::routing::{Candidate, RoutedModel, RoutingConfig};
 use weft_runtime::profile::{COMPLETE_TASK, PolicyMode, RuntimeProfile};
 
 use crate::definition::{AgentDefinition, AgentType};
@@ -148,6 +153,29 @@ pub(crate) fn check<'a>(
     }
 }
 
+/// The problems of the project's own SOP roles' tools (`[runtime.roles.NAME]`): each must
+/// be a tool the project knows (built-in, `tools/`, an agent, `mcp:SERVER`).
+pub(crate) fn check_role_tools(project: &Project, config_file: &Path, problems: &mut Vec<Problem>) {
+    let Ok(profile) = RuntimeProfile::from_tables(project.config().runtime.as_ref(), None) else {
+        return;
+    };
+    for (name, role) in &profile.roles {
+        for (i, phase) in role.phases.iter().enumerate() {
+            for tool in &phase.allowed_tools {
+                if project.tool_kind(tool).is_none() {
+                    problems.push(Problem::new(
+                        config_file,
+                        format!("runtime.roles.{name}.phases[{i}].allowedTools"),
+                        format!(
+                            "unknown tool {tool:?}: not a built-in tool, not in tools/, not an agent, and not mcp:SERVER"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+}
+
 /// The tools the agent is offered under `profile`: its own that the policy allows, and
 /// `complete_task` (added when its prompt does not list it).
 pub(crate) fn offered(profile: &RuntimeProfile, tools: Vec<Tool>) -> Vec<Tool> {
@@ -159,6 +187,45 @@ pub(crate) fn offered(profile: &RuntimeProfile, tools: Vec<Tool>) -> Vec<Tool> {
         tools.push(weft_tools::complete_task());
     }
     tools
+}
+
+/// The SOP workflow of an agent turn whose profile names a role (§7): the role's built-in
+/// tools the prompt lacks (those the policy offers) and `advance_phase` are added to `tools`.
+pub(crate) fn sop_turn(
+    profile: &RuntimeProfile,
+    project: &Project,
+    workspace: &weft_tools::Workspace,
+    run: Option<std::sync::Arc<weft_runtime::ledger::RunContext>>,
+    side: weft_runtime::event::Side,
+    tools: &mut Vec<Tool>,
+) -> Option<crate::side::SopTurn> {
+    use std::sync::Arc;
+    use weft_runtime::profile::sop::SopExecutor;
+    let role = profile.sop_role()?;
+    let mut extra = Vec::new();
+    for name in role.all_tools() {
+        if tools.iter().any(|t| t.name == name) || !profile.policy.offers(&name) {
+            continue;
+        }
+        if let Some(tool) = weft_tools::builtin_tool(workspace, &name) {
+            extra.push(tool);
+        }
+    }
+    let test_command = project
+        .config()
+        .project
+        .as_ref()
+        .and_then(|p| p.get("testCommand"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let checker = Arc::new(crate::sop::ProjectGates::new(
+        workspace.clone(),
+        test_command,
+    ));
+    let executor = Arc::new(SopExecutor::new(role, checker, run, Some(side)));
+    extra.push(executor.advance_tool());
+    tools.extend(extra.iter().cloned());
+    Some(crate::side::SopTurn { executor, extra })
 }
 
 /// How many calls of one response run at once: one in `interactive` mode (the others are
@@ -190,6 +257,108 @@ pub(crate) fn tool_policy(
     });
     policy.confirmations |= profile.policy.has_rules();
     policy
+}
+
+/// The routing rules of an agent under `profile`, their model references resolved in the
+/// project (relative script paths): `[runtime.routing]`, or — when there is none — the
+/// agent's own model as the default (its calls are logged as routed under `quality`).
+/// `None` when there are no rules and the agent names no model.
+pub(crate) fn routing_of(
+    profile: &RuntimeProfile,
+    project: &Project,
+    requested: Option<&str>,
+) -> Option<RoutingConfig> {
+    let mut routing = match &profile.routing {
+        Some(routing) => routing.clone(),
+        None => RoutingConfig {
+            default: requested?.to_owned(),
+            ..RoutingConfig::default()
+        },
+    };
+    routing.map_models(|m| project.model_reference(m));
+    Some(routing)
+}
+
+/// What a routed model needs from its session.
+pub(crate) struct Routing<'a> {
+    /// The durable run and the conversation scope its responses are recorded in.
+    pub durable: Option<(Arc<RunContext>, String)>,
+    /// The run's base URLs, by provider.
+    pub base_urls: &'a BTreeMap<String, String>,
+    /// The prompt's headers.
+    pub headers: &'a [(String, String)],
+    /// The task's phase at each call.
+    pub phase: Arc<dyn Fn() -> String + Send + Sync>,
+    /// The side.
+    pub side: crate::definition::Side,
+}
+
+/// The model of an agent task under routing rules: every model of the rules (and the
+/// requested one) bound through `bind` (recorded in a durable run), each with its
+/// provider's endpoint and headers, behind a [`RoutedModel`].
+///
+/// # Errors
+/// When the rules' default model cannot be used.
+pub(crate) fn routed_model(
+    routing: RoutingConfig,
+    requested: Option<String>,
+    bind: &mut dyn FnMut(&str) -> Result<ModelReference, String>,
+    context: Routing<'_>,
+) -> Result<ModelReference, String> {
+    let mut references = routing.models();
+    if let Some(requested) = &requested
+        && !references.contains(requested)
+    {
+        references.push(requested.clone());
+    }
+    let mut candidates = HashMap::new();
+    for reference in references {
+        let candidate = bind(&reference).and_then(|model| {
+            let model = match &context.durable {
+                Some((run, scope)) => {
+                    weft_runtime::recorded::recorded_model(&model, run.clone(), scope.clone())
+                        .map_err(|e| e.to_string())?
+                }
+                None => model,
+            };
+            let bound = model
+                .provider
+                .llm_handler()
+                .and_then(|h| h.bind(&model.model_id, &model.options))
+                .map_err(|e| e.to_string())?;
+            let mut config = model.provider.default_config.clone();
+            if let Some(url) = context.base_urls.get(&model.provider.name) {
+                config.base_url = Some(url.clone());
+            }
+            config.headers.extend(context.headers.iter().cloned());
+            Ok(Candidate {
+                model: bound,
+                config: Arc::new(config),
+            })
+        });
+        candidates.insert(reference, candidate);
+    }
+    let default = routing.default.clone();
+    let (run, side) = (
+        context.durable.as_ref().map(|(run, _)| run.clone()),
+        Some(context.side),
+    );
+    let routed: Arc<dyn LlmModel> = Arc::new(RoutedModel::new(
+        routing,
+        requested,
+        candidates,
+        context.phase,
+        run,
+        side,
+    )?);
+    let (provider, model_id) = default.split_once(':').unwrap_or(("routing", &default));
+    let provider = Provider::new(provider, "routing")
+        .with_llm(move |_id: &str, _options: &Value| Ok(routed.clone()));
+    Ok(ModelReference {
+        model_id: model_id.to_owned(),
+        provider: Arc::new(provider),
+        options: Value::Null,
+    })
 }
 
 #[cfg(test)]

@@ -414,35 +414,87 @@ impl Driver<'_> {
             .project
             .prompt(&config.prompt)
             .ok_or_else(|| fail(format!("unknown prompt {}", config.prompt)))?;
-        let reference = self
+        let flags = Arc::new(weft_runtime::profile::layer::ProfileFlags::default());
+        let requested = self
             .options
             .model_override
             .clone()
             .or_else(|| self.project.model_of(prompt).map(str::to_owned))
-            .ok_or_else(|| fail(format!("prompt {} has no model", prompt.name)))?;
-        let reference = self.project.model_reference(&reference);
-        let model = self
-            .model(&reference)
-            .map_err(|e| fail(format!("model {reference:?}: {e}")))?;
-        // A durable session records every response before its tools run, per side (each
-        // side's conversation is its own scope), and a resume replays what was recorded.
-        let model = match (&self.options.durable, &self.options.thread_id) {
-            (Some(durable), Some(thread)) => {
-                let scope = match side {
-                    Side::A => thread.clone(),
-                    Side::B => format!("{thread}.sideB"),
-                };
-                weft_runtime::recorded::recorded_model(&model, durable.run.clone(), scope)
-                    .map_err(|e| fail(format!("model {reference:?}: {e}")))?
-            }
-            _ => model,
-        };
+            .map(|r| self.project.model_reference(&r));
         let durable_run = self.options.durable.as_ref().map(|d| d.run.clone());
         // The Agent Runtime Spec's profile, when it is on for this agent.
         let profile = self
             .project
             .runtime_profile(agent_def, self.options.runtime_profile)
             .map(Arc::new);
+        let headers = self
+            .project
+            .headers(&self.options.variables, agent_def, prompt);
+        // Under the profile every model call is routed (§5.7): the rules of
+        // `[runtime.routing]`, or the agent's own model when there are none.
+        let routing = profile.as_ref().and_then(|profile| {
+            crate::runtime_profile::routing_of(profile, self.project, requested.as_deref())
+        });
+        let reference = match (&routing, &requested) {
+            (Some(routing), _) => routing.default.clone(),
+            (None, Some(requested)) => requested.clone(),
+            (None, None) => return Err(fail(format!("prompt {} has no model", prompt.name))),
+        };
+        let model = match routing {
+            Some(routing) => {
+                let scope = match side {
+                    Side::A => self.options.thread_id.clone(),
+                    Side::B => self
+                        .options
+                        .thread_id
+                        .as_ref()
+                        .map(|t| format!("{t}.sideB")),
+                };
+                let durable = durable_run.clone().zip(scope);
+                let base_urls = self.options.base_urls.clone();
+                let flags = flags.clone();
+                let mut bind = |reference: &str| self.model(reference);
+                crate::runtime_profile::routed_model(
+                    routing,
+                    requested.clone(),
+                    &mut bind,
+                    crate::runtime_profile::Routing {
+                        durable,
+                        base_urls: &base_urls,
+                        headers: &headers,
+                        phase: Arc::new(move || {
+                            if flags.recovering() {
+                                weft_runtime::profile::routing::RECOVERY_PHASE.to_owned()
+                            } else {
+                                weft_runtime::profile::routing::WORK_PHASE.to_owned()
+                            }
+                        }),
+                        side,
+                    },
+                )
+                .map_err(fail)?
+            }
+            None => {
+                let model = self
+                    .model(&reference)
+                    .map_err(|e| fail(format!("model {reference:?}: {e}")))?;
+                // A durable session records every response before its tools run, per side
+                // (each side's conversation is its own scope), and a resume replays what was
+                // recorded.
+                match (&self.options.durable, &self.options.thread_id) {
+                    (Some(durable), Some(thread)) => {
+                        let scope = match side {
+                            Side::A => thread.clone(),
+                            Side::B => format!("{thread}.sideB"),
+                        };
+                        weft_runtime::recorded::recorded_model(&model, durable.run.clone(), scope)
+                            .map_err(|e| fail(format!("model {reference:?}: {e}")))?
+                    }
+                    _ => model,
+                }
+            }
+        };
+        let routed = profile.is_some();
         let mut options = self.options.clone();
         // The subagents this agent starts are bound by its profile's denials and rules.
         options.parent_profile = profile
@@ -459,17 +511,34 @@ impl Driver<'_> {
         let mcp = self.mcp_tools(prompt, &mut tools).await.map_err(fail)?;
         if let Some(profile) = &profile {
             tools = crate::runtime_profile::offered(profile, tools);
+            // `[runtime.delegation]`: the runtime spec's delegation, on the same child runs.
+            tools.extend(crate::delegation::offered(
+                profile, &parent, agent_def, prompt, &reference,
+            ));
         }
+        // The agent's SOP role (runtime spec §7): its tools, `advance_phase`, the workflow.
+        let sop = profile.as_deref().and_then(|profile| {
+            crate::runtime_profile::sop_turn(
+                profile,
+                self.project,
+                &self.workspace,
+                durable_run.clone(),
+                side,
+                &mut tools,
+            )
+        });
         let mcp = mcp.map(|mut mcp| {
             mcp.profile = profile.clone();
             mcp
         });
-        let flags = Arc::new(weft_runtime::profile::layer::ProfileFlags::default());
         let end = Arc::new(Mutex::new(None));
         let plan = stop_plan(self.project, agent_def, side)
             .ok_or_else(|| fail(format!("{} has no {}", agent_def.name, side.key())))?;
-        if let Some(run) = &durable_run {
-            // Which model serves this side turn, and why (the runtime spec's routing event).
+        if let Some(run) = &durable_run
+            && !routed
+        {
+            // Which model serves this side turn, and why (the runtime spec's routing event;
+            // under the runtime profile each model call is routed and logged instead).
             let source = if self.options.model_override.is_some() {
                 "override"
             } else if prompt.model.is_some() {
@@ -477,8 +546,6 @@ impl Driver<'_> {
             } else {
                 "project"
             };
-            // RT-041's fields: a configured model is used as is (policy `quality`); policy
-            // routing between models belongs to the runtime's router.
             run.emit(EventKind::Routing {
                 requested: reference.clone(),
                 resolved: model.to_reference_string(),
@@ -510,15 +577,20 @@ impl Driver<'_> {
             _ => (None, false),
         };
         let orchestrator = profile.as_ref().map(|profile| {
-            Arc::new(weft_runtime::profile::orchestrator::Orchestrator::new(
+            let orchestrator = weft_runtime::profile::orchestrator::Orchestrator::new(
                 profile.clone(),
                 flags.clone(),
                 durable_run.clone(),
                 Some(side),
-            ))
+            );
+            Arc::new(match &sop {
+                Some(sop) => orchestrator.with_sop(sop.executor.clone()),
+                None => orchestrator,
+            })
         });
         let strategy = SideTurn {
             profile: orchestrator,
+            sop: sop.clone(),
             plan,
             input,
             events: self.events(),
@@ -529,6 +601,13 @@ impl Driver<'_> {
             mcp,
             thread,
             registry,
+            context: profile.as_ref().map(|profile| {
+                Arc::new(weft_runtime::profile::context::ContextManager::new(
+                    profile.context.clone(),
+                    durable_run.clone(),
+                    Some(side),
+                ))
+            }),
             base_usage: {
                 let mut usage = self
                     .options
@@ -541,17 +620,32 @@ impl Driver<'_> {
                 usage
             },
         };
+        let mut system = match &self.options.start_context {
+            Some(context) => format!(
+                "{}\n\n{context}",
+                self.project
+                    .system_text(&self.options.variables, agent_def, prompt)
+            ),
+            None => self
+                .project
+                .system_text(&self.options.variables, agent_def, prompt),
+        };
+        if profile.is_some() {
+            // The project's knowledge, in the system prompt of every model call: added after
+            // the history is compressed, never part of it (runtime spec §5.11(4)).
+            let knowledge = crate::knowledge::load(self.project.dir())
+                .await
+                .map_err(|e| fail(format!("the project's knowledge/ folder: {e}")))?;
+            if let Some(knowledge) = knowledge {
+                system = if system.is_empty() {
+                    knowledge
+                } else {
+                    format!("{system}\n\n{knowledge}")
+                };
+            }
+        }
         let mut agent_options = AgentOptions::new(model)
-            .system(match &self.options.start_context {
-                Some(context) => format!(
-                    "{}\n\n{context}",
-                    self.project
-                        .system_text(&self.options.variables, agent_def, prompt)
-                ),
-                None => self
-                    .project
-                    .system_text(&self.options.variables, agent_def, prompt),
-            })
+            .system(system)
             .tools(tools.clone())
             // The declared variables' values, for the tools (`run_command` passes them on).
             .tool_extension(crate::variables::tool_env(
@@ -577,14 +671,16 @@ impl Driver<'_> {
         }
         if let Some(profile) = &profile {
             // The profile's policy stage: one engine, which the gates below extend.
-            agent_options = agent_options.tool_layer(Arc::new(
-                weft_runtime::profile::layer::ProfileLayer::new(
-                    profile.clone(),
-                    flags.clone(),
-                    durable_run.clone(),
-                    self.workspace.root(),
-                ),
-            ));
+            let layer = weft_runtime::profile::layer::ProfileLayer::new(
+                profile.clone(),
+                flags.clone(),
+                durable_run.clone(),
+                self.workspace.root(),
+            );
+            agent_options = agent_options.tool_layer(Arc::new(match &sop {
+                Some(sop) => layer.with_sop(sop.executor.clone()),
+                None => layer,
+            }));
         }
         if let Some(run) = &durable_run {
             // The step's streamed text is logged where the model's stream is read, before the
@@ -609,12 +705,12 @@ impl Driver<'_> {
         for (key, value) in &prompt.params {
             agent_options = agent_options.param(key.clone(), value.clone());
         }
-        let headers = self
-            .project
-            .headers(&self.options.variables, agent_def, prompt);
         let provider = reference.split_once(':').map_or("", |(p, _)| p);
-        let base_url = self.options.base_urls.get(provider).cloned();
-        if !headers.is_empty() || base_url.is_some() {
+        // A routed model's calls carry their own provider's endpoint and headers.
+        let base_url = (!routed)
+            .then(|| self.options.base_urls.get(provider).cloned())
+            .flatten();
+        if (!routed && !headers.is_empty()) || base_url.is_some() {
             agent_options = agent_options.config(weft_provider::ProviderConfig {
                 headers,
                 base_url,

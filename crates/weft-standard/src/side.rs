@@ -21,6 +21,7 @@ use weft_provider::{LlmInstance, Message, Tool, ToolResult, Turn};
 use weft_runtime::event::{EventKind, Side};
 use weft_runtime::ledger::RunContext;
 use weft_runtime::observer::RunObserver;
+use weft_runtime::profile::context::{CompressionError, ContextManager};
 use weft_runtime::profile::orchestrator::{Next, Orchestrator};
 
 use crate::definition::{LifecyclePayload, SessionToolBinding, SideConfig};
@@ -184,6 +185,8 @@ pub(crate) struct SideTurn {
     /// The Agent Runtime Spec's profile, when it is on for the agent: it decides when the
     /// turn ends (`complete_task`, recovery) instead of the §5 stop rules.
     pub(crate) profile: Option<Arc<Orchestrator>>,
+    /// The agent's SOP role (runtime spec §7): the steps offer its current phase's tools.
+    pub(crate) sop: Option<SopTurn>,
     pub(crate) plan: StopPlan,
     /// The input of the turn; `None` when the state already ends with it (a durable run's
     /// initial checkpoint).
@@ -210,6 +213,17 @@ pub(crate) struct SideTurn {
     /// Whether the side's context lists the thread's child registry (agents §7.11), read
     /// again before every step.
     pub(crate) registry: bool,
+    /// The runtime profile's context management (§5.11): the history is compressed before
+    /// a step's model call when it passes the threshold (`None`: off).
+    pub(crate) context: Option<Arc<ContextManager>>,
+}
+
+/// The SOP workflow of a side turn and the tools it added to the prompt's.
+#[derive(Debug, Clone)]
+pub(crate) struct SopTurn {
+    pub(crate) executor: Arc<weft_runtime::profile::sop::SopExecutor>,
+    /// The role's tools the prompt lacked, and `advance_phase`.
+    pub(crate) extra: Vec<Tool>,
 }
 
 /// The MCP servers of a side's prompt, and the tools it offers besides theirs.
@@ -275,6 +289,10 @@ impl ExecutionStrategy for SideTurn {
         if let Some(profile) = &self.profile {
             profile.begin().await.map_err(illegal)?;
         }
+        if let Some(sop) = &self.sop {
+            sop.executor.start().await;
+        }
+        let mut phase_seen: Option<usize> = None;
         let mut taken = self.prior_steps;
         // What the steps offer besides the agent's own settings: the MCP servers' tools of
         // now (and their fingerprint), the child registry's text; and the model instance
@@ -320,6 +338,13 @@ impl ExecutionStrategy for SideTurn {
                     Err(error) => tracing::warn!(%error, "listing MCP tools failed"),
                 }
             }
+            if let Some(sop) = &self.sop {
+                let phase = sop.executor.phase();
+                if phase_seen != Some(phase) {
+                    phase_seen = Some(phase);
+                    changed = true;
+                }
+            }
             if changed {
                 let mut options = ctx.agent.llm_options().clone();
                 if let (Some(mcp), Some((tools, _))) = (&self.mcp, &listed) {
@@ -330,6 +355,21 @@ impl ExecutionStrategy for SideTurn {
                         None => all,
                     };
                 }
+                if let Some(sop) = &self.sop {
+                    // The phase's tools only; the others stay callable, so a call of one is
+                    // refused by the profile's policy stage with the phase it belongs to.
+                    for tool in &sop.extra {
+                        if !options.tools.iter().any(|t| t.name == tool.name) {
+                            options.tools.push(tool.clone());
+                        }
+                    }
+                    options.offered = Some(sop.executor.offered());
+                    let text = sop.executor.instructions();
+                    options.system = Some(match options.system.take() {
+                        Some(system) if !system.is_empty() => format!("{system}\n\n{text}"),
+                        _ => text,
+                    });
+                }
                 if let Some(text) = &registry_text {
                     // The registry as a system message: after the prompt's system text.
                     options.system = Some(match options.system.take() {
@@ -338,6 +378,53 @@ impl ExecutionStrategy for SideTurn {
                     });
                 }
                 offered = Some(ctx.llm_with(options)?);
+            }
+            if let Some(context) = &self.context {
+                // Compression comes before anything the step adds (the Final Warning, the
+                // thread's queue) and before the knowledge the system prompt carries.
+                let llm = offered.as_ref().unwrap_or(&ctx.llm);
+                let pending: Vec<Message> = if taken == self.prior_steps {
+                    self.input.iter().cloned().collect()
+                } else {
+                    Vec::new()
+                };
+                let summarizer = |system: &str| {
+                    let mut options = ctx.agent.llm_options().clone();
+                    options.tools = Vec::new();
+                    options.tool_layers = Vec::new();
+                    options.stream_tap = None;
+                    options.structure = None;
+                    options.system = Some(system.to_owned());
+                    ctx.llm_with(options).ok()
+                };
+                let compressed = context
+                    .before_call(
+                        steps.committed(),
+                        &pending,
+                        llm,
+                        summarizer,
+                        ctx.signal.child_token(),
+                    )
+                    .await;
+                match compressed {
+                    Ok(Some(history)) => steps.replace_history(history),
+                    Ok(None) => {}
+                    Err(error) => {
+                        if let Some(profile) = &self.profile {
+                            profile.failed().await;
+                        }
+                        return Err(match error {
+                            CompressionError::Summary(e) if ctx.signal.is_cancelled() => {
+                                let _ = e;
+                                AgentError::Cancelled {
+                                    state: Box::new(steps.committed().clone()),
+                                }
+                            }
+                            CompressionError::Summary(e) => AgentError::Upp(e),
+                            other => AgentError::Config(other.to_string()),
+                        });
+                    }
+                }
             }
             if let Some(profile) = &self.profile {
                 profile.before_step(taken).await.map_err(illegal)?;
@@ -384,6 +471,9 @@ impl ExecutionStrategy for SideTurn {
                 }
             };
             taken += 1;
+            if let Some(context) = &self.context {
+                context.step_ended(&turn, steps.committed());
+            }
             let mut statuses = Vec::new();
             let end = match &self.profile {
                 Some(profile) => {

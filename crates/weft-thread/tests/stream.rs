@@ -373,3 +373,48 @@ fn encoder_emits_only_v5_chunks_and_headers_are_documented() {
     .unwrap();
     assert_eq!(back.thread, thread);
 }
+
+/// Found by the `stream_assemble` fuzz target: the output of a tool call the stream never
+/// announced became a tool-return part naming an unknown `tool_call_id`, so the built thread
+/// failed validation. It is now a stream error, and the turn keeps everything else.
+#[test]
+fn a_tool_output_for_an_unannounced_call_is_a_stream_error_not_a_dangling_part() {
+    let events = run(&[
+        json!({"type": "start", "messageId": "m1"}),
+        json!({"type": "text-start", "id": "t"}),
+        json!({"type": "text-delta", "id": "t", "delta": "hi"}),
+        json!({"type": "text-end", "id": "t"}),
+        json!({"type": "tool-output-available", "toolCallId": "ghost", "output": 2}),
+        json!({"type": "tool-output-error", "toolCallId": "ghost2", "errorText": "x"}),
+        json!({"type": "finish"}),
+    ]);
+    let errors: Vec<&String> = events
+        .iter()
+        .filter_map(|event| match event {
+            AssemblyEvent::StreamError(text) => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors.len(), 2, "{events:#?}");
+    assert!(errors[0].contains("`ghost`"), "{}", errors[0]);
+    let turn = only_turn(&events);
+    let all: Vec<&MessagePart> = turn.messages.iter().flat_map(parts).collect();
+    assert_eq!(all.len(), 1, "only the text part: {all:#?}");
+
+    // An announced call's output is still a tool-return part.
+    let events = run(&[
+        json!({"type": "start", "messageId": "m2"}),
+        json!({"type": "tool-input-available", "toolCallId": "c1", "toolName": "add", "input": {"a": 1}}),
+        json!({"type": "tool-output-available", "toolCallId": "c1", "output": 2}),
+        json!({"type": "finish"}),
+    ]);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, AssemblyEvent::StreamError(_))),
+        "{events:#?}"
+    );
+    let turn = only_turn(&events);
+    let all: Vec<&MessagePart> = turn.messages.iter().flat_map(parts).collect();
+    assert_eq!(all.len(), 2, "{all:#?}");
+}

@@ -7,6 +7,8 @@
 //! | `list_dir` | lists a folder, recursively honouring `.gitignore` | no | yes |
 //! | `search_code` | regex search over files, `.gitignore`-aware | no | yes |
 //! | `run_command` | runs `sh -c COMMAND` in the OS sandbox (`weft-sandbox`) with a timeout, an output cap and a scrubbed environment | yes | no |
+//! | `read_url` | HTTP GET of a page, size-capped, HTML turned into text (the network policy applies) | no | yes |
+//! | `search_web` | a web search through the Brave Search API's wire format (the network policy applies) | no | yes |
 //! | `complete_task` | ends the task (the runtime spec's completion contract) | no | yes |
 //!
 //! Every path argument is relative to the workspace root; absolute paths, `..` that leaves
@@ -34,6 +36,7 @@ mod complete;
 mod env;
 mod files;
 mod search;
+mod web;
 mod workspace;
 
 use serde::de::DeserializeOwned;
@@ -45,6 +48,10 @@ pub use complete::{COMPLETE_TASK, complete_task};
 pub use env::ToolEnv;
 pub use files::{list_dir, read_file, write_file};
 pub use search::search_code;
+pub use web::{
+    BRAVE_SEARCH_URL, MAX_DOWNLOAD_BYTES, MAX_TEXT_BYTES, SEARCH_KEY_VARIABLE, SEARCH_URL_VARIABLE,
+    html_to_text, read_url, search_web,
+};
 pub use workspace::{
     CommandSandbox, Confinement, Limits, Mode, Protection, SandboxError, Workspace,
 };
@@ -57,6 +64,8 @@ pub fn builtin_tools(workspace: &Workspace) -> Vec<Tool> {
         cap::capped(list_dir(workspace)),
         cap::capped(search_code(workspace)),
         cap::capped(run_command(workspace, CommandLimits::default())),
+        cap::capped(read_url(workspace)),
+        cap::capped(search_web(workspace)),
         complete_task(),
     ]
 }

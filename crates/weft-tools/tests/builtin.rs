@@ -68,6 +68,8 @@ async fn declarations_say_which_tools_have_side_effects() {
             ("list_dir".into(), false, false),
             ("search_code".into(), false, false),
             ("run_command".into(), true, false),
+            ("read_url".into(), false, true),
+            ("search_web".into(), false, true),
             ("complete_task".into(), false, false),
         ]
     );

@@ -231,6 +231,19 @@ impl<'a> Steps<'a> {
         &self.committed
     }
 
+    /// Replaces the history between steps (context compression): the committed state and
+    /// the state of the next step get `messages` as their history, keeping everything else
+    /// (step number, metadata, plan). The next step's checkpoint references the messages the
+    /// store already holds.
+    ///
+    /// Call it between steps only (after [`Steps::end_step`], before the next
+    /// [`Steps::begin_step`]).
+    pub fn replace_history(&mut self, messages: Vec<Message>) {
+        self.committed = self.committed.with_context(messages);
+        self.state = self.committed.clone();
+        self.conversation = None;
+    }
+
     /// One step with the agent's model: begin, one model call and its tool round, end.
     ///
     /// # Errors

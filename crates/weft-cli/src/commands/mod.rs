@@ -3,6 +3,7 @@
 pub(crate) mod approver;
 pub(crate) mod checkpoints;
 pub(crate) mod compliance;
+pub(crate) mod compressed;
 pub(crate) mod confine;
 pub(crate) mod decide;
 pub(crate) mod deliver;

@@ -50,6 +50,10 @@ pub(crate) enum RunsCommand {
         store: StoreArgs,
         /// The run id (or a unique prefix of it).
         run: String,
+        /// Also print the history the runtime profile's context compression replaced,
+        /// restored from the checkpoints that hold it (`compressions` in `--json`).
+        #[arg(long)]
+        expand: bool,
     },
     /// Delete a run and everything recorded for it (events, tool ledger, checkpoints of its
     /// thread when no other run uses it). A run a live process drives is refused (exit 5).
@@ -385,7 +389,7 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                 }
                 Ok(ExitCode::SUCCESS)
             }
-            RunsCommand::Show { store, run } => {
+            RunsCommand::Show { store, run, expand } => {
                 let s = open_store(&store).await?;
                 let record = match find_run(&s, &run).await? {
                     Some(record) => record,
@@ -447,6 +451,11 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                     v["checkpoints"] = json!(checkpoints.len());
                     v["transcript"] = serde_json::to_value(&lines)?;
                     v["transcript_earlier_entries"] = json!(earlier);
+                    if expand {
+                        let expanded =
+                            super::compressed::of_thread(&s, &record.thread_id).await?;
+                        v["compressions"] = super::compressed::json(&expanded);
+                    }
                     println!("{v}");
                 } else {
                     println!("run       {}", record.run_id);
@@ -485,6 +494,18 @@ pub(crate) fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
                     }
                     for line in transcript_text(&lines, dual) {
                         println!("  {line}");
+                    }
+                    if expand {
+                        let expanded =
+                            super::compressed::of_thread(&s, &record.thread_id).await?;
+                        if expanded.is_empty() {
+                            println!("compressed history: none");
+                        } else {
+                            println!("compressed history:");
+                        }
+                        for line in super::compressed::lines(&expanded) {
+                            println!("  {line}");
+                        }
                     }
                     println!("tool calls:");
                     for c in &calls {

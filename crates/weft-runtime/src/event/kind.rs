@@ -459,6 +459,92 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         side: Option<Side>,
     },
+    /// The runtime profile compressed the conversation before a model call (runtime spec
+    /// §5.11): how, the tokens before and after, what was replaced.
+    #[serde(rename_all = "camelCase")]
+    Compression {
+        /// `summarize`, `truncate` or `hybrid`.
+        strategy: String,
+        /// `hybrid` only: `cleared` (clearing old tool outputs was enough) or `summarized`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stage: Option<String>,
+        /// The conversation's tokens before.
+        tokens_before: u64,
+        /// Its tokens after (estimated: the count before less what was removed plus what was
+        /// added).
+        tokens_after: u64,
+        /// `usage` (the provider's reported usage plus an estimate of what came since) or
+        /// `estimate` (JSON bytes / 4).
+        token_source: String,
+        /// The context limit and where it comes from (`maxTokens`, `model`, `default`).
+        limit: u64,
+        /// See `limit`.
+        limit_source: String,
+        /// `compressionThreshold` × `limit`: the count that was passed.
+        trigger: u64,
+        /// The agent step whose checkpoint holds the replaced messages.
+        agent_step: u64,
+        /// The replaced ranges (`from`, `to`, `firstId`, `lastId`) of that checkpoint's
+        /// history.
+        replaced: Value,
+        /// The message that stands for them (the summary or the truncation note).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        summary_id: Option<String>,
+        /// The side (`dual_ai` sessions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        side: Option<Side>,
+    },
+    /// The agent's SOP role (runtime spec §7) entered a phase: the tools offered from now on.
+    #[serde(rename_all = "camelCase")]
+    SopPhase {
+        /// The role (`Coder`, `Researcher`, …, or a custom role's name).
+        role: String,
+        /// The phase entered.
+        phase: String,
+        /// The phase left (`None`: the role's first phase).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<String>,
+        /// The role's tools offered in the phase (besides `complete_task` and `advance_phase`).
+        tools: Vec<String>,
+        /// What moved it: `start`, `advance_phase` (the model's call), `max_react_loop`
+        /// (the phase used its steps).
+        trigger: String,
+        /// The side (`dual_ai` sessions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        side: Option<Side>,
+    },
+    /// A notice about a delegated child (`delegate_to_agent`, runtime spec §5.4) as its
+    /// parent received it over the run tree's message bus ([`crate::bus`]).
+    #[serde(rename_all = "camelCase")]
+    Delegation {
+        /// The child's reference (its thread id and lineage id).
+        reference: String,
+        /// The child's role.
+        role: String,
+        /// `delegated`, `started`, `finished`, `failed` or `suspended`.
+        status: String,
+        /// The child's depth in the lineage.
+        depth: u32,
+        /// The bus topic the notice came on.
+        topic: String,
+    },
+    /// A quality gate of the agent's SOP role (runtime spec §7) was checked.
+    #[serde(rename_all = "camelCase")]
+    SopGate {
+        /// The role.
+        role: String,
+        /// The phase the gate guards (`after`).
+        phase: String,
+        /// `tests_exist`, `tests_pass` or `diagram_exists`.
+        check: String,
+        /// Whether it passed.
+        passed: bool,
+        /// What the check found (the files, the test command's output).
+        detail: String,
+        /// The side (`dual_ai` sessions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        side: Option<Side>,
+    },
     /// An event of a type this build does not know (a newer Weft wrote it), kept as is.
     #[serde(skip)]
     Other {
@@ -471,7 +557,7 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every type name, for filters (`weft events --type`).
-    pub const TYPES: [&'static str; 27] = [
+    pub const TYPES: [&'static str; 31] = [
         "run_start",
         "run_end",
         "recovery",
@@ -499,6 +585,10 @@ impl EventKind {
         "completion_gates",
         "mcp_tools_changed",
         "state_transition",
+        "compression",
+        "delegation",
+        "sop_phase",
+        "sop_gate",
     ];
 
     /// The `type` and the `payload`.

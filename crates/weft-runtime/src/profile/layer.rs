@@ -11,7 +11,9 @@
 //! 4. the mode is `interactive` (§5.3(4)) and an earlier call of the same response was
 //!    taken: one call per turn, the others refused (not dropped), each told to come again.
 //!
-//! 5. the policy engine's rules ([`super::rules`], `[[runtime.policy.rules]]`) deny it; a rule
+//! 5. the agent's SOP role (§7, [`super::sop`]) is in a phase that does not offer the tool;
+//!
+//! 6. the policy engine's rules ([`super::rules`], `[[runtime.policy.rules]]`) deny it; a rule
 //!    deciding `allow_with_confirm` marks the call [`NeedsApproval`] for the approval stage.
 //!
 //! A call that passes is **sanitized** (§5.12(4)) before the stages below it see it: its
@@ -31,6 +33,7 @@ use weft_provider::tool::BoxFuture;
 use weft_store::{ArtifactType, Artifacts as _, NewArtifact};
 
 use super::rules::{Decision, PolicyInput, RuleSet};
+use super::sop::SopExecutor;
 use super::{COMPLETE_TASK, PolicyMode, RuntimeProfile};
 use crate::approval::NeedsApproval;
 use crate::ledger::RunContext;
@@ -63,6 +66,8 @@ pub struct ProfileLayer {
     run: Option<Arc<RunContext>>,
     /// Where `complete_task`'s artifact paths resolve.
     workspace: PathBuf,
+    /// The agent's SOP workflow (§7), when it has a role.
+    sop: Option<Arc<SopExecutor>>,
 }
 
 impl ProfileLayer {
@@ -79,7 +84,17 @@ impl ProfileLayer {
             flags,
             run,
             workspace: workspace.into(),
+            sop: None,
         }
+    }
+
+    /// The same stage holding the calls to `sop`'s current phase (§7): a tool of another
+    /// phase is refused with the phase it belongs to, and `complete_task` waits for the
+    /// workflow's last phase and its gates.
+    #[must_use]
+    pub fn with_sop(mut self, sop: Arc<SopExecutor>) -> Self {
+        self.sop = Some(sop);
+        self
     }
 
     /// Why `inv` may not run under the profile, if it may not.
@@ -90,6 +105,9 @@ impl ProfileLayer {
             return Some(format!(
                 "{tool} is not allowed for this agent (runtime policy: allowedTools / deniedTools); it was not run"
             ));
+        }
+        if let Some(refusal) = self.sop.as_ref().and_then(|sop| sop.refusal(tool)) {
+            return Some(refusal);
         }
         if self.flags.recovering() && tool != COMPLETE_TASK {
             return Some(format!(
@@ -263,6 +281,14 @@ impl ToolLayer for ProfileLayer {
             }
             if inv.tool.name != COMPLETE_TASK {
                 return next.run(inv).await;
+            }
+            if let Some(sop) = &self.sop
+                && let Err(reason) = sop.may_complete(self.flags.recovering()).await
+            {
+                return ToolOutcome::Refused {
+                    stage: Stage::Policy,
+                    reason,
+                };
             }
             if let Err(reason) = self.register_artifacts(&inv.arguments).await {
                 return ToolOutcome::Refused {

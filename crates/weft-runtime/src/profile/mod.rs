@@ -13,6 +13,9 @@
 //! * **policy** (§5.3, §5.12): denied tools are not offered, `interactive` = one tool call per
 //!   turn, `batch` = parallel up to `maxParallel`; the policy stage of the tool pipeline
 //!   ([`layer::ProfileLayer`]) refuses what the profile forbids, with a reason the model reads;
+//! * **context management** (§5.11, [`context`]): past `compressionThreshold` of the
+//!   model's context limit the history is compressed (`summarize`, `truncate`, `hybrid`)
+//!   before the next model call, the replaced history kept for expansion;
 //! * **the state machine** (§6, [`state`]): every transition is a logged `state_transition`
 //!   event, and an impossible one stops the run.
 //!
@@ -36,10 +39,13 @@
 //! # Ok::<(), serde_json::Error>(())
 //! ```
 
+pub mod context;
 pub mod layer;
 pub mod orchestrator;
 pub mod redact;
+pub mod routing;
 pub mod rules;
+pub mod sop;
 pub mod state;
 
 use serde::{Deserialize, Serialize};
@@ -90,6 +96,24 @@ pub struct RuntimeProfile {
     /// Retries of failed tool calls (§5.10).
     #[serde(default)]
     pub retry: RetryConfig,
+    /// Context management (§5.11): when and how the history is compressed.
+    #[serde(default)]
+    pub context: context::ContextConfig,
+    /// Model routing (§5.7): `[runtime.routing]`; absent: the agent's own model, logged as
+    /// routed under policy `quality`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<routing::RoutingConfig>,
+    /// `[runtime.delegation]` (§5.4): its presence offers `delegate_to_agent`
+    /// ([`crate::delegation`]); absent, the tool is not offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<crate::delegation::DelegationConfig>,
+    /// The agent's SOP role (§7): a built-in one (`coder`, `researcher`, `reviewer`,
+    /// `architect`) or one of `roles`; absent: no SOP, every offered tool in every turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// The project's own roles (`[runtime.roles.NAME]`), with the built-in roles' keys.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub roles: std::collections::BTreeMap<String, sop::SopRole>,
 }
 
 impl Default for RuntimeProfile {
@@ -103,6 +127,11 @@ impl Default for RuntimeProfile {
             hard_limit: true,
             policy: PolicyConfig::default(),
             retry: RetryConfig::default(),
+            context: context::ContextConfig::default(),
+            routing: None,
+            delegation: None,
+            role: None,
+            roles: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -189,7 +218,8 @@ impl Default for PolicyConfig {
 }
 
 impl PolicyConfig {
-    /// Whether `tool` is offered to the model (`complete_task` always is).
+    /// Whether `tool` is offered to the model (`complete_task` and `advance_phase` always
+    /// are).
     ///
     /// ```
     /// let policy = weft_runtime::profile::PolicyConfig {
@@ -199,9 +229,16 @@ impl PolicyConfig {
     /// assert!(!policy.offers("run_command"));
     /// assert!(policy.offers("read_file"));
     /// assert!(policy.offers("complete_task"));
+    /// let only_reads = weft_runtime::profile::PolicyConfig {
+    ///     allowed_tools: Some(vec!["read_file".into()]),
+    ///     ..Default::default()
+    /// };
+    /// assert!(only_reads.offers("advance_phase") && !only_reads.offers("list_dir"));
     /// ```
     pub fn offers(&self, tool: &str) -> bool {
-        if tool == COMPLETE_TASK {
+        // complete_task ends a task; advance_phase moves an SOP role's workflow (an agent
+        // without a role has no such tool): neither is the lists' to refuse.
+        if tool == COMPLETE_TASK || tool == sop::ADVANCE_PHASE {
             return true;
         }
         !self.denied_tools.iter().any(|t| t == tool)
@@ -318,6 +355,9 @@ impl RuntimeProfile {
                 "must be a number of at least 1".into(),
             );
         }
+        for (key, message) in self.context.problems() {
+            problem(&format!("context.{key}"), message);
+        }
         // Accepted names the profile does not act on yet: refused rather than ignored, so a
         // security setting never silently does nothing.
         for pattern in &self.policy.secret_patterns {
@@ -335,6 +375,14 @@ impl RuntimeProfile {
         for (rule, message) in set.problems() {
             problem("policy.rules", format!("rule {rule:?}: {message}"));
         }
+        if let Some(routing) = &self.routing {
+            for (key, message) in routing.problems() {
+                problem(&key, message);
+            }
+        }
+        for (key, message) in self.delegation.iter().flat_map(|d| d.problems()) {
+            problem(&format!("delegation.{key}"), message);
+        }
         for tool in self.policy.denied_tools.iter() {
             if tool == COMPLETE_TASK {
                 problem(
@@ -343,7 +391,60 @@ impl RuntimeProfile {
                 );
             }
         }
+        for (name, role) in &self.roles {
+            if sop::SopRole::builtin(name).is_some() {
+                problem(
+                    &format!("roles.{name}"),
+                    format!(
+                        "{name:?} is a built-in role ({}); give the project's role another name",
+                        sop::BUILTIN_ROLES.join(", ")
+                    ),
+                );
+            }
+            for (key, message) in role.problems() {
+                problem(&format!("roles.{name}.{key}"), message);
+            }
+        }
+        if let Some(role) = &self.role
+            && self.sop_role().is_none()
+        {
+            let custom: Vec<&str> = self.roles.keys().map(String::as_str).collect();
+            problem(
+                "role",
+                format!(
+                    "unknown role {role:?}: the built-in roles are {}{}",
+                    sop::BUILTIN_ROLES.join(", "),
+                    if custom.is_empty() {
+                        " (a project defines its own under [runtime.roles.NAME])".to_owned()
+                    } else {
+                        format!("; the project's: {}", custom.join(", "))
+                    }
+                ),
+            );
+        }
         problems
+    }
+
+    /// The agent's SOP role: `role` looked up among the project's `roles`, then the
+    /// built-in ones; `None` without a role (or an unknown one, which
+    /// [`RuntimeProfile::problems`] reports).
+    ///
+    /// ```
+    /// let profile: weft_runtime::profile::RuntimeProfile =
+    ///     serde_json::from_value(serde_json::json!({"role": "reviewer"}))?;
+    /// assert_eq!(profile.sop_role().map(|r| r.max_react_loop), Some(8));
+    /// # Ok::<(), serde_json::Error>(())
+    /// ```
+    pub fn sop_role(&self) -> Option<sop::SopRole> {
+        let name = self.role.as_deref()?;
+        if let Some(role) = self.roles.get(name) {
+            let mut role = role.clone();
+            if role.name.is_empty() {
+                role.name = name.to_owned();
+            }
+            return Some(role);
+        }
+        sop::SopRole::builtin(name)
     }
 
     /// The profile of an agent: the project's `[runtime]` table with the agent's `runtime`

@@ -29,6 +29,7 @@ use weft_provider::{Message, TokenUsage, ToolResult, Turn};
 use super::COMPLETE_TASK;
 use super::RuntimeProfile;
 use super::layer::ProfileFlags;
+use super::sop::{SopExecutor, StepVerdict};
 use super::state::{IllegalTransition, RunState, StateMachine, Transition, Trigger};
 use crate::event::{EventKind, Side};
 use crate::ledger::RunContext;
@@ -60,6 +61,8 @@ struct Progress {
     partial: String,
     /// The Final Warning, until the next step's model call takes it.
     warning: Option<Message>,
+    /// What the SOP workflow tells the model before the next step (a phase it was moved to).
+    notice: Option<Message>,
 }
 
 /// One agent task under the profile.
@@ -70,6 +73,7 @@ pub struct Orchestrator {
     run: Option<Arc<RunContext>>,
     side: Option<Side>,
     progress: Mutex<Progress>,
+    sop: Option<Arc<SopExecutor>>,
 }
 
 impl Orchestrator {
@@ -91,8 +95,19 @@ impl Orchestrator {
                 deadline: None,
                 partial: String::new(),
                 warning: None,
+                notice: None,
             }),
+            sop: None,
         }
+    }
+
+    /// The same task following `sop`'s workflow (§7): every step counts against its phase's
+    /// `maxReactLoop`, and a phase that cannot be left when its steps are used ends the task
+    /// in ERROR.
+    #[must_use]
+    pub fn with_sop(mut self, sop: Arc<SopExecutor>) -> Self {
+        self.sop = Some(sop);
+        self
     }
 
     /// The current state.
@@ -276,6 +291,20 @@ impl Orchestrator {
                 ))
                 .await
             }
+            RunState::Observation => match &self.sop {
+                Some(sop) => match sop.after_step().await {
+                    StepVerdict::Continue => Ok(Next::Continue),
+                    StepVerdict::Advanced(text) => {
+                        self.with(|p| p.notice = Some(Message::user(text)));
+                        Ok(Next::Continue)
+                    }
+                    StepVerdict::Failed(why) => {
+                        self.fire(Trigger::Failed).await?;
+                        Ok(Next::Error(self.with_partial(&why)))
+                    }
+                },
+                None => Ok(Next::Continue),
+            },
             _ => Ok(Next::Continue),
         }
     }
@@ -354,6 +383,9 @@ impl StepObserver for ProfileObserver {
             Some(inner) => inner.inbox(step, state).await,
             None => Vec::new(),
         };
+        if let Some(notice) = self.orchestrator.with(|p| p.notice.take()) {
+            messages.push(notice);
+        }
         if let Some(warning) = self.orchestrator.with(|p| p.warning.take()) {
             messages.push(warning);
         }

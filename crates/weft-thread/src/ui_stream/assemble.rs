@@ -18,6 +18,8 @@
 //!   `source.url` / `source.document` system messages with the chunk's members as `event_data`;
 //!   `error` inside a turn becomes an `error` system message `{errorText}`, outside a turn it is
 //!   reported as [`AssemblyEvent::StreamError`].
+//! - A tool output (`tool-output-available`, `-error`, `-denied`) whose call the stream never
+//!   announced is reported as an [`AssemblyEvent::StreamError`] and adds no part.
 //! - Without annotations, model parts (text, thinking, tool calls, files) go to `response`
 //!   messages and tool results to `request` messages; switching between the two, `start-step`
 //!   and `finish-step` close the current message. System messages that arrive while a message
@@ -96,7 +98,8 @@ pub enum AssemblyEvent {
     AgentTurn(AgentTurn),
     /// A partial turn was discarded.
     Interrupted(Interruption),
-    /// An `error` chunk outside any turn.
+    /// An `error` chunk outside any turn, or a chunk the stream's protocol does not allow
+    /// (the output of a tool call that was never announced).
     StreamError(String),
 }
 
@@ -244,6 +247,32 @@ impl<C: Clock> Assembler<C> {
             .get_or_insert_with(|| new_turn(options, clock, None))
     }
 
+    /// A tool output becomes a tool-return part of the call this stream announced. The output
+    /// of a call the stream never announced (no `tool-input-available` / `tool-input-error`
+    /// for its id) is a [`AssemblyEvent::StreamError`] and adds nothing: the thread would
+    /// name an unknown `tool_call_id` (the AI SDK's client rejects such a chunk too).
+    fn tool_return(
+        &mut self,
+        tool_call_id: &str,
+        status: &str,
+        content: Value,
+        outcome: Option<&str>,
+        events: &mut Vec<AssemblyEvent>,
+    ) {
+        let Some(name) = self.tool_names.get(tool_call_id) else {
+            events.push(AssemblyEvent::StreamError(format!(
+                "tool output for tool call `{tool_call_id}`, which the stream never announced"
+            )));
+            return;
+        };
+        let mut part =
+            mapping::tool_return_part(tool_call_id, Some(name.as_str()), status, content);
+        if let Some(outcome) = outcome {
+            part.insert("outcome".into(), Value::String(outcome.into()));
+        }
+        self.add_part(part, Category::Tool);
+    }
+
     /// Feeds one chunk; returns what it completed.
     pub fn push(&mut self, chunk: UiChunk) -> Vec<AssemblyEvent> {
         let mut events = Vec::new();
@@ -372,34 +401,19 @@ impl<C: Clock> Assembler<C> {
                 preliminary,
             } => {
                 if !preliminary {
-                    let name = self.tool_names.get(&tool_call_id).map(String::as_str);
-                    let part = mapping::tool_return_part(&tool_call_id, name, "success", output);
-                    self.add_part(part, Category::Tool);
+                    self.tool_return(&tool_call_id, "success", output, None, &mut events);
                 }
             }
             UiChunk::ToolOutputError {
                 tool_call_id,
                 error_text,
             } => {
-                let name = self.tool_names.get(&tool_call_id).map(String::as_str);
-                let part = mapping::tool_return_part(
-                    &tool_call_id,
-                    name,
-                    "error",
-                    Value::String(error_text),
-                );
-                self.add_part(part, Category::Tool);
+                let error = Value::String(error_text);
+                self.tool_return(&tool_call_id, "error", error, None, &mut events);
             }
             UiChunk::ToolOutputDenied { tool_call_id } => {
-                let name = self.tool_names.get(&tool_call_id).map(String::as_str);
-                let mut part = mapping::tool_return_part(
-                    &tool_call_id,
-                    name,
-                    "error",
-                    Value::String("tool call denied".into()),
-                );
-                part.insert("outcome".into(), Value::String("denied".into()));
-                self.add_part(part, Category::Tool);
+                let error = Value::String("tool call denied".into());
+                self.tool_return(&tool_call_id, "error", error, Some("denied"), &mut events);
             }
             UiChunk::File {
                 url,

@@ -111,7 +111,9 @@ impl EventDecoder {
 
 impl StreamDecoder for EventDecoder {
     fn push(&mut self, event: &SseEvent, out: &mut Vec<LlmStreamPart>) -> Result<(), UppError> {
-        if event.data.trim().is_empty() || event.is_done() {
+        // After response.completed the response is out: nothing that follows can change it,
+        // not even an event that is not JSON.
+        if self.done || event.data.trim().is_empty() || event.is_done() {
             return Ok(());
         }
         let data = event_json(event, NAME)?;
@@ -120,9 +122,6 @@ impl StreamDecoder for EventDecoder {
             .and_then(Value::as_str)
             .or(event.event.as_deref())
             .unwrap_or("");
-        if self.done {
-            return Ok(());
-        }
         let text = |key: &str| data.get(key).and_then(Value::as_str).unwrap_or("");
         let output_index = number(&data, "output_index");
         match kind {
@@ -216,5 +215,45 @@ impl StreamDecoder for EventDecoder {
                 "the stream ended before response.completed (the response is incomplete)",
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapters::driver::decode_sse_bytes;
+
+    const CREATED: &str = "data: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"status\":\"in_progress\",\"output\":[]}}\n\n";
+    const DELTA: &str = "data: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,\"delta\":\"hi\"}\n\n";
+    const COMPLETED: &str = "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\",\"output\":[{\"type\":\"message\",\"id\":\"m\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"hi\",\"annotations\":[]}]}]}}\n\n";
+
+    fn decode(parts: &[&str]) -> Result<Vec<LlmStreamPart>, UppError> {
+        decode_sse_bytes(EventDecoder::new(), parts.concat().as_bytes())
+    }
+
+    /// Noticed while fuzzing: an event that is not JSON after `response.completed` turned a
+    /// complete stream into an error. Nothing after the final response can change it.
+    #[test]
+    fn nothing_after_response_completed_changes_the_response() {
+        let plain = decode(&[CREATED, DELTA, COMPLETED]).expect("decodes");
+        let after = decode(&[CREATED, DELTA, COMPLETED, "data: {not json\n\n", DELTA])
+            .expect("garbage after the final response is ignored");
+        // Equal but for the message's generated id and receipt time.
+        let shape = |parts: Vec<LlmStreamPart>| -> Vec<String> {
+            parts
+                .into_iter()
+                .map(|part| match part {
+                    LlmStreamPart::Response(response) => {
+                        format!("{:?} {}", response.message.content, response.stop_reason)
+                    }
+                    other => format!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(shape(after), shape(plain));
+        // Before the final response, the same garbage is an invalid response.
+        let error =
+            decode(&[CREATED, "data: {not json\n\n", DELTA, COMPLETED]).expect_err("invalid");
+        assert_eq!(error.code, ErrorCode::InvalidResponse, "{error}");
     }
 }

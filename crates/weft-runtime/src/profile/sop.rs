@@ -1,0 +1,821 @@
+//! SOP roles (runtime spec §7): a role is a named workflow of **phases**, each with the tools
+//! the model is offered in it, **quality gates** that must pass before the workflow leaves a
+//! phase, and `maxReactLoop`, the most steps (model calls) one phase may take.
+//!
+//! The four roles of the spec are data here ([`SopRole::builtin`]); a project adds its own
+//! under `[runtime.roles.NAME]` in `weft.toml` (the same keys, checked when the project
+//! loads), and an agent takes one with `role = "coder"` in its `runtime` table (or the
+//! project's `[runtime]`).
+//!
+//! The executor ([`SopExecutor`]) holds the workflow of one agent task:
+//!
+//! * the model is offered only the current phase's tools, plus `complete_task` and
+//!   [`ADVANCE_PHASE`] (not in the last phase); a call of another tool anyway is refused by
+//!   the profile's policy stage with the phase it belongs to;
+//! * the model moves on by calling `advance_phase`: the gates guarding the current phase
+//!   (`after` = the phase) run first, and a failure is the call's error result — the model
+//!   stays in the phase and reads why;
+//! * a phase that takes `maxReactLoop` steps without advancing is advanced by the executor
+//!   (its gates still run first); when that is not possible — a gate fails or it is the last
+//!   phase — the task ends in ERROR (the partial output kept);
+//! * `complete_task` is accepted in the last phase once that phase's gates pass; in recovery
+//!   (§5.2, the turn limit) it is accepted in any phase once the gates of the current phase
+//!   and of every later one pass, so no gate is ever skipped.
+//!
+//! Gates are checked by a [`GateChecker`] (the project's: `tests_exist` looks for test files,
+//! `tests_pass` runs `[project] testCommand` in the sandbox, `diagram_exists` looks for a
+//! diagram). Each check is a `sop_gate` event, each phase entered a `sop_phase` event.
+//!
+//! # Examples
+//!
+//! ```
+//! use weft_runtime::profile::sop::{GateCheck, SopRole};
+//!
+//! let coder = SopRole::builtin("coder").expect("a built-in role");
+//! assert_eq!(coder.max_react_loop, 15);
+//! let phases: Vec<&str> = coder.phases.iter().map(|p| p.name.as_str()).collect();
+//! assert_eq!(phases, ["understand", "plan", "implement", "verify"]);
+//! assert_eq!(coder.gates_after("verify"), [GateCheck::TestsPass]);
+//! assert_eq!(
+//!     coder.all_tools(),
+//!     ["read_file", "search_code", "list_dir", "write_file", "run_command"]
+//! );
+//! assert!(SopRole::builtin("astronaut").is_none());
+//! ```
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use weft_provider::{Tool, ToolContext, ToolError};
+
+use super::COMPLETE_TASK;
+use crate::event::{EventKind, Side};
+use crate::ledger::RunContext;
+
+/// The tool that moves an SOP workflow to its next phase (after the phase's gates pass).
+pub const ADVANCE_PHASE: &str = "advance_phase";
+
+/// The names [`SopRole::builtin`] knows (lower case; the lookup ignores case).
+pub const BUILTIN_ROLES: [&str; 4] = ["coder", "researcher", "reviewer", "architect"];
+
+/// A quality gate's check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateCheck {
+    /// The workspace has test files.
+    TestsExist,
+    /// The project's test command (`[project] testCommand`) exits 0, run in the sandbox.
+    TestsPass,
+    /// The workspace has a diagram (Mermaid, PlantUML, Graphviz, D2, draw.io, SVG).
+    DiagramExists,
+}
+
+impl GateCheck {
+    /// The spec's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateCheck::TestsExist => "tests_exist",
+            GateCheck::TestsPass => "tests_pass",
+            GateCheck::DiagramExists => "diagram_exists",
+        }
+    }
+}
+
+impl fmt::Display for GateCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A quality gate: `check` must pass before the workflow leaves the phase `after`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QualityGate {
+    /// The phase it guards.
+    pub after: String,
+    /// What must pass.
+    pub check: GateCheck,
+}
+
+/// One phase of a role: its name and the tools offered in it (none: the model only thinks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Phase {
+    /// The phase's name.
+    pub name: String,
+    /// The tools offered in it.
+    #[serde(default)]
+    pub allowed_tools: Vec<String>,
+}
+
+/// A role (the spec's `RoleDefinition`): phases, quality gates and `maxReactLoop`.
+///
+/// A custom role is the same table in `weft.toml`:
+///
+/// ```
+/// use weft_runtime::profile::sop::SopRole;
+///
+/// let role: SopRole = serde_json::from_value(serde_json::json!({
+///     "goal": "Write the release notes",
+///     "phases": [
+///         {"name": "collect", "allowedTools": ["read_file", "search_code"]},
+///         {"name": "write", "allowedTools": ["write_file"]}
+///     ],
+///     "maxReactLoop": 6
+/// }))?;
+/// assert!(role.problems().is_empty());
+/// assert_eq!(role.all_tools(), ["read_file", "search_code", "write_file"]);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SopRole {
+    /// The role's name (a custom role's defaults to its key under `runtime.roles`).
+    #[serde(default)]
+    pub name: String,
+    /// Who the model acts as.
+    #[serde(default)]
+    pub profile: String,
+    /// What the role is for.
+    #[serde(default)]
+    pub goal: String,
+    /// The phases, in order.
+    pub phases: Vec<Phase>,
+    /// The gates.
+    #[serde(default)]
+    pub quality_gates: Vec<QualityGate>,
+    /// The most steps one phase may take.
+    pub max_react_loop: u32,
+}
+
+fn phase(name: &str, tools: &[&str]) -> Phase {
+    Phase {
+        name: name.to_owned(),
+        allowed_tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+    }
+}
+
+fn gate(after: &str, check: GateCheck) -> QualityGate {
+    QualityGate {
+        after: after.to_owned(),
+        check,
+    }
+}
+
+impl SopRole {
+    /// The built-in role `name` (`coder`, `researcher`, `reviewer`, `architect`; case
+    /// ignored), as the spec defines it (§7.1–§7.4).
+    pub fn builtin(name: &str) -> Option<SopRole> {
+        let role = |name: &str, profile: &str, goal: &str, phases, gates, loops| SopRole {
+            name: name.to_owned(),
+            profile: profile.to_owned(),
+            goal: goal.to_owned(),
+            phases,
+            quality_gates: gates,
+            max_react_loop: loops,
+        };
+        Some(match name.to_ascii_lowercase().as_str() {
+            "coder" => role(
+                "Coder",
+                "Senior Software Engineer",
+                "Write clean, tested, maintainable code",
+                vec![
+                    phase("understand", &["read_file", "search_code", "list_dir"]),
+                    phase("plan", &["read_file", "search_code"]),
+                    phase("implement", &["write_file", "read_file"]),
+                    phase("verify", &["run_command", "read_file"]),
+                ],
+                vec![
+                    gate("implement", GateCheck::TestsExist),
+                    gate("verify", GateCheck::TestsPass),
+                ],
+                15,
+            ),
+            "researcher" => role(
+                "Researcher",
+                "Technical Researcher",
+                "Find accurate information and synthesize insights",
+                vec![
+                    phase("explore", &["search_web", "read_url", "search_code"]),
+                    phase("analyze", &["read_file", "search_code"]),
+                    phase("synthesize", &[]),
+                ],
+                Vec::new(),
+                10,
+            ),
+            "reviewer" => role(
+                "Reviewer",
+                "Code Review Specialist",
+                "Identify bugs, security issues, and improvement opportunities",
+                vec![
+                    phase("explore", &["read_file", "search_code", "list_dir"]),
+                    phase("analyze", &["read_file", "search_code"]),
+                    phase("report", &[]),
+                ],
+                Vec::new(),
+                8,
+            ),
+            "architect" => role(
+                "Architect",
+                "System Design Expert",
+                "Design scalable, maintainable system architectures",
+                vec![
+                    phase(
+                        "understand",
+                        &["read_file", "search_code", "list_dir", "read_url"],
+                    ),
+                    phase("design", &["search_web", "read_url"]),
+                    phase("document", &["write_file"]),
+                ],
+                vec![gate("design", GateCheck::DiagramExists)],
+                12,
+            ),
+            _ => return None,
+        })
+    }
+
+    /// Every tool the role names, in the order the phases first name them (the registry an
+    /// agent of this role needs; delegation uses it as the role's tool list).
+    pub fn all_tools(&self) -> Vec<String> {
+        let mut tools: Vec<String> = Vec::new();
+        for tool in self.phases.iter().flat_map(|p| &p.allowed_tools) {
+            if !tools.contains(tool) {
+                tools.push(tool.clone());
+            }
+        }
+        tools
+    }
+
+    /// The checks that must pass before the workflow leaves `phase`.
+    pub fn gates_after(&self, phase: &str) -> Vec<GateCheck> {
+        self.quality_gates
+            .iter()
+            .filter(|g| g.after == phase)
+            .map(|g| g.check)
+            .collect()
+    }
+
+    /// What is wrong with the role (empty when it can be used), each a key under the role's
+    /// table and a message.
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        if self.phases.is_empty() {
+            problems.push((
+                "phases".to_owned(),
+                "a role needs at least one phase".into(),
+            ));
+        }
+        for (i, phase) in self.phases.iter().enumerate() {
+            if phase.name.trim().is_empty() {
+                problems.push((format!("phases[{i}].name"), "must not be empty".into()));
+            }
+            if self.phases[..i].iter().any(|p| p.name == phase.name) {
+                problems.push((
+                    format!("phases[{i}].name"),
+                    format!("the phase {:?} is defined twice", phase.name),
+                ));
+            }
+            for tool in &phase.allowed_tools {
+                if tool.trim().is_empty() {
+                    problems.push((
+                        format!("phases[{i}].allowedTools"),
+                        "a tool name must not be empty".into(),
+                    ));
+                } else if tool == COMPLETE_TASK || tool == ADVANCE_PHASE {
+                    problems.push((
+                        format!("phases[{i}].allowedTools"),
+                        format!("{tool} is offered in every phase; do not list it"),
+                    ));
+                }
+            }
+        }
+        for (i, gate) in self.quality_gates.iter().enumerate() {
+            if !self.phases.iter().any(|p| p.name == gate.after) {
+                let names: Vec<&str> = self.phases.iter().map(|p| p.name.as_str()).collect();
+                problems.push((
+                    format!("qualityGates[{i}].after"),
+                    format!(
+                        "{:?} is not a phase of the role (phases: {})",
+                        gate.after,
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+        if self.max_react_loop == 0 {
+            problems.push(("maxReactLoop".to_owned(), "must be at least 1".into()));
+        }
+        problems
+    }
+
+    /// The text that tells the model its role and where it is in the workflow.
+    pub fn instructions(&self, current: usize) -> String {
+        let mut text = format!("You are acting as the {} role", self.name);
+        if !self.profile.is_empty() {
+            text.push_str(&format!(" ({})", self.profile));
+        }
+        text.push('.');
+        if !self.goal.is_empty() {
+            text.push_str(&format!(" Goal: {}.", self.goal));
+        }
+        let names: Vec<&str> = self.phases.iter().map(|p| p.name.as_str()).collect();
+        text.push_str(&format!(
+            "\nYou work in phases: {}. ",
+            names.join(" \u{2192} ")
+        ));
+        if let Some(phase) = self.phases.get(current) {
+            let tools = if phase.allowed_tools.is_empty() {
+                "none (think and write only)".to_owned()
+            } else {
+                phase.allowed_tools.join(", ")
+            };
+            text.push_str(&format!(
+                "The current phase is {:?} (phase {} of {}); its tools: {tools}.",
+                phase.name,
+                current + 1,
+                self.phases.len()
+            ));
+            let gates = self.gates_after(&phase.name);
+            if !gates.is_empty() {
+                let gates: Vec<&str> = gates.iter().map(|g| g.as_str()).collect();
+                text.push_str(&format!(
+                    " Before leaving it these checks must pass: {}.",
+                    gates.join(", ")
+                ));
+            }
+            if current + 1 < self.phases.len() {
+                text.push_str(&format!(
+                    " When the phase's work is done, call {ADVANCE_PHASE} (alone) to move to the next phase; \
+                     each phase may take at most {} steps.",
+                    self.max_react_loop
+                ));
+            } else {
+                text.push_str(&format!(
+                    " This is the last phase: finish with {COMPLETE_TASK} (at most {} steps).",
+                    self.max_react_loop
+                ));
+            }
+        }
+        text
+    }
+}
+
+/// What a gate check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateVerdict {
+    /// Whether the check passed.
+    pub passed: bool,
+    /// What it found (shown to the model when it fails).
+    pub detail: String,
+}
+
+/// Checks quality gates against the task's workspace (the project's checker lives in
+/// `weft-standard`).
+#[async_trait]
+pub trait GateChecker: Send + Sync + fmt::Debug {
+    /// Runs `check`.
+    async fn check(&self, check: GateCheck) -> GateVerdict;
+}
+
+#[derive(Debug)]
+struct Progress {
+    phase: usize,
+    /// Steps taken in the current phase.
+    steps: u32,
+    /// The phase changed during the step now ending (its steps start from the next one).
+    advanced: bool,
+    /// Whether the `start` event was logged.
+    started: bool,
+}
+
+/// The SOP workflow of one agent task (see the module's documentation).
+#[derive(Debug)]
+pub struct SopExecutor {
+    role: SopRole,
+    checker: Arc<dyn GateChecker>,
+    run: Option<Arc<RunContext>>,
+    side: Option<Side>,
+    progress: Mutex<Progress>,
+}
+
+/// How a step ended for the workflow ([`SopExecutor::after_step`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepVerdict {
+    /// Nothing to do.
+    Continue,
+    /// The phase used its steps and the executor moved on: tell the model (the text).
+    Advanced(String),
+    /// The phase used its steps and could not be left: the task fails (the reason).
+    Failed(String),
+}
+
+impl SopExecutor {
+    /// The workflow of `role`, checking gates with `checker`, logging to `run`.
+    pub fn new(
+        role: SopRole,
+        checker: Arc<dyn GateChecker>,
+        run: Option<Arc<RunContext>>,
+        side: Option<Side>,
+    ) -> Self {
+        SopExecutor {
+            role,
+            checker,
+            run,
+            side,
+            progress: Mutex::new(Progress {
+                phase: 0,
+                steps: 0,
+                advanced: false,
+                started: false,
+            }),
+        }
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Progress) -> T) -> T {
+        let mut guard = match self.progress.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut guard)
+    }
+
+    /// The role.
+    pub fn role(&self) -> &SopRole {
+        &self.role
+    }
+
+    /// The index of the current phase.
+    pub fn phase(&self) -> usize {
+        self.with(|p| p.phase)
+    }
+
+    fn phase_def(&self, index: usize) -> Option<&Phase> {
+        self.role.phases.get(index)
+    }
+
+    fn is_last(&self, index: usize) -> bool {
+        index + 1 >= self.role.phases.len()
+    }
+
+    /// The names of the tools the model is offered now: the phase's, `complete_task`, and
+    /// `advance_phase` before the last phase.
+    pub fn offered(&self) -> Vec<String> {
+        let index = self.phase();
+        let mut names: Vec<String> = self
+            .phase_def(index)
+            .map(|p| p.allowed_tools.clone())
+            .unwrap_or_default();
+        names.push(COMPLETE_TASK.to_owned());
+        if !self.is_last(index) {
+            names.push(ADVANCE_PHASE.to_owned());
+        }
+        names
+    }
+
+    /// The role's instructions for the current phase (added to the system text).
+    pub fn instructions(&self) -> String {
+        self.role.instructions(self.phase())
+    }
+
+    /// Logs the first phase (once).
+    pub async fn start(&self) {
+        if self.with(|p| std::mem::replace(&mut p.started, true)) {
+            return;
+        }
+        self.log_phase(None, 0, "start").await;
+    }
+
+    /// Why a call of `tool` may not run in the current phase, if it may not.
+    pub fn refusal(&self, tool: &str) -> Option<String> {
+        if tool == COMPLETE_TASK {
+            return None;
+        }
+        let index = self.phase();
+        let phase = self.phase_def(index)?;
+        if tool == ADVANCE_PHASE {
+            return self.is_last(index).then(|| {
+                format!(
+                    "{ADVANCE_PHASE} was not run: {:?} is the last phase of the {} role; finish with {COMPLETE_TASK}",
+                    phase.name, self.role.name
+                )
+            });
+        }
+        if phase.allowed_tools.iter().any(|t| t == tool) {
+            return None;
+        }
+        let offered = if phase.allowed_tools.is_empty() {
+            "none".to_owned()
+        } else {
+            phase.allowed_tools.join(", ")
+        };
+        let home = self
+            .role
+            .phases
+            .iter()
+            .filter(|p| p.allowed_tools.iter().any(|t| t == tool))
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>();
+        let belongs = if home.is_empty() {
+            format!("it is not a tool of the {} role", self.role.name)
+        } else {
+            format!("it belongs to the phase {}", home.join(", "))
+        };
+        Some(format!(
+            "{tool} was not run: the {} role is in its {:?} phase, whose tools are: {offered}; {belongs}. \
+             Finish this phase's work and call {ADVANCE_PHASE} to move on",
+            self.role.name, phase.name
+        ))
+    }
+
+    /// Runs the gates guarding the phases `from..=to`; `Err` with every failure's detail.
+    async fn gates(&self, from: usize, to: usize) -> Result<(), String> {
+        let mut failures = Vec::new();
+        for index in from..=to {
+            let Some(phase) = self.phase_def(index) else {
+                continue;
+            };
+            for check in self.role.gates_after(&phase.name) {
+                let verdict = self.checker.check(check).await;
+                if let Some(run) = &self.run {
+                    run.emit(EventKind::SopGate {
+                        role: self.role.name.clone(),
+                        phase: phase.name.clone(),
+                        check: check.as_str().to_owned(),
+                        passed: verdict.passed,
+                        detail: verdict.detail.clone(),
+                        side: self.side,
+                    })
+                    .await;
+                }
+                if !verdict.passed {
+                    failures.push(format!(
+                        "the quality gate {check} (after {:?}) failed: {}",
+                        phase.name, verdict.detail
+                    ));
+                }
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("; "))
+        }
+    }
+
+    async fn log_phase(&self, from: Option<usize>, to: usize, trigger: &str) {
+        let (Some(run), Some(phase)) = (&self.run, self.phase_def(to)) else {
+            return;
+        };
+        run.emit(EventKind::SopPhase {
+            role: self.role.name.clone(),
+            phase: phase.name.clone(),
+            from: from.and_then(|i| self.phase_def(i)).map(|p| p.name.clone()),
+            tools: phase.allowed_tools.clone(),
+            trigger: trigger.to_owned(),
+            side: self.side,
+        })
+        .await;
+    }
+
+    /// Leaves the current phase for the next once its gates pass: the text telling the
+    /// model where it is now, or why it stays.
+    ///
+    /// # Errors
+    /// The reason the phase cannot be left (a gate failed; the last phase).
+    pub async fn advance(&self, trigger: &str) -> Result<String, String> {
+        let index = self.phase();
+        let Some(phase) = self.phase_def(index) else {
+            return Err("the role has no phases".to_owned());
+        };
+        if self.is_last(index) {
+            return Err(format!(
+                "{:?} is the last phase of the {} role; finish with {COMPLETE_TASK}",
+                phase.name, self.role.name
+            ));
+        }
+        if let Err(failed) = self.gates(index, index).await {
+            return Err(format!(
+                "the workflow stays in the {:?} phase: {failed}. Fix that, then call {ADVANCE_PHASE} again",
+                phase.name
+            ));
+        }
+        self.with(|p| {
+            p.phase = index + 1;
+            p.steps = 0;
+            p.advanced = true;
+        });
+        self.log_phase(Some(index), index + 1, trigger).await;
+        Ok(format!(
+            "The {} role moved from the {:?} phase to the next. {}",
+            self.role.name,
+            phase.name,
+            self.role.instructions(index + 1)
+        ))
+    }
+
+    /// Whether `complete_task` may end the task now (see the module's documentation).
+    ///
+    /// # Errors
+    /// Why not: not the last phase (outside recovery), or a gate failed.
+    pub async fn may_complete(&self, recovering: bool) -> Result<(), String> {
+        let index = self.phase();
+        let last = self.role.phases.len().saturating_sub(1);
+        if !recovering && index < last {
+            let name = self.phase_def(index).map_or("", |p| p.name.as_str());
+            return Err(format!(
+                "complete_task was not accepted: the {} role is in its {name:?} phase; the task ends in its last \
+                 phase ({:?}). Call {ADVANCE_PHASE} when this phase's work is done",
+                self.role.name,
+                self.phase_def(last).map_or("", |p| p.name.as_str())
+            ));
+        }
+        self.gates(index, last).await.map_err(|failed| {
+            format!(
+                "complete_task was not accepted: {failed}. Fix that, then call complete_task again"
+            )
+        })
+    }
+
+    /// A step ended in the workflow: counts it against `maxReactLoop`; at the limit the
+    /// executor advances (the gates still run first) or, when it cannot, fails the task.
+    pub async fn after_step(&self) -> StepVerdict {
+        let (index, steps) = self.with(|p| {
+            if std::mem::take(&mut p.advanced) {
+                (p.phase, 0)
+            } else {
+                p.steps += 1;
+                (p.phase, p.steps)
+            }
+        });
+        if steps < self.role.max_react_loop {
+            return StepVerdict::Continue;
+        }
+        let name = self.phase_def(index).map_or("", |p| p.name.as_str());
+        if self.is_last(index) {
+            return StepVerdict::Failed(format!(
+                "the {} role's last phase {name:?} took its maxReactLoop of {} steps without complete_task",
+                self.role.name, self.role.max_react_loop
+            ));
+        }
+        match self.advance("max_react_loop").await {
+            Ok(text) => {
+                // Its steps start with the next step.
+                self.with(|p| p.advanced = false);
+                StepVerdict::Advanced(format!(
+                    "The {name:?} phase took its maxReactLoop of {} steps. {text}",
+                    self.role.max_react_loop
+                ))
+            }
+            Err(why) => StepVerdict::Failed(format!(
+                "the {} role's {name:?} phase took its maxReactLoop of {} steps and cannot be left: {why}",
+                self.role.name, self.role.max_react_loop
+            )),
+        }
+    }
+
+    /// The `advance_phase` tool of this workflow.
+    pub fn advance_tool(self: &Arc<Self>) -> Tool {
+        let sop = self.clone();
+        Tool::new(
+            ADVANCE_PHASE,
+            "Move the SOP workflow to its next phase once the current phase's work is done. The phase's \
+             quality gates run first; when one fails you stay in the phase and the result says why.",
+            json!({"type": "object", "properties": {
+                "summary": {"type": "string", "description": "What the phase produced (optional)"}},
+                "additionalProperties": false}),
+            move |_arguments: Value, _ctx: ToolContext| {
+                let sop = sop.clone();
+                async move {
+                    match sop.advance(ADVANCE_PHASE).await {
+                        Ok(text) => Ok(json!({
+                            "phase": sop.phase_def(sop.phase()).map(|p| p.name.clone()),
+                            "tools": sop.offered(),
+                            "message": text,
+                        })),
+                        Err(why) => Err(ToolError::new(why)),
+                    }
+                }
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[derive(Debug)]
+    struct Fixed(bool);
+
+    #[async_trait]
+    impl GateChecker for Fixed {
+        async fn check(&self, check: GateCheck) -> GateVerdict {
+            GateVerdict {
+                passed: self.0,
+                detail: format!("{check} fixed"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_builtin_roles_are_the_specs() {
+        for name in BUILTIN_ROLES {
+            let role = SopRole::builtin(name).unwrap();
+            assert!(role.problems().is_empty(), "{name}: {:?}", role.problems());
+        }
+        let architect = SopRole::builtin("Architect").unwrap();
+        assert_eq!(architect.gates_after("design"), [GateCheck::DiagramExists]);
+        assert_eq!(architect.max_react_loop, 12);
+        let researcher = SopRole::builtin("researcher").unwrap();
+        assert!(researcher.quality_gates.is_empty());
+        assert!(researcher.phases[2].allowed_tools.is_empty());
+        assert_eq!(
+            researcher.all_tools(),
+            ["search_web", "read_url", "search_code", "read_file"]
+        );
+        assert_eq!(SopRole::builtin("reviewer").unwrap().max_react_loop, 8);
+    }
+
+    #[test]
+    fn a_bad_custom_role_is_explained() {
+        let role: SopRole = serde_json::from_value(json!({
+            "phases": [{"name": "a", "allowedTools": ["complete_task"]}, {"name": "a"}],
+            "qualityGates": [{"after": "b", "check": "tests_pass"}],
+            "maxReactLoop": 0
+        }))
+        .unwrap();
+        let keys: Vec<String> = role.problems().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            keys,
+            [
+                "phases[0].allowedTools",
+                "phases[1].name",
+                "qualityGates[0].after",
+                "maxReactLoop"
+            ]
+        );
+        let unknown = serde_json::from_value::<SopRole>(json!({
+            "phases": [], "maxReactLoop": 1, "qualityGates": [{"after": "a", "check": "lint"}]
+        }))
+        .unwrap_err();
+        assert!(unknown.to_string().contains("lint"), "{unknown}");
+    }
+
+    #[tokio::test]
+    async fn phases_offer_their_tools_and_gates_hold_them() {
+        let coder = SopRole::builtin("coder").unwrap();
+        let failing = SopExecutor::new(coder.clone(), Arc::new(Fixed(false)), None, None);
+        assert_eq!(
+            failing.offered(),
+            [
+                "read_file",
+                "search_code",
+                "list_dir",
+                "complete_task",
+                "advance_phase"
+            ]
+        );
+        assert!(failing.refusal("write_file").unwrap().contains("implement"));
+        assert!(failing.refusal("read_file").is_none());
+        assert!(failing.may_complete(false).await.is_err());
+        // understand and plan have no gates; implement's tests_exist holds it.
+        failing.advance("t").await.unwrap();
+        failing.advance("t").await.unwrap();
+        let held = failing.advance("t").await.unwrap_err();
+        assert!(held.contains("tests_exist"), "{held}");
+        assert_eq!(failing.phase(), 2);
+        // In recovery complete_task needs every remaining gate.
+        assert!(
+            failing
+                .may_complete(true)
+                .await
+                .unwrap_err()
+                .contains("tests_pass")
+        );
+        let passing = SopExecutor::new(coder, Arc::new(Fixed(true)), None, None);
+        for _ in 0..3 {
+            passing.advance("t").await.unwrap();
+        }
+        assert!(passing.refusal(ADVANCE_PHASE).is_some());
+        passing.may_complete(false).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_phase_that_uses_its_steps_moves_on_or_fails() {
+        let mut reviewer = SopRole::builtin("reviewer").unwrap();
+        reviewer.max_react_loop = 2;
+        let sop = SopExecutor::new(reviewer, Arc::new(Fixed(true)), None, None);
+        assert_eq!(sop.after_step().await, StepVerdict::Continue);
+        assert!(matches!(sop.after_step().await, StepVerdict::Advanced(_)));
+        assert_eq!(sop.phase(), 1);
+        sop.advance("t").await.unwrap();
+        // The step that advanced does not count for the new phase.
+        assert_eq!(sop.after_step().await, StepVerdict::Continue);
+        assert_eq!(sop.after_step().await, StepVerdict::Continue);
+        assert!(matches!(sop.after_step().await, StepVerdict::Failed(_)));
+    }
+}
