@@ -5,7 +5,16 @@ docs/conformance/*.md (one per area, each a table whose rows start with `| ID |`
 Every requirement ID gets exactly one row: the tests and status from the fragments (rows for
 the same ID in several fragments are merged), or `not started` with the issue that owns it.
 Run it after changing a fragment:  python3 scripts/conformance.py
+
+`python3 scripts/conformance.py --check-tests` checks the citations instead (CI runs it right
+after the tests): every test a row names must be a real test of the workspace, resolved against
+the test binaries' own lists (`--list --format terse`, with each test's crate, target and module;
+doctests are listed too when a name does not resolve without them), and every `pass` row must
+name at least one. See docs/TESTING.md.
 """
+import json
+import shlex
+import subprocess
 import glob
 import os
 import re
@@ -78,5 +87,206 @@ def main():
     print(summary)
 
 
+# --- --check-tests ----------------------------------------------------------------------------
+
+# A citation: a token outside parentheses (parentheses hold explanations) that is a path of
+# lower-case segments ending in a test-like name. `file.rs::name` and `tests/file.rs::name`
+# stand for `file::name`; a leading `…::` is dropped; `*` matches any one segment.
+TOKEN = re.compile(r"[A-Za-z0-9_./*…:-]+")
+SEGMENT = re.compile(r"^[a-z_][a-z0-9_-]*$")
+NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def outside_parentheses(cell):
+    out, depth = [], 0
+    for c in cell:
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            out.append(c)
+    return "".join(out)
+
+
+def citations(cell):
+    """The test citations of a tests cell, each a list of segments; and the source files it cites
+    as evidence (`something.rs` with no test after it), which are not tests."""
+    cites, files = [], []
+    for span_is_code, text in split_backticks(outside_parentheses(cell)):
+        for token in TOKEN.findall(text):
+            token = token.strip(".,;:")
+            if not token:
+                continue
+            segs = []
+            if ".rs" in token:
+                path, _, rest = token.partition(".rs")
+                if not rest.startswith("::"):
+                    files.append(token)
+                    continue
+                parts = [p for p in path.split("/") if p]
+                if "crates" in parts and parts.index("crates") + 1 < len(parts):
+                    segs.append(parts[parts.index("crates") + 1].replace("-", "_"))
+                if parts and parts[-1] not in ("lib", "main", "mod"):
+                    segs.append(parts[-1])
+                elif len(parts) >= 2 and parts[-2] not in ("src", "tests"):
+                    segs.append(parts[-2])
+                token = rest[2:]
+            segs += [s for s in token.split("::") if s and s not in ("…", "...")]
+            if not segs or not NAME.match(segs[-1]):
+                continue
+            path_like = len(segs) >= 2 and all(s == "*" or SEGMENT.match(s) for s in segs)
+            underscores = segs[-1].count("_")
+            if underscores >= 2 or (path_like and underscores >= 1) or (span_is_code and underscores >= 1 and len(segs) == 1):
+                cites.append([s.replace("-", "_") for s in segs])
+    return cites, files
+
+
+def split_backticks(text):
+    parts = text.split("`")
+    return [(i % 2 == 1, p) for i, p in enumerate(parts)]
+
+
+def cargo(args, **kw):
+    return subprocess.run(["cargo", *args], cwd=ROOT, capture_output=True, text=True, **kw)
+
+
+def unit_name(line):
+    name, _, kind = line.rpartition(": ")
+    return name if kind.strip() in ("test", "bench") else None
+
+
+def list_tests(build=("--workspace", "--locked")):
+    """Every test of one build's test binaries: (segments, display name, binary). `build` is
+    the arguments of `cargo test` (optionally led by `VAR=value` environment words); the
+    binaries are the ones that command builds (already built by the tests step: `--no-run`
+    only asks cargo for their paths); each lists its own tests."""
+    env = dict(os.environ)
+    args = list(build)
+    while args and re.match(r"^[A-Z_][A-Z0-9_]*=", args[0]):
+        key, _, value = args.pop(0).partition("=")
+        env[key] = value
+    out = subprocess.run(["cargo", "test", *args, "--no-run", "--message-format=json"], cwd=ROOT,
+                         capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"cargo test {' '.join(args)} --no-run failed:\n" + out.stderr[-4000:])
+    tests = []
+    for line in out.stdout.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if msg.get("reason") != "compiler-artifact" or not msg.get("executable"):
+            continue
+        if not msg.get("profile", {}).get("test"):
+            continue
+        crate = msg["package_id"]
+        crate = re.sub(r"[#@].*$", "", crate.rsplit("/", 1)[-1]) if "/" in crate else crate.split(" ")[0]
+        crate = crate.replace("-", "_")
+        target = msg["target"]
+        kinds = target.get("kind", [])
+        name = target["name"].replace("-", "_")
+        prefix = [crate] if "lib" in kinds or name == crate else [crate, name]
+        listed = subprocess.run([msg["executable"], "--list", "--format", "terse"], cwd=ROOT,
+                                capture_output=True, text=True)
+        if listed.returncode != 0:
+            sys.exit(f"{msg['executable']} --list failed:\n{listed.stderr[-2000:]}")
+        for l in listed.stdout.splitlines():
+            test = unit_name(l)
+            if test:
+                tests.append((prefix + test.split("::"), f"{'::'.join(prefix)}::{test}",
+                              msg["executable"]))
+    return tests
+
+
+def list_doctests():
+    """The doctests (`cargo test --doc -- --list`; rustdoc compiles them to list them, so this
+    runs only when a name does not resolve without them)."""
+    out = subprocess.run("cargo test --workspace --locked --doc -- --list --format terse 2>&1",
+                         shell=True, cwd=ROOT, capture_output=True, text=True)
+    tests, crate = [], None
+    for line in out.stdout.splitlines():
+        m = re.match(r"\s*Doc-tests (\S+)", line)
+        if m:
+            crate = m.group(1)
+            continue
+        name = unit_name(line)
+        if name and crate:
+            # `src/lib.rs - path::Item (line 12)`
+            m = re.match(r"(.*?) - (\S+)", name)
+            item = m.group(2) if m else name
+            tests.append(([crate, *item.split("::")], f"{crate} doctest {name}", f"{crate} doctests"))
+    return tests
+
+
+def pattern(segs):
+    parts = ["[^:]+" if s == "*" else re.escape(s) for s in segs]
+    return re.compile(r"^(?:.*::)?" + r"::(?:.*::)?".join(parts) + r"$")
+
+
+def resolve(segs, tests):
+    pat = pattern(segs)
+    return [(binary, shown) for path, shown, binary in tests if pat.match("::".join(path))]
+
+
+def row_status(status):
+    return status.split(" ")[0].split(":")[0].rstrip(".,;—")
+
+
+def check_tests(builds):
+    tests = list_tests()
+    for build in builds:
+        tests += list_tests(shlex.split(build))
+    doctests = None
+    problems, rows, cited = [], 0, 0
+    for path in sorted(glob.glob(os.path.join(ROOT, "docs", "conformance", "*.md"))):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                m = ID.match(line)
+                if not m:
+                    continue
+                cells = [c.strip() for c in line.strip().strip("|").split("|")]
+                cell, status = (cells[1], cells[2]) if len(cells) == 3 else (cells[-2], cells[-1])
+                where = f"{os.path.basename(path)} {cells[0]}"
+                is_pass = row_status(status) == "pass"
+                cites, files = citations(cell)
+                if is_pass:
+                    rows += 1
+                good = 0
+                for segs in cites:
+                    cited += 1
+                    found = resolve(segs, tests)
+                    if not found:
+                        if doctests is None:
+                            doctests = list_doctests()
+                        found = resolve(segs, doctests)
+                    name = "::".join(segs)
+                    if not found:
+                        problems.append(f"{where}: `{name}` is not a test")
+                    elif len({binary for binary, _ in found}) > 1 and "*" not in segs:
+                        problems.append(f"{where}: `{name}` is ambiguous: "
+                                        + ", ".join(shown for _, shown in found[:6])
+                                        + (" …" if len(found) > 6 else ""))
+                    else:
+                        good += 1
+                if is_pass:
+                    for file in files:
+                        problems.append(f"{where}: cites the file `{file}`, not a test")
+                    if good == 0:
+                        problems.append(f"{where}: a pass row that cites no test")
+    print(f"{len(tests)} tests listed; {rows} pass rows, {cited} citations checked")
+    if problems:
+        print(f"{len(problems)} problems:")
+        print("\n".join(problems))
+        sys.exit(1)
+
+
 if __name__ == "__main__":
-    main()
+    argv = sys.argv[1:]
+    if "--check-tests" in argv:
+        # --build 'ARGS': another build's tests count too (e.g. the local-model tests, which
+        # exist only with their features): ARGS as given to `cargo test`, led by any
+        # `VAR=value` its environment needs (the same as the step that built it).
+        check_tests([argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--build"])
+    else:
+        main()
