@@ -456,7 +456,10 @@ mod tests {
         let local = Image::from_bytes(vec![0x89, b'P', b'N', b'G'], "image/png");
         assert!(local.has_data());
         assert_eq!(local.to_base64().unwrap(), "iVBORw==");
-        assert_eq!(local.to_data_url().unwrap(), "data:image/png;base64,iVBORw==");
+        assert_eq!(
+            local.to_data_url().unwrap(),
+            "data:image/png;base64,iVBORw=="
+        );
         assert_eq!(local.to_bytes().unwrap(), [0x89, b'P', b'N', b'G']);
     }
 
