@@ -446,6 +446,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_image_url_has_no_data_and_its_conversions_fail() {
+        // `from_url` does not fetch (an unreachable host is fine); every conversion to data fails.
+        let remote = Image::from_url("https://unreachable.invalid/cat.png", "image/png");
+        assert!(!remote.has_data());
+        assert!(remote.to_base64().is_err());
+        assert!(remote.to_data_url().is_err());
+        assert!(remote.to_bytes().is_err());
+        let local = Image::from_bytes(vec![0x89, b'P', b'N', b'G'], "image/png");
+        assert!(local.has_data());
+        assert_eq!(local.to_base64().unwrap(), "iVBORw==");
+        assert_eq!(
+            local.to_data_url().unwrap(),
+            "data:image/png;base64,iVBORw=="
+        );
+        assert_eq!(local.to_bytes().unwrap(), [0x89, b'P', b'N', b'G']);
+    }
+
+    #[test]
     fn documents_refuse_the_wrong_conversion() {
         let doc = Document::from_url("https://example.com/a.pdf");
         assert!(doc.is_pdf() && !doc.has_data());

@@ -452,3 +452,210 @@ async fn a_v8_postgres_schema_moves_its_history_to_compact_rows() {
     drop(store);
     weft_store::drop_schema(&url, &schema).await.unwrap();
 }
+
+/// A column of a table of a SQLite file: (name, declared type, NOT NULL, default, primary key).
+fn columns(
+    conn: &rusqlite::Connection,
+    table: &str,
+) -> Vec<(String, String, bool, Option<String>, bool)> {
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info('{table}')"
+        ))
+        .unwrap();
+    stmt.query_map([], |r| {
+        Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get::<_, i64>(2)? == 1,
+            r.get(3)?,
+            r.get::<_, i64>(4)? > 0,
+        ))
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// The indexes of a table, each as (unique, [(column, descending)]), origin `u` (a UNIQUE
+/// constraint) and `c` (CREATE INDEX) alike; the primary key's own index is left out.
+fn indexes(conn: &rusqlite::Connection, table: &str) -> Vec<(bool, Vec<(String, bool)>)> {
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT name, \"unique\" FROM pragma_index_list('{table}') WHERE origin != 'pk'"
+        ))
+        .unwrap();
+    let list: Vec<(String, bool)> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? == 1)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    list.into_iter()
+        .map(|(name, unique)| {
+            let mut cols = conn
+                .prepare(&format!("SELECT name, \"desc\" FROM pragma_index_xinfo('{name}') WHERE key = 1 ORDER BY seqno"))
+                .unwrap();
+            let cols = cols
+                .query_map([], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? == 1)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            (unique, cols)
+        })
+        .collect()
+}
+
+fn foreign_keys(conn: &rusqlite::Connection, table: &str) -> Vec<(String, String, String)> {
+    let mut stmt = conn
+        .prepare(&format!(
+            "SELECT \"from\", \"table\", \"to\" FROM pragma_foreign_key_list('{table}')"
+        ))
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn has_column(
+    cols: &[(String, String, bool, Option<String>, bool)],
+    name: &str,
+    ty: &str,
+    not_null: bool,
+) -> bool {
+    cols.iter()
+        .any(|(n, t, nn, _, _)| n == name && t.eq_ignore_ascii_case(ty) && *nn == not_null)
+}
+
+/// The runtime spec's storage layout (§8.1–§8.4: RT-089..RT-092) read back from the schema of a
+/// freshly migrated database file, not from the migration source: columns, types, NOT NULL,
+/// primary keys, UNIQUE constraints, indexes (with their order) and foreign keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_sqlite_database_has_the_spec_tables_constraints_and_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fresh.db");
+    drop(
+        Store::open(&format!("sqlite:{}", path.display()))
+            .await
+            .unwrap(),
+    );
+    let conn = rusqlite::Connection::open(&path).unwrap();
+
+    // §8.1 checkpoints
+    let c = columns(&conn, "checkpoints");
+    assert!(
+        c.iter()
+            .any(|(n, t, _, _, pk)| n == "id" && t == "TEXT" && *pk),
+        "{c:?}"
+    );
+    for (name, ty, not_null) in [
+        ("thread_id", "TEXT", true),
+        ("step", "INTEGER", true),
+        ("timestamp", "TEXT", true),
+        ("state_blob", "TEXT", true),
+        ("pending_tools", "TEXT", false),
+        ("completed_tools", "TEXT", false),
+        ("usage_tokens", "INTEGER", false),
+        ("usage_cost", "REAL", false),
+    ] {
+        assert!(
+            has_column(&c, name, ty, not_null),
+            "checkpoints.{name}: {c:?}"
+        );
+    }
+    let ix = indexes(&conn, "checkpoints");
+    let key = |cols: &[(&str, bool)]| {
+        cols.iter()
+            .map(|(c, d)| ((*c).to_owned(), *d))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        ix.contains(&(true, key(&[("thread_id", false), ("step", false)]))),
+        "UNIQUE(thread_id, step): {ix:?}"
+    );
+    assert!(
+        ix.contains(&(false, key(&[("thread_id", false), ("step", true)]))),
+        "index (thread_id, step DESC): {ix:?}"
+    );
+
+    // §8.2 events: autoincrement id, the rest NOT NULL
+    let e = columns(&conn, "events");
+    assert!(
+        e.iter()
+            .any(|(n, t, _, _, pk)| n == "id" && t == "INTEGER" && *pk),
+        "{e:?}"
+    );
+    for name in ["thread_id", "event_type", "timestamp", "payload"] {
+        assert!(has_column(&e, name, "TEXT", true), "events.{name}: {e:?}");
+    }
+    let sql: String = conn
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'events'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(sql.contains("AUTOINCREMENT"), "{sql}");
+
+    // §8.3 artifacts
+    let a = columns(&conn, "artifacts");
+    for (name, ty, not_null) in [
+        ("run_id", "TEXT", true),
+        ("agent_id", "TEXT", true),
+        ("checkpoint_id", "TEXT", false),
+        ("artifact_type", "TEXT", true),
+        ("path", "TEXT", false),
+        ("content", "TEXT", false),
+        ("metadata", "TEXT", false),
+        ("created_at", "TEXT", true),
+    ] {
+        assert!(
+            has_column(&a, name, ty, not_null),
+            "artifacts.{name}: {a:?}"
+        );
+    }
+    assert!(a.iter().any(|(n, _, _, _, pk)| n == "id" && *pk));
+    assert_eq!(
+        foreign_keys(&conn, "artifacts"),
+        [(
+            "checkpoint_id".to_owned(),
+            "checkpoints".to_owned(),
+            "id".to_owned()
+        )]
+    );
+    let ix = indexes(&conn, "artifacts");
+    assert!(ix.contains(&(false, key(&[("run_id", false)]))), "{ix:?}");
+    assert!(ix.contains(&(false, key(&[("agent_id", false)]))), "{ix:?}");
+
+    // §8.4 agent_lineage: self-referencing parent, usage columns defaulting to 0
+    let l = columns(&conn, "agent_lineage");
+    for (name, ty, not_null) in [
+        ("run_id", "TEXT", true),
+        ("parent_agent_id", "TEXT", false),
+        ("role", "TEXT", true),
+        ("status", "TEXT", true),
+        ("depth", "INTEGER", true),
+        ("created_at", "TEXT", true),
+        ("completed_at", "TEXT", false),
+    ] {
+        assert!(
+            has_column(&l, name, ty, not_null),
+            "agent_lineage.{name}: {l:?}"
+        );
+    }
+    for name in ["usage_input_tokens", "usage_output_tokens", "usage_cost"] {
+        let default = l
+            .iter()
+            .find(|(n, ..)| n == name)
+            .and_then(|(_, _, _, d, _)| d.clone());
+        assert_eq!(default.as_deref(), Some("0"), "agent_lineage.{name}: {l:?}");
+    }
+    assert_eq!(
+        foreign_keys(&conn, "agent_lineage"),
+        [(
+            "parent_agent_id".to_owned(),
+            "agent_lineage".to_owned(),
+            "id".to_owned()
+        )]
+    );
+}
