@@ -374,7 +374,8 @@ async fn a_v8_postgres_schema_moves_its_history_to_compact_rows() {
         .batch_execute(&format!(
             "SET search_path TO {schema};
              DROP TABLE checkpoint_items; DROP TABLE checkpoint_threads;
-             DELETE FROM weft_schema_migrations WHERE version = 11;
+             ALTER TABLE thread_queue DROP COLUMN tool;
+             DELETE FROM weft_schema_migrations WHERE version >= 11;
              CREATE TABLE checkpoint_messages (thread_id TEXT NOT NULL, seq BIGINT NOT NULL,
                kind TEXT NOT NULL, item_key TEXT NOT NULL, body TEXT NOT NULL,
                PRIMARY KEY (thread_id, seq));"
