@@ -158,7 +158,7 @@ def unit_name(line):
 
 
 def list_tests(build=("--workspace", "--locked")):
-    """Every test of one build's test binaries: (segments, display name, binary). `build` is
+    """Every test of one build's test binaries: (segments, display name, crate::target). `build` is
     the arguments of `cargo test` (optionally led by `VAR=value` environment words); the
     binaries are the ones that command builds (already built by the tests step: `--no-run`
     only asks cargo for their paths); each lists its own tests."""
@@ -195,8 +195,10 @@ def list_tests(build=("--workspace", "--locked")):
         for l in listed.stdout.splitlines():
             test = unit_name(l)
             if test:
+                # Keyed by crate and target, not by executable: the same test built twice
+                # (the debug build and the local-model release build) is one test.
                 tests.append((prefix + test.split("::"), f"{'::'.join(prefix)}::{test}",
-                              msg["executable"]))
+                              "::".join(prefix)))
     return tests
 
 
