@@ -51,6 +51,7 @@ pub fn recorded_model(
         run,
         scope: scope.into(),
         priced: Arc::new((reference, quote)),
+        generation: std::sync::Mutex::default(),
     });
     let mut provider = Provider::new(model.provider.name.clone(), model.provider.version.clone())
         .with_llm(move |_id: &str, _options: &Value| Ok(wrapped.clone()));
@@ -68,6 +69,51 @@ struct RecordedModel {
     scope: String,
     /// The model's reference and its price (`None`: unknown).
     priced: Arc<(String, Option<Quote>)>,
+    /// The compression generation of the conversation as far as the last request read it,
+    /// so that a request's position reads only the messages added since (no O(history) work
+    /// per model call).
+    generation: std::sync::Mutex<GenerationScan>,
+}
+
+/// How far [`RecordedModel::position`] read a conversation for its compression markers.
+#[derive(Debug, Default)]
+struct GenerationScan {
+    /// Messages read.
+    len: usize,
+    /// The ids of the first and the last message read: the next request continues the same
+    /// conversation only when both are still there (a compressed or another conversation is
+    /// read again from its start).
+    first_id: String,
+    last_id: String,
+    /// The fold so far ([`crate::profile::context::newest_marker`]).
+    best: Option<(u64, bool)>,
+}
+
+impl GenerationScan {
+    /// The compression generation label of `messages` (as
+    /// [`crate::profile::context::generation_label`]), reading only the messages added since
+    /// the last call when `messages` continues the conversation read then.
+    fn read(&mut self, messages: &[Message]) -> Option<String> {
+        let continues = self.len > 0
+            && self.len <= messages.len()
+            && messages[0].id() == self.first_id
+            && messages[self.len - 1].id() == self.last_id;
+        if !continues {
+            *self = GenerationScan::default();
+        }
+        let best = messages[self.len..]
+            .iter()
+            .fold(self.best, crate::profile::context::newest_marker);
+        if let (Some(first), Some(last)) = (messages.first(), messages.last()) {
+            if !continues {
+                self.first_id = first.id().to_owned();
+            }
+            self.len = messages.len();
+            self.last_id = last.id().to_owned();
+            self.best = best;
+        }
+        crate::profile::context::label(best)
+    }
 }
 
 impl std::fmt::Debug for RecordedModel {
@@ -155,7 +201,11 @@ fn decode(value: &Value, provider: &str) -> Result<LlmResponse, UppError> {
 
 impl RecordedModel {
     fn position(&self, request: &LlmRequest) -> String {
-        position(&self.scope, &request.messages)
+        let messages = &request.messages;
+        match self.generation.lock() {
+            Ok(mut scan) => at(&self.scope, messages.len(), scan.read(messages)),
+            Err(_) => position(&self.scope, messages),
+        }
     }
 
     /// The response of a step that took queued tool calls (`queueTool()`): the calls,
@@ -228,9 +278,17 @@ impl RecordedModel {
 /// request of compression `G`): a compressed conversation is shorter than before, and
 /// within one generation it only grows again.
 fn position(scope: &str, messages: &[Message]) -> String {
-    match crate::profile::context::generation_label(messages) {
-        Some(generation) => format!("{scope}~{generation}@{}", messages.len()),
-        None => format!("{scope}@{}", messages.len()),
+    at(
+        scope,
+        messages.len(),
+        crate::profile::context::generation_label(messages),
+    )
+}
+
+fn at(scope: &str, len: usize, generation: Option<String>) -> String {
+    match generation {
+        Some(generation) => format!("{scope}~{generation}@{len}"),
+        None => format!("{scope}@{len}"),
     }
 }
 
@@ -383,6 +441,83 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::profile::context::{CompressionStrategy, ContextConfig, compress};
+
+    /// The incremental read of a model's requests gives the same generation as reading each
+    /// request whole: a growing conversation, its compressed successor, a summary request, and
+    /// the compressed conversation growing again.
+    #[tokio::test]
+    async fn the_incremental_generation_read_matches_the_whole_read() {
+        use weft_provider::adapters::scripted::{self, Script};
+        let mut history = vec![Message::user("task")];
+        for i in 0..6 {
+            history.push(Message::assistant(format!("step {i}")));
+        }
+        let llm = weft_provider::llm(weft_provider::LlmOptions::new(scripted::model(
+            Script::texts(["summary"]),
+        )))
+        .unwrap();
+        let config = ContextConfig {
+            preserve_last_n: 1,
+            compression_strategy: CompressionStrategy::Summarize,
+            ..ContextConfig::default()
+        };
+        let compressed = compress(
+            &config,
+            &history,
+            3,
+            1,
+            100,
+            10,
+            &llm,
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+        .history;
+        let mut grown = compressed.clone();
+        grown.push(Message::assistant("after"));
+        let summary_request = vec![
+            Message::assistant("step 1"),
+            Message::User(weft_provider::UserMessage::with_options(
+                vec![weft_provider::ContentBlock::text("summarize")],
+                weft_provider::MessageOptions {
+                    id: None,
+                    metadata: Some(
+                        [(
+                            crate::profile::context::MARKER_KEY.to_owned(),
+                            serde_json::json!({"generation": 1, "request": true}),
+                        )]
+                        .into_iter()
+                        .collect(),
+                    ),
+                },
+            )),
+        ];
+        let requests: Vec<&[Message]> = vec![
+            &history[..2],
+            &history[..4],
+            &history,
+            &summary_request,
+            &compressed,
+            &grown,
+            &grown,
+            &history[..3],
+        ];
+        let mut scan = GenerationScan::default();
+        for request in requests {
+            assert_eq!(
+                scan.read(request),
+                crate::profile::context::generation_label(request),
+                "{} messages",
+                request.len()
+            );
+        }
+        assert_eq!(
+            crate::profile::context::generation_label(&grown).as_deref(),
+            Some("1")
+        );
+    }
 
     #[tokio::test]
     async fn a_compressed_conversation_and_its_summary_request_have_their_own_positions() {

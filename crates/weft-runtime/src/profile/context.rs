@@ -353,17 +353,27 @@ pub fn generation(messages: &[Message]) -> u64 {
 /// positions: the highest marker generation of `messages`, `s` added for a summary request
 /// (`None`: never compressed). Within one generation the conversation only grows.
 pub fn generation_label(messages: &[Message]) -> Option<String> {
-    let mut best: Option<(u64, bool)> = None;
-    for message in messages {
-        let Some(value) = message.metadata().and_then(|m| m.get(MARKER_KEY)) else {
-            continue;
-        };
-        let generation = value.get("generation").and_then(Value::as_u64).unwrap_or(0);
-        let request = value.get("request").and_then(Value::as_bool) == Some(true);
-        if best.is_none_or(|(g, _)| generation > g) {
-            best = Some((generation, request));
-        }
+    label(messages.iter().fold(None, newest_marker))
+}
+
+/// `best` (the highest marker generation so far, and whether it marks a summary request)
+/// with `message`'s marker taken into account: a fold over a conversation's messages, which
+/// [`crate::recorded`] keeps going as the conversation grows instead of reading it again.
+pub(crate) fn newest_marker(best: Option<(u64, bool)>, message: &Message) -> Option<(u64, bool)> {
+    let Some(value) = message.metadata().and_then(|m| m.get(MARKER_KEY)) else {
+        return best;
+    };
+    let generation = value.get("generation").and_then(Value::as_u64).unwrap_or(0);
+    let request = value.get("request").and_then(Value::as_bool) == Some(true);
+    if best.is_none_or(|(g, _)| generation > g) {
+        Some((generation, request))
+    } else {
+        best
     }
+}
+
+/// The label of [`generation_label`] for the fold's result.
+pub(crate) fn label(best: Option<(u64, bool)>) -> Option<String> {
     best.map(|(g, request)| {
         if request {
             format!("{g}s")
