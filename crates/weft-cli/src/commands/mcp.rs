@@ -231,7 +231,10 @@ struct ProjectGate {
 
 impl weft_mcp::RouterGate for ProjectGate {
     fn check(&self, server: &str, tool: &str, args: &serde_json::Value) -> Result<(), String> {
-        let config = weft_gate::GateConfig::load(&self.root).unwrap_or_default();
+        // A configuration that cannot be read refuses, like a policy database that cannot be
+        // (the gates are not to be skipped because their settings are broken).
+        let config = weft_gate::GateConfig::load(&self.root)
+            .map_err(|e| format!("the gate configuration cannot be read: {e}"))?;
         let (db, _) = weft_gate::GateDb::open_healing(&weft_gate::GateDb::path_for(&self.root))
             .map_err(|e| format!("the policy database cannot be read: {e}"))?;
         let policies = db
@@ -246,7 +249,8 @@ impl weft_mcp::RouterGate for ProjectGate {
             .with_policies(policies)
             .check(&invocation);
         let reason = verdict.reason();
-        let _ = db.audit(&[weft_gate::AuditEntry {
+        // As the pre-tool-use hook: a check that cannot be audited does not pass.
+        db.audit(&[weft_gate::AuditEntry {
             at: weft_gate::now_ms(),
             harness: "weft-router".into(),
             event: "pre-tool-use".into(),
@@ -257,7 +261,8 @@ impl weft_mcp::RouterGate for ProjectGate {
             passed: verdict.allowed(),
             message: reason.clone(),
             ..weft_gate::AuditEntry::default()
-        }]);
+        }])
+        .map_err(|e| format!("the audit trail cannot be written: {e}"))?;
         if verdict.allowed() {
             Ok(())
         } else {
@@ -334,5 +339,27 @@ impl AgentRunner for ProjectAgents {
                 "run {run_id} waits for a decision: weft approve {run_id} ID (see weft runs show {run_id}), then weft resume {run_id}"
             )),
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use weft_mcp::RouterGate as _;
+
+    /// A routed call is refused, not let through, when the project's gate settings cannot be
+    /// read (the bug: falling back to the default gates).
+    #[test]
+    fn a_routed_call_is_refused_when_the_gate_configuration_is_broken() {
+        let dir = tempfile::tempdir().unwrap();
+        let gate = ProjectGate {
+            root: dir.path().to_path_buf(),
+        };
+        let args = serde_json::json!({"path": "notes.txt"});
+        assert_eq!(gate.check("files", "read", &args), Ok(()));
+        std::fs::write(dir.path().join("weft.toml"), "[gates\nbroken").unwrap();
+        let refused = gate.check("files", "read", &args).unwrap_err();
+        assert!(refused.contains("gate configuration"), "{refused}");
     }
 }
