@@ -1,0 +1,887 @@
+//! UPP-1.2 promises that the re-read of the conformance rows (issue 24) found cited by a test
+//! that did not check them: each test here is named for the requirements it proves and goes
+//! through the code users call (`llm()`, `embedding()`, the crate root), over real HTTP where
+//! a vendor is involved.
+//!
+//! - the public names of §14 are reachable from the crate root (UPP-180…188, 195);
+//! - the twelve `StreamEventType` wire strings (UPP-111, UPP-189);
+//! - message accessors and `hasToolCalls` both ways (UPP-072, UPP-076);
+//! - capabilities do not vary per model (UPP-039);
+//! - a strategy's `beforeRequest` delay is waited before every request, on paused time
+//!   (UPP-018);
+//! - `onAfterCall` returning nothing keeps the result (UPP-134);
+//! - metadata namespaces of other providers never reach the wire (UPP-074, UPP-120);
+//! - every dialect's errors name their provider and `modality: "llm"` (UPP-207, UPP-222);
+//! - content filtering is `CONTENT_FILTERED`, final, whether refused with a 400 or in the
+//!   reply (UPP-249); missing cache counts are 0 (UPP-103);
+//! - Gemini gets audio and documents as inline data or text (UPP-212, UPP-214);
+//! - embedding models declare their limits, and an image given to a text-only model is refused
+//!   before any request (UPP-152, UPP-160); batches run one at a time unless `concurrency`
+//!   says otherwise (UPP-155);
+//! - the README's provider table names the key variable each provider falls back to, the one its
+//!   missing-key error names (UPP-034, UPP-242).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod adapter_support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use adapter_support::{KEY, config_no_retry};
+use serde_json::{Value, json};
+use weft_provider::adapters::scripted::{self, Script, ScriptedResponse, ScriptedToolCall};
+use weft_provider::{
+    AssistantMessage, AudioBlock, Blob, ContentBlock, DocumentBlock, DocumentSource, EmbedOptions,
+    EmbeddingInput, EmbeddingOptions, ErrorCode, ImageBlock, ImageSource, LlmOptions, Message,
+    MessageOptions, Modality, ProviderConfig, ProviderRegistry, RetryStrategy, StreamEventType,
+    Tool, ToolCall, ToolUseStrategy, UppError, UserMessage, VideoBlock, embedding, llm,
+};
+use weft_testkit::{ReplayServer, Reply};
+
+/// `(the name as written, the name the compiler resolved)` for each type.
+macro_rules! type_names {
+    ($($t:ty),* $(,)?) => {
+        vec![$((stringify!($t), std::any::type_name::<$t>())),*]
+    };
+}
+
+/// The last path segment of a type name, without `dyn `.
+fn short(name: &str) -> &str {
+    let name = name.trim_start_matches("dyn ");
+    name.rsplit("::").next().unwrap_or(name)
+}
+
+#[test]
+fn upp_180_to_188_195_the_crate_root_exposes_every_upp_name() {
+    use weft_provider as upp;
+    // UPP-180 (LLMProvider is the `LlmHandler` of a `Provider`, BoundLLMModel the `LlmModel`,
+    // LLMStreamResult the `LlmStream`), UPP-181 (MessageMetadata is `Metadata`), UPP-182,
+    // UPP-183, UPP-184 (ThreadJSON is `ThreadJson`), UPP-185 (as far as it goes: EmbedManyOptions
+    // is `EmbedOptions`, EmbeddingBatch the `EmbeddingResponse`), UPP-187, UPP-188, UPP-195.
+    let names = type_names![
+        upp::LlmOptions,
+        upp::LlmInstance,
+        upp::LlmCapabilities,
+        upp::Provider,
+        dyn upp::LlmHandler,
+        dyn upp::LlmModel,
+        upp::LlmRequest,
+        upp::LlmResponse,
+        upp::LlmStreamPart,
+        upp::StreamResult,
+        upp::InferenceInput,
+        upp::Message,
+        upp::UserMessage,
+        upp::AssistantMessage,
+        upp::ToolResultMessage,
+        upp::MessageOptions,
+        upp::MessageType,
+        upp::ContentBlock,
+        upp::TextBlock,
+        upp::ReasoningBlock,
+        upp::ImageBlock,
+        upp::DocumentBlock,
+        upp::AudioBlock,
+        upp::VideoBlock,
+        upp::BinaryBlock,
+        upp::ImageSource,
+        upp::DocumentSource,
+        upp::ToolCall,
+        upp::ToolResult,
+        upp::Tool,
+        upp::ToolUseStrategy,
+        upp::BeforeCallResult,
+        upp::AfterCallResult,
+        upp::ToolExecution,
+        upp::Turn,
+        upp::TokenUsage,
+        upp::CycleUsage,
+        upp::Thread,
+        upp::ThreadJson,
+        upp::StreamEvent,
+        upp::StreamEventType,
+        upp::EventDelta,
+        upp::EmbeddingOptions,
+        upp::EmbeddingInstance,
+        dyn upp::EmbeddingModel,
+        upp::EmbeddingRequest,
+        upp::EmbeddingResponse,
+        upp::EmbeddingInput,
+        upp::EmbeddingInputType,
+        upp::Embedding,
+        upp::EmbeddingResult,
+        upp::EmbeddingUsage,
+        upp::EmbedOptions,
+        upp::ProviderConfig,
+        dyn upp::KeyStrategy,
+        upp::RoundRobinKeys,
+        upp::WeightedKeys,
+        upp::DynamicKey,
+        dyn upp::RetryStrategy,
+        upp::ExponentialBackoff,
+        upp::LinearBackoff,
+        upp::NoRetry,
+        upp::TokenBucket,
+        upp::RetryAfterStrategy,
+        upp::UppError,
+        upp::ErrorCode,
+        upp::Modality,
+        upp::Image,
+        upp::Document,
+        upp::Audio,
+        upp::Video,
+        upp::adapters::anthropic::AnthropicLlmParams,
+        upp::adapters::openai_responses::OpenAiResponsesParams,
+        upp::adapters::google::GoogleLlmParams,
+    ];
+    for (written, resolved) in &names {
+        assert_eq!(short(written), short(resolved), "{written} is {resolved}");
+    }
+    // The entry points and type guards (UPP-179, UPP-188), by signature.
+    let _: fn(LlmOptions) -> Result<upp::LlmInstance, UppError> = upp::llm;
+    let _: fn(LlmOptions) -> Result<upp::LlmInstance, UppError> = upp::ai::llm;
+    let _: fn(EmbeddingOptions) -> Result<upp::EmbeddingInstance, UppError> = upp::embedding;
+    let _: fn(EmbeddingOptions) -> Result<upp::EmbeddingInstance, UppError> = upp::ai::embedding;
+    let guards: [fn(&Message) -> bool; 3] = [
+        upp::is_user_message,
+        upp::is_assistant_message,
+        upp::is_tool_result_message,
+    ];
+    let message = Message::user("hi");
+    assert_eq!(guards.map(|guard| guard(&message)), [true, false, false]);
+}
+
+#[test]
+fn upp_111_189_every_stream_event_type_has_its_wire_string() {
+    use StreamEventType::*;
+    let table = [
+        (TextDelta, "text_delta"),
+        (ReasoningDelta, "reasoning_delta"),
+        (ImageDelta, "image_delta"),
+        (AudioDelta, "audio_delta"),
+        (VideoDelta, "video_delta"),
+        (ToolCallDelta, "tool_call_delta"),
+        (ToolExecutionStart, "tool_execution_start"),
+        (ToolExecutionEnd, "tool_execution_end"),
+        (MessageStart, "message_start"),
+        (MessageStop, "message_stop"),
+        (ContentBlockStart, "content_block_start"),
+        (ContentBlockStop, "content_block_stop"),
+    ];
+    for (event_type, wire) in table {
+        assert_eq!(event_type.as_str(), wire);
+        assert_eq!(serde_json::to_value(event_type).unwrap(), json!(wire));
+        assert_eq!(
+            serde_json::from_value::<StreamEventType>(json!(wire)).unwrap(),
+            event_type
+        );
+    }
+    assert!(serde_json::from_value::<StreamEventType>(json!("TextDelta")).is_err());
+}
+
+fn bytes_block(kind: &str, mime_type: &str) -> ContentBlock {
+    let data = Blob(vec![1, 2, 3]);
+    match kind {
+        "audio" => ContentBlock::Audio(AudioBlock {
+            data,
+            mime_type: mime_type.into(),
+            duration: None,
+        }),
+        "video" => ContentBlock::Video(VideoBlock {
+            data,
+            mime_type: mime_type.into(),
+            duration: None,
+            width: None,
+            height: None,
+        }),
+        _ => ContentBlock::Binary(weft_provider::BinaryBlock {
+            data,
+            mime_type: mime_type.into(),
+            metadata: None,
+        }),
+    }
+}
+
+fn document(source: DocumentSource, mime_type: &str) -> ContentBlock {
+    ContentBlock::Document(DocumentBlock {
+        source,
+        mime_type: mime_type.into(),
+        title: None,
+    })
+}
+
+fn image_url(url: &str) -> ContentBlock {
+    ContentBlock::Image(ImageBlock {
+        source: ImageSource::Url { url: url.into() },
+        mime_type: "image/png".into(),
+        width: None,
+        height: None,
+    })
+}
+
+#[test]
+fn upp_072_076_messages_expose_their_media_and_tool_calls() {
+    let message = Message::User(UserMessage::new(vec![
+        ContentBlock::text("look"),
+        image_url("https://example.com/a.png"),
+        bytes_block("audio", "audio/wav"),
+        document(
+            DocumentSource::Text {
+                data: "notes".into(),
+            },
+            "text/plain",
+        ),
+        image_url("https://example.com/b.png"),
+        bytes_block("video", "video/mp4"),
+        bytes_block("binary", "application/zip"),
+    ]));
+    let urls: Vec<_> = message
+        .images()
+        .iter()
+        .map(|i| match &i.source {
+            ImageSource::Url { url } => url.as_str(),
+            _ => "",
+        })
+        .collect();
+    assert_eq!(
+        urls,
+        ["https://example.com/a.png", "https://example.com/b.png"]
+    );
+    assert_eq!(message.documents()[0].mime_type, "text/plain");
+    assert_eq!(message.audio()[0].mime_type, "audio/wav");
+    assert_eq!(message.video()[0].mime_type, "video/mp4");
+    assert_eq!(
+        (
+            message.documents().len(),
+            message.audio().len(),
+            message.video().len()
+        ),
+        (1, 1, 1)
+    );
+    assert!(Message::user("plain").images().is_empty());
+
+    // `hasToolCalls` is true exactly when there are tool calls.
+    let Message::Assistant(plain) = Message::assistant("text only") else {
+        panic!("not an assistant message")
+    };
+    assert!(!plain.has_tool_calls());
+    let calling = AssistantMessage::new(
+        vec![ContentBlock::text("calling")],
+        vec![ToolCall::new("c1", "t", json!({}))],
+        MessageOptions::default(),
+    )
+    .unwrap();
+    assert!(calling.has_tool_calls());
+    let json = serde_json::to_value(Message::Assistant(calling)).unwrap();
+    let Message::Assistant(back) = serde_json::from_value(json).unwrap() else {
+        panic!("not an assistant message")
+    };
+    assert!(back.has_tool_calls());
+}
+
+#[tokio::test]
+async fn upp_039_capabilities_are_the_same_for_every_model_of_a_provider() {
+    let registry = ProviderRegistry::with_builtins();
+    for provider in [
+        "openai",
+        "openai-compatible",
+        "openai-responses",
+        "anthropic",
+        "google",
+    ] {
+        let capabilities = |model: &str| {
+            let reference = registry.resolve(&format!("{provider}:{model}")).unwrap();
+            llm(LlmOptions::new(reference)).unwrap().capabilities()
+        };
+        let first = capabilities("small-model");
+        assert_eq!(first, capabilities("another-model-2"), "{provider}");
+        assert!(first.streaming && first.tools, "{provider}: {first:?}");
+    }
+}
+
+/// A strategy that asks for `wait` before every request and retries once, at once.
+struct WaitFirst {
+    wait: Duration,
+    asked: AtomicU32,
+}
+
+impl RetryStrategy for WaitFirst {
+    fn on_retry(&self, _error: &UppError, attempt: u32) -> Option<Duration> {
+        (attempt < 2).then_some(Duration::ZERO)
+    }
+
+    fn before_request(&self) -> Option<Duration> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Some(self.wait)
+    }
+}
+
+/// A server that accepts connections, reads, and never answers.
+async fn silent_server() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    url
+}
+
+#[tokio::test(start_paused = true)]
+async fn upp_018_the_before_request_delay_is_waited_before_every_request() {
+    let url = silent_server().await;
+    let strategy = Arc::new(WaitFirst {
+        wait: Duration::from_secs(3600),
+        asked: AtomicU32::new(0),
+    });
+    let reference = ProviderRegistry::with_builtins()
+        .resolve("openai-compatible:m")
+        .unwrap();
+    let mut config = ProviderConfig::default()
+        .base_url(format!("{url}/v1"))
+        .api_key(KEY)
+        .idle_timeout(Duration::from_secs(5));
+    config.retry_strategy = Some(strategy.clone());
+    let started = tokio::time::Instant::now();
+    let error = llm(LlmOptions::new(reference).config(config))
+        .unwrap()
+        .generate(&[], "hi")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code, ErrorCode::Timeout, "{error}");
+    assert_eq!(
+        strategy.asked.load(Ordering::SeqCst),
+        2,
+        "asked per request"
+    );
+    // Paused time: two waits of an hour, two idle timeouts of 5 s (each deadline rounded up
+    // to the next millisecond by the timer wheel).
+    let expected = Duration::from_secs(2 * 3600 + 2 * 5);
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= expected && elapsed < expected + Duration::from_millis(50),
+        "{elapsed:?} vs {expected:?}"
+    );
+}
+
+fn echo(name: &str) -> Tool {
+    Tool::new(
+        name,
+        "echoes",
+        json!({"type": "object"}),
+        |args: Value, _ctx| async move { Ok(args) },
+    )
+}
+
+#[tokio::test]
+async fn upp_134_after_call_returning_nothing_keeps_the_result() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let strategy = ToolUseStrategy::default().on_after_call(move |tool, _args, result| {
+        log.lock()
+            .unwrap()
+            .push((tool.name.clone(), result.clone()));
+        None
+    });
+    let call = ScriptedToolCall {
+        id: Some("1".into()),
+        name: "echo".into(),
+        arguments: json!({"x": 7}),
+        after: Vec::new(),
+    };
+    let turn = llm(LlmOptions::new(scripted::model(Script {
+        responses: vec![
+            ScriptedResponse {
+                tool_calls: vec![call],
+                ..ScriptedResponse::default()
+            },
+            ScriptedResponse::text("done"),
+        ],
+        fresh_ids: false,
+    }))
+    .tool(echo("echo"))
+    .tool_strategy(strategy))
+    .unwrap()
+    .generate(&[], "go")
+    .await
+    .unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [("echo".to_owned(), json!({"x": 7}))]
+    );
+    assert_eq!(turn.tool_executions[0].result, json!({"x": 7}));
+    let Message::ToolResult(sent) = &turn.messages[2] else {
+        panic!("no tool result message: {:?}", turn.messages)
+    };
+    assert_eq!(sent.results[0].result, json!({"x": 7}), "sent unchanged");
+}
+
+/// Metadata for every namespace but `keep`.
+fn foreign_metadata(keep: &str) -> serde_json::Map<String, Value> {
+    let all = json!({
+        "anthropic": {"cache_control": {"type": "ephemeral"}},
+        "openai": {"strict": true},
+        "google": {"thoughtSignature": "c2ln"},
+        "some-future-provider": {"anything": [1, 2]},
+    });
+    let mut map = all.as_object().unwrap().clone();
+    map.remove(keep);
+    map
+}
+
+/// A user message, then an assistant answer carrying `metadata`.
+fn history_with_metadata(metadata: serde_json::Map<String, Value>) -> Vec<Message> {
+    let answer = AssistantMessage::new(
+        vec![ContentBlock::text("sure")],
+        vec![],
+        MessageOptions {
+            id: None,
+            metadata: Some(metadata),
+        },
+    )
+    .unwrap();
+    vec![Message::user("earlier"), Message::Assistant(answer)]
+}
+
+fn chat_ok() -> Reply {
+    Reply::json(
+        200,
+        &json!({"choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "ok"}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1}}),
+    )
+}
+
+#[tokio::test]
+async fn upp_074_120_metadata_of_other_providers_never_reaches_the_wire() {
+    let schema = json!({"type": "object", "properties": {}});
+    // Chat Completions reads `openai`: every other namespace is ignored.
+    let history = history_with_metadata(foreign_metadata("openai"));
+    let server = ReplayServer::start(vec![chat_ok()]).await;
+    let reference = ProviderRegistry::with_builtins()
+        .resolve("openai:gpt-4o")
+        .unwrap();
+    let tool = echo("lookup").with_metadata(foreign_metadata("openai"));
+    let turn = llm(LlmOptions::new(reference)
+        .config(config_no_retry(&server, "/v1"))
+        .tool(tool))
+    .unwrap()
+    .generate(&history, "again")
+    .await
+    .unwrap();
+    assert_eq!(turn.text(), "ok");
+    let body = server.received()[0].json();
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "assistant", "content": "sure"})
+    );
+    assert_eq!(
+        body["tools"][0],
+        json!({"type": "function", "function": {"name": "lookup", "description": "echoes",
+            "parameters": {"type": "object"}}})
+    );
+
+    // Anthropic reads `anthropic`: `openai.strict` and the rest stay out.
+    let server = ReplayServer::start(vec![Reply::json(
+        200,
+        &json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 3, "output_tokens": 1}}),
+    )])
+    .await;
+    let reference = ProviderRegistry::with_builtins()
+        .resolve("anthropic:claude-x")
+        .unwrap();
+    let tool = Tool::new("lookup", "d", schema.clone(), |_a: Value, _c| async {
+        Ok(Value::Null)
+    })
+    .with_metadata(foreign_metadata("anthropic"));
+    llm(LlmOptions::new(reference)
+        .config(config_no_retry(&server, "/v1"))
+        .tool(tool))
+    .unwrap()
+    .generate(
+        &history_with_metadata(foreign_metadata("anthropic")),
+        "again",
+    )
+    .await
+    .unwrap();
+    let body = server.received()[0].json();
+    assert_eq!(
+        body["tools"][0],
+        json!({"name": "lookup", "description": "d", "input_schema": schema})
+    );
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "assistant", "content": [{"type": "text", "text": "sure"}]})
+    );
+}
+
+/// One dialect: a model reference, the base path, and a body that is a 401 in its words.
+struct Dialect {
+    reference: &'static str,
+    provider: &'static str,
+    base_path: &'static str,
+    unauthorized: Value,
+}
+
+fn dialects() -> Vec<Dialect> {
+    let openai = json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}});
+    vec![
+        Dialect {
+            reference: "openai:gpt-4o",
+            provider: "openai",
+            base_path: "/v1",
+            unauthorized: openai.clone(),
+        },
+        Dialect {
+            reference: "openai-compatible:llama3.2",
+            provider: "openai-compatible",
+            base_path: "/v1",
+            unauthorized: openai.clone(),
+        },
+        Dialect {
+            reference: "openai-responses:gpt-4.1",
+            provider: "openai-responses",
+            base_path: "/v1",
+            unauthorized: openai,
+        },
+        Dialect {
+            reference: "anthropic:claude-sonnet-4-5",
+            provider: "anthropic",
+            base_path: "/v1",
+            unauthorized: json!({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}),
+        },
+        Dialect {
+            reference: "google:gemini-2.5-flash",
+            provider: "google",
+            base_path: "/v1beta",
+            unauthorized: json!({"error": {"code": 401, "message": "API key not valid", "status": "UNAUTHENTICATED"}}),
+        },
+    ]
+}
+
+#[tokio::test]
+async fn upp_207_222_llm_errors_name_their_provider_and_modality() {
+    for dialect in dialects() {
+        let server = ReplayServer::start(vec![Reply::json(401, &dialect.unauthorized)]).await;
+        let reference = ProviderRegistry::with_builtins()
+            .resolve(dialect.reference)
+            .unwrap();
+        let instance =
+            llm(LlmOptions::new(reference).config(config_no_retry(&server, dialect.base_path)))
+                .unwrap();
+        let error = instance.generate(&[], "hi").await.unwrap_err();
+        let what = dialect.reference;
+        assert_eq!(
+            error.code,
+            ErrorCode::AuthenticationFailed,
+            "{what}: {error}"
+        );
+        assert_eq!(error.provider, dialect.provider, "{what}");
+        assert_eq!(error.modality, Modality::Llm, "{what}");
+        assert_eq!(error.status_code, Some(401), "{what}");
+        assert_eq!(error.cause, Some(dialect.unauthorized.clone()), "{what}");
+        // Streamed, the same.
+        let server = ReplayServer::start(vec![Reply::json(401, &dialect.unauthorized)]).await;
+        let reference = ProviderRegistry::with_builtins()
+            .resolve(dialect.reference)
+            .unwrap();
+        let stream =
+            llm(LlmOptions::new(reference).config(config_no_retry(&server, dialect.base_path)))
+                .unwrap()
+                .stream(&[], "hi")
+                .unwrap();
+        let error = stream.turn().await.unwrap_err();
+        assert_eq!(
+            (error.code, error.modality, error.provider.as_str()),
+            (
+                ErrorCode::AuthenticationFailed,
+                Modality::Llm,
+                dialect.provider
+            ),
+            "{what} (stream)"
+        );
+    }
+}
+
+#[tokio::test]
+async fn upp_103_249_content_filtering_is_final_and_missing_cache_counts_are_zero() {
+    let reference = || {
+        ProviderRegistry::with_builtins()
+            .resolve("openai:gpt-4o")
+            .unwrap()
+    };
+    // Refused up front (400) or blocked in the reply: CONTENT_FILTERED, and not retried even
+    // with a strategy that would retry anything retryable.
+    let refused = Reply::json(
+        400,
+        &json!({"error": {"message": "Your request was rejected as a result of our safety system.",
+            "type": "invalid_request_error", "code": "content_policy_violation"}}),
+    );
+    let blocked = Reply::json(
+        200,
+        &json!({"choices": [{"index": 0, "finish_reason": "content_filter",
+            "message": {"role": "assistant", "content": null}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 0}}),
+    );
+    for reply in [refused, blocked] {
+        let server = ReplayServer::start(vec![reply, chat_ok()]).await;
+        let error =
+            llm(LlmOptions::new(reference()).config(adapter_support::config(&server, "/v1")))
+                .unwrap()
+                .generate(&[], "hi")
+                .await
+                .unwrap_err();
+        assert_eq!(error.code, ErrorCode::ContentFiltered, "{error}");
+        assert_eq!(server.received().len(), 1, "not retried");
+    }
+    // A reply whose usage has no cache details: both cache counts are 0.
+    let server = ReplayServer::start(vec![chat_ok()]).await;
+    let turn = llm(LlmOptions::new(reference()).config(config_no_retry(&server, "/v1")))
+        .unwrap()
+        .generate(&[], "hi")
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            turn.usage.input_tokens,
+            turn.usage.cache_read_tokens,
+            turn.usage.cache_write_tokens
+        ),
+        (3, 0, 0)
+    );
+}
+
+#[tokio::test]
+async fn upp_212_214_gemini_gets_audio_and_documents_inline() {
+    let reply = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "heard"}]},
+        "finishReason": "STOP"}], "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 1}});
+    let server = ReplayServer::start(vec![Reply::json(200, &reply)]).await;
+    let reference = ProviderRegistry::with_builtins()
+        .resolve("google:gemini-2.5-flash")
+        .unwrap();
+    let instance =
+        llm(LlmOptions::new(reference).config(config_no_retry(&server, "/v1beta"))).unwrap();
+    assert!(instance.capabilities().audio_input && instance.capabilities().document_input);
+    let input = Message::User(UserMessage::new(vec![
+        ContentBlock::text("what is this?"),
+        bytes_block("audio", "audio/wav"),
+        document(
+            DocumentSource::Base64 {
+                data: "JVBERi0=".into(),
+            },
+            "application/pdf",
+        ),
+        document(
+            DocumentSource::Url {
+                url: "gs://bucket/a.pdf".into(),
+            },
+            "application/pdf",
+        ),
+        document(
+            DocumentSource::Text {
+                data: "plain notes".into(),
+            },
+            "text/plain",
+        ),
+    ]));
+    let turn = instance.generate(&[], input).await.unwrap();
+    assert_eq!(turn.text(), "heard");
+    let body = server.received()[0].json();
+    assert_eq!(
+        body["contents"][0]["parts"],
+        json!([
+            {"text": "what is this?"},
+            {"inlineData": {"mimeType": "audio/wav", "data": "AQID"}},
+            {"inlineData": {"mimeType": "application/pdf", "data": "JVBERi0="}},
+            {"fileData": {"mimeType": "application/pdf", "fileUri": "gs://bucket/a.pdf"}},
+            {"text": "plain notes"},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn upp_152_160_embedding_models_declare_their_limits_and_refuse_images() {
+    for (reference, provider, max_batch, max_input) in [
+        ("openai:text-embedding-3-small", "openai", 2048, 8192),
+        ("google:gemini-embedding-001", "google", 100, 2048),
+    ] {
+        let server = ReplayServer::start(vec![]).await;
+        let model = ProviderRegistry::with_builtins()
+            .resolve(reference)
+            .unwrap();
+        let instance = embedding(EmbeddingOptions {
+            model,
+            config: config_no_retry(&server, "/v1"),
+            params: None,
+        })
+        .unwrap();
+        let bound = instance.model();
+        assert_eq!(
+            (bound.model_id(), bound.provider(), bound.max_batch_size()),
+            (reference.split_once(':').unwrap().1, provider, max_batch),
+            "{reference}"
+        );
+        assert_eq!(
+            (bound.max_input_length(), bound.dimensions()),
+            (Some(max_input), None),
+            "{reference}: the vector length depends on `dimensions` in params"
+        );
+        assert_eq!(bound.supported_inputs(), ["text"], "{reference}");
+        let ContentBlock::Image(image) = image_url("https://example.com/a.png") else {
+            unreachable!()
+        };
+        let error = instance
+            .embed(
+                vec!["words".into(), EmbeddingInput::Image(image)],
+                EmbedOptions::default(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (error.code, error.modality, error.provider.as_str()),
+            (ErrorCode::InvalidRequest, Modality::Embedding, provider),
+            "{reference}: {error}"
+        );
+        assert!(server.received().is_empty(), "{reference}: nothing sent");
+    }
+}
+
+/// The `…_API_KEY` words of a text.
+fn key_variables(text: &str) -> Vec<&str> {
+    text.split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+        .filter(|word| word.ends_with("_API_KEY"))
+        .collect()
+}
+
+#[tokio::test]
+async fn upp_034_242_the_readme_names_the_variable_each_provider_reads() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    for provider in ["openai", "openai-responses", "anthropic", "google"] {
+        let row = readme
+            .lines()
+            .find(|line| line.starts_with(&format!("| `{provider}:")))
+            .unwrap_or_else(|| panic!("README.md: no row for {provider} in the provider table"));
+        let documented = key_variables(row);
+        assert!(!documented.is_empty(), "{row}");
+        if documented.iter().any(|v| std::env::var(v).is_ok()) {
+            continue; // a real key is set: the fallback cannot be observed here
+        }
+        let reference = ProviderRegistry::with_builtins()
+            .resolve(&format!("{provider}:some-model"))
+            .unwrap();
+        let config = ProviderConfig::default()
+            .base_url("http://127.0.0.1:9/v1")
+            .retry_strategy(weft_provider::NoRetry);
+        let error = llm(LlmOptions::new(reference).config(config))
+            .unwrap()
+            .generate(&[], "hi")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.code,
+            ErrorCode::AuthenticationFailed,
+            "{provider}: {error}"
+        );
+        assert_eq!(
+            key_variables(&error.message),
+            documented,
+            "{provider}: the error names what README.md documents"
+        );
+    }
+}
+
+/// An embedding model of batch size 1 that counts the batches in flight at once.
+#[derive(Debug, Default)]
+struct CountingEmbeddings {
+    in_flight: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl weft_provider::EmbeddingModel for CountingEmbeddings {
+    fn model_id(&self) -> &str {
+        "counting"
+    }
+    fn provider(&self) -> &str {
+        "counting"
+    }
+    fn max_batch_size(&self) -> usize {
+        1
+    }
+    fn max_input_length(&self) -> Option<usize> {
+        None
+    }
+    fn dimensions(&self) -> Option<usize> {
+        Some(1)
+    }
+    fn supported_inputs(&self) -> &[&'static str] {
+        &["text"]
+    }
+    fn embed(
+        &self,
+        request: weft_provider::EmbeddingRequest,
+    ) -> weft_provider::tool::BoxFuture<'_, Result<weft_provider::EmbeddingResponse, UppError>>
+    {
+        Box::pin(async move {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            // Give the core the chance to start the next batch meanwhile.
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+            }
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            Ok(weft_provider::EmbeddingResponse {
+                embeddings: (0..request.inputs.len())
+                    .map(|index| weft_provider::embedding::EmbeddingVector {
+                        vector: weft_provider::embedding::VectorData::Floats(vec![1.0]),
+                        index,
+                        tokens: None,
+                        metadata: None,
+                    })
+                    .collect(),
+                usage: weft_provider::EmbeddingUsage { total_tokens: 1 },
+                metadata: None,
+            })
+        })
+    }
+}
+
+#[tokio::test]
+async fn upp_155_embedding_batches_run_one_at_a_time_unless_asked() {
+    for (concurrency, most) in [(None, 1), (Some(3), 3)] {
+        let model = Arc::new(CountingEmbeddings::default());
+        let shared = model.clone();
+        let provider = Arc::new(
+            weft_provider::Provider::new("counting", "1").with_embedding(
+                move |_: &str, _: &Value| {
+                    let bound: Arc<dyn weft_provider::EmbeddingModel> = shared.clone();
+                    Ok(bound)
+                },
+            ),
+        );
+        let instance = embedding(EmbeddingOptions {
+            model: provider.model("counting"),
+            config: ProviderConfig::default(),
+            params: None,
+        })
+        .unwrap();
+        let inputs: Vec<EmbeddingInput> = (0..6).map(|i| format!("t{i}").into()).collect();
+        let options = EmbedOptions {
+            concurrency,
+            ..EmbedOptions::default()
+        };
+        let result = instance.embed(inputs, options).await.unwrap();
+        assert_eq!(result.embeddings.len(), 6);
+        assert_eq!(
+            model.most.load(Ordering::SeqCst),
+            most,
+            "concurrency {concurrency:?}"
+        );
+    }
+}
