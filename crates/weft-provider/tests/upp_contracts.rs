@@ -15,6 +15,8 @@
 //! - content filtering is `CONTENT_FILTERED`, final, whether refused with a 400 or in the
 //!   reply (UPP-249); missing cache counts are 0 (UPP-103);
 //! - Gemini gets audio and documents as inline data or text (UPP-212, UPP-214);
+//! - the native-tool helpers of each adapter reach the body after the function tools, and
+//!   native outputs come back as blocks, the rest kept in metadata (UPP-138…142);
 //! - embedding models declare their limits, and an image given to a text-only model is refused
 //!   before any request (UPP-152, UPP-160); batches run one at a time unless `concurrency`
 //!   says otherwise (UPP-155);
@@ -884,4 +886,155 @@ async fn upp_155_embedding_batches_run_one_at_a_time_unless_asked() {
             "concurrency {concurrency:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn upp_138_139_141_native_tools_from_the_helpers_follow_the_function_tools() {
+    use weft_provider::adapters::{anthropic, google, openai_responses};
+    let function = || {
+        Tool::new(
+            "lookup",
+            "d",
+            json!({"type": "object", "properties": {}}),
+            |_a: Value, _c| async { Ok(Value::Null) },
+        )
+    };
+    let anthropic_reply = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 3, "output_tokens": 1}});
+    let google_reply = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]},
+        "finishReason": "STOP"}], "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1}});
+    let cases = [
+        (
+            "anthropic:claude-sonnet-4-5",
+            "/v1",
+            anthropic_reply,
+            vec![
+                anthropic::tools::web_search(Some(2)),
+                anthropic::tools::web_fetch(),
+            ],
+        ),
+        (
+            "google:gemini-2.5-flash",
+            "/v1beta",
+            google_reply,
+            vec![
+                google::tools::google_search(),
+                google::tools::code_execution(),
+                google::tools::url_context(),
+            ],
+        ),
+        (
+            "openai-responses:gpt-4.1",
+            "/v1",
+            responses_reply(vec![responses_message("ok")]),
+            vec![
+                openai_responses::tools::web_search(),
+                openai_responses::tools::file_search(&["vs_1"]),
+                openai_responses::tools::code_interpreter(),
+                openai_responses::tools::image_generation(),
+            ],
+        ),
+    ];
+    for (reference, base_path, reply, native) in cases {
+        let server = ReplayServer::start(vec![Reply::json(200, &reply)]).await;
+        let model = ProviderRegistry::with_builtins()
+            .resolve(reference)
+            .unwrap();
+        llm(LlmOptions::new(model)
+            .config(config_no_retry(&server, base_path))
+            .tool(function())
+            .param("tools", Value::Array(native.clone())))
+        .unwrap()
+        .generate(&[], "search")
+        .await
+        .unwrap();
+        let tools = server.received()[0].json()["tools"].clone();
+        let tools = tools.as_array().unwrap();
+        assert_eq!(tools.len(), 1 + native.len(), "{reference}: {tools:?}");
+        assert_eq!(
+            &tools[1..],
+            native.as_slice(),
+            "{reference}: native tools last, as given"
+        );
+        let first = tools[0].to_string();
+        assert!(
+            first.contains("lookup"),
+            "{reference}: the function tool first: {first}"
+        );
+    }
+}
+
+fn responses_message(text: &str) -> Value {
+    json!({"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}]})
+}
+
+fn responses_reply(output: Vec<Value>) -> Value {
+    json!({"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-x",
+        "output": output, "usage": {"input_tokens": 3, "output_tokens": 1}})
+}
+
+#[tokio::test]
+async fn upp_140_142_native_tool_outputs_become_blocks_and_the_rest_is_kept() {
+    // Responses: a generated image is an image block; the call item is kept without its data.
+    let call = json!({"type": "image_generation_call", "id": "ig_1", "status": "completed",
+        "output_format": "png", "result": "iVBORw0KGgo="});
+    let server = ReplayServer::start(vec![Reply::json(
+        200,
+        &responses_reply(vec![call, responses_message("here it is")]),
+    )])
+    .await;
+    let model = ProviderRegistry::with_builtins()
+        .resolve("openai-responses:gpt-4.1")
+        .unwrap();
+    let turn = llm(LlmOptions::new(model).config(config_no_retry(&server, "/v1")))
+        .unwrap()
+        .generate(&[], "draw a cat")
+        .await
+        .unwrap();
+    let message = Message::Assistant(turn.response.clone());
+    let images = message.images();
+    assert_eq!(images.len(), 1);
+    assert_eq!(images[0].mime_type, "image/png");
+    assert!(
+        matches!(&images[0].source, ImageSource::Base64 { data } if data == "iVBORw0KGgo="),
+        "{:?}",
+        images[0].source
+    );
+    assert_eq!(turn.text(), "here it is");
+    let kept = &turn.response.provider_metadata("openai-responses").unwrap()["extra_items"][0];
+    assert_eq!(
+        (&kept["type"], &kept["id"]),
+        (&json!("image_generation_call"), &json!("ig_1"))
+    );
+    assert!(
+        kept.get("result").is_none(),
+        "the image is in the block, not twice"
+    );
+
+    // Gemini: inline image and audio parts are blocks; code execution parts are kept.
+    let code = json!({"executableCode": {"language": "PYTHON", "code": "print(1)"}});
+    let reply = json!({"candidates": [{"content": {"role": "model", "parts": [
+            {"text": "done"},
+            {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}},
+            {"inlineData": {"mimeType": "audio/wav", "data": "AQID"}},
+            code.clone()]},
+        "finishReason": "STOP"}], "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1}});
+    let server = ReplayServer::start(vec![Reply::json(200, &reply)]).await;
+    let model = ProviderRegistry::with_builtins()
+        .resolve("google:gemini-2.5-flash")
+        .unwrap();
+    let turn = llm(LlmOptions::new(model).config(config_no_retry(&server, "/v1beta")))
+        .unwrap()
+        .generate(&[], "run it")
+        .await
+        .unwrap();
+    let message = Message::Assistant(turn.response.clone());
+    assert_eq!(message.images().len(), 1);
+    assert_eq!(message.audio()[0].data, Blob(vec![1, 2, 3]));
+    assert_eq!(
+        turn.response.provider_metadata("google").unwrap()["extraParts"],
+        json!([code])
+    );
 }
