@@ -268,6 +268,11 @@ mod tests {
         ] {
             let error = parse(bad.clone()).unwrap_err();
             assert_eq!(error.code, ErrorCode::InvalidRequest, "{bad}");
+            assert_eq!(
+                (error.modality, error.provider.as_str()),
+                (weft_provider::Modality::Llm, NAME),
+                "{bad}"
+            );
         }
     }
 

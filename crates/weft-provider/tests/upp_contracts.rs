@@ -5,7 +5,8 @@
 //!
 //! - the public names of §14 are reachable from the crate root (UPP-180…188, 195);
 //! - the twelve `StreamEventType` wire strings (UPP-111, UPP-189);
-//! - message accessors and `hasToolCalls` both ways (UPP-072, UPP-076);
+//! - message accessors and `hasToolCalls` both ways (UPP-072, UPP-076); the required fields of
+//!   tool calls and results (UPP-079, UPP-080);
 //! - capabilities do not vary per model (UPP-039);
 //! - a strategy's `beforeRequest` delay is waited before every request, on paused time
 //!   (UPP-018);
@@ -18,7 +19,8 @@
 //! - the native-tool helpers of each adapter reach the body after the function tools, and
 //!   native outputs come back as blocks, the rest kept in metadata (UPP-138…142);
 //! - embedding models declare their limits, and an image given to a text-only model is refused
-//!   before any request (UPP-152, UPP-160); batches run one at a time unless `concurrency`
+//!   before any request (UPP-152, UPP-160); vendors without an embedding API have no handler
+//!   (UPP-202); batches run one at a time unless `concurrency`
 //!   says otherwise (UPP-155);
 //! - the README's provider table names the key variable each provider falls back to, the one its
 //!   missing-key error names (UPP-034, UPP-242).
@@ -708,7 +710,7 @@ async fn upp_212_214_gemini_gets_audio_and_documents_inline() {
 }
 
 #[tokio::test]
-async fn upp_152_160_embedding_models_declare_their_limits_and_refuse_images() {
+async fn upp_150_152_160_embedding_models_declare_their_limits_and_refuse_images() {
     for (reference, provider, max_batch, max_input) in [
         ("openai:text-embedding-3-small", "openai", 2048, 8192),
         ("google:gemini-embedding-001", "google", 100, 2048),
@@ -717,12 +719,14 @@ async fn upp_152_160_embedding_models_declare_their_limits_and_refuse_images() {
         let model = ProviderRegistry::with_builtins()
             .resolve(reference)
             .unwrap();
+        let params = json!({"dimensions": 8}).as_object().cloned();
         let instance = embedding(EmbeddingOptions {
             model,
             config: config_no_retry(&server, "/v1"),
-            params: None,
+            params: params.clone(),
         })
         .unwrap();
+        assert_eq!(instance.params(), params.as_ref(), "{reference}");
         let bound = instance.model();
         assert_eq!(
             (bound.model_id(), bound.provider(), bound.max_batch_size()),
@@ -751,6 +755,40 @@ async fn upp_152_160_embedding_models_declare_their_limits_and_refuse_images() {
             "{reference}: {error}"
         );
         assert!(server.received().is_empty(), "{reference}: nothing sent");
+    }
+}
+
+#[test]
+fn upp_202_providers_without_an_embedding_api_have_no_embedding_handler() {
+    let registry = ProviderRegistry::with_builtins();
+    for reference in ["anthropic:claude-sonnet-4-5", "openai-responses:gpt-4.1"] {
+        let error = embedding(EmbeddingOptions {
+            model: registry.resolve(reference).unwrap(),
+            config: ProviderConfig::default(),
+            params: None,
+        })
+        .unwrap_err();
+        assert_eq!(
+            (error.code, error.modality),
+            (ErrorCode::InvalidRequest, Modality::Embedding),
+            "{reference}: {error}"
+        );
+    }
+    for reference in [
+        "openai:text-embedding-3-small",
+        "openai-compatible:nomic-embed-text",
+        "google:gemini-embedding-001",
+    ] {
+        let model = registry.resolve(reference).unwrap();
+        assert!(
+            embedding(EmbeddingOptions {
+                model,
+                config: ProviderConfig::default(),
+                params: None,
+            })
+            .is_ok(),
+            "{reference}"
+        );
     }
 }
 
@@ -1037,4 +1075,29 @@ async fn upp_140_142_native_tool_outputs_become_blocks_and_the_rest_is_kept() {
         turn.response.provider_metadata("google").unwrap()["extraParts"],
         json!([code])
     );
+}
+
+#[test]
+fn upp_079_080_tool_calls_and_results_require_their_fields() {
+    let call = json!({"toolCallId": "c1", "toolName": "t", "arguments": {"a": 1}});
+    assert!(serde_json::from_value::<ToolCall>(call.clone()).is_ok());
+    for missing in ["toolCallId", "toolName", "arguments"] {
+        let mut partial = call.clone();
+        partial.as_object_mut().unwrap().remove(missing);
+        assert!(
+            serde_json::from_value::<ToolCall>(partial).is_err(),
+            "a tool call without {missing}"
+        );
+    }
+    let result = json!({"toolCallId": "c1", "result": {"ok": true}});
+    let parsed: weft_provider::ToolResult = serde_json::from_value(result.clone()).unwrap();
+    assert!(!parsed.is_error, "isError defaults to false");
+    for missing in ["toolCallId", "result"] {
+        let mut partial = result.clone();
+        partial.as_object_mut().unwrap().remove(missing);
+        assert!(
+            serde_json::from_value::<weft_provider::ToolResult>(partial).is_err(),
+            "a tool result without {missing}"
+        );
+    }
 }
