@@ -8,6 +8,7 @@
 //! - message accessors and `hasToolCalls` both ways (UPP-072, UPP-076); the required fields of
 //!   tool calls and results (UPP-079, UPP-080);
 //! - capabilities do not vary per model (UPP-039);
+//! - custom headers go with every request: retries, tool rounds, embedding batches (UPP-009);
 //! - a strategy's `beforeRequest` delay is waited before every request, on paused time
 //!   (UPP-018);
 //! - `onAfterCall` returning nothing keeps the result (UPP-134);
@@ -1098,6 +1099,65 @@ fn upp_079_080_tool_calls_and_results_require_their_fields() {
         assert!(
             serde_json::from_value::<weft_provider::ToolResult>(partial).is_err(),
             "a tool result without {missing}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn upp_009_custom_headers_go_with_every_request() {
+    let tool_call = json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+            "type": "function", "function": {"name": "echo", "arguments": "{\"x\": 1}"}}]}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1}});
+    // A retried request, then a tool round: three requests of one `generate()`.
+    let server = ReplayServer::start(vec![
+        Reply::json(429, &json!({"error": {"message": "slow down"}})).header("retry-after-ms", "1"),
+        Reply::json(200, &tool_call),
+        chat_ok(),
+    ])
+    .await;
+    let reference = ProviderRegistry::with_builtins()
+        .resolve("openai:gpt-4o")
+        .unwrap();
+    let config = adapter_support::config(&server, "/v1").header("X-Team", "evals");
+    let turn = llm(LlmOptions::new(reference).config(config).tool(echo("echo")))
+        .unwrap()
+        .generate(&[], "go")
+        .await
+        .unwrap();
+    assert_eq!(turn.cycles, 2);
+    // Two embedding batches.
+    let embeddings = |offset: usize| {
+        Reply::json(
+            200,
+            &json!({"object": "list", "model": "m", "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                "data": [{"object": "embedding", "index": 0, "embedding": [offset as f32]}]}),
+        )
+    };
+    let vectors = ReplayServer::start(vec![embeddings(0), embeddings(1)]).await;
+    let instance = embedding(EmbeddingOptions {
+        model: ProviderRegistry::with_builtins()
+            .resolve("openai:text-embedding-3-small")
+            .unwrap(),
+        config: config_no_retry(&vectors, "/v1").header("X-Team", "evals"),
+        params: None,
+    })
+    .unwrap();
+    let options = EmbedOptions {
+        batch_size: Some(1),
+        ..EmbedOptions::default()
+    };
+    instance
+        .embed(vec!["a".into(), "b".into()], options)
+        .await
+        .unwrap();
+    let received = [server.received(), vectors.received()].concat();
+    assert_eq!(received.len(), 5);
+    for request in &received {
+        assert_eq!(request.header("x-team"), Some("evals"), "{}", request.path);
+        assert!(
+            request.header("authorization").is_some(),
+            "the required headers stay beside the custom one"
         );
     }
 }
