@@ -6,7 +6,7 @@
 //! - the public names of §14 are reachable from the crate root (UPP-180…188, 195);
 //! - the twelve `StreamEventType` wire strings (UPP-111, UPP-189);
 //! - message accessors and `hasToolCalls` both ways (UPP-072, UPP-076); the required fields of
-//!   tool calls and results (UPP-079, UPP-080);
+//!   tool calls and results (UPP-079, UPP-080); what each `Thread` method selects (UPP-104);
 //! - capabilities do not vary per model (UPP-039);
 //! - custom headers go with every request: retries, tool rounds, embedding batches (UPP-009);
 //! - a strategy's `beforeRequest` delay is waited before every request, on paused time
@@ -1160,4 +1160,36 @@ async fn upp_009_custom_headers_go_with_every_request() {
             "the required headers stay beside the custom one"
         );
     }
+}
+
+#[test]
+fn upp_104_a_thread_keeps_order_and_its_methods_select_what_they_say() {
+    let mut thread = weft_provider::Thread::new();
+    thread.user("q1");
+    thread.assistant("a1");
+    thread.push([Message::user("q2"), Message::assistant("a2")]);
+    let texts = |messages: &[Message]| messages.iter().map(Message::text).collect::<Vec<_>>();
+    assert_eq!(texts(thread.messages()), ["q1", "a1", "q2", "a2"]);
+    assert_eq!(
+        thread.iter().map(Message::text).collect::<Vec<_>>(),
+        ["q1", "a1", "q2", "a2"]
+    );
+    assert_eq!(texts(&thread.to_messages()), ["q1", "a1", "q2", "a2"]);
+    let users: Vec<_> = thread
+        .filter(weft_provider::MessageType::User)
+        .into_iter()
+        .map(Message::text)
+        .collect();
+    assert_eq!(users, ["q1", "q2"]);
+    assert_eq!(texts(thread.tail(2)), ["q2", "a2"], "the last n");
+    let middle = thread.slice(Some(1), Some(3));
+    assert_eq!(texts(middle.messages()), ["a1", "q2"]);
+    assert_eq!(texts(thread.slice(Some(2), None).messages()), ["q2", "a2"]);
+    assert_eq!(thread.len(), 4, "slicing leaves the thread as it was");
+    let json = serde_json::to_value(thread.to_json()).unwrap();
+    let mut cleared = thread.clone();
+    cleared.clear();
+    assert!(cleared.is_empty());
+    assert_eq!(cleared.id(), thread.id(), "clear keeps the id");
+    assert_eq!(json["messages"].as_array().unwrap().len(), 4);
 }
