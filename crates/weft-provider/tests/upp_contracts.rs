@@ -6,7 +6,8 @@
 //! - the public names of §14 are reachable from the crate root (UPP-180…188, 195);
 //! - the twelve `StreamEventType` wire strings (UPP-111, UPP-189);
 //! - message accessors and `hasToolCalls` both ways (UPP-072, UPP-076); the required fields of
-//!   tool calls and results (UPP-079, UPP-080); what each `Thread` method selects (UPP-104);
+//!   tool calls and results (UPP-079, UPP-080); what each `Thread` method selects (UPP-104); the media helpers read files and convert
+//!   both ways (UPP-090…095);
 //! - capabilities do not vary per model (UPP-039);
 //! - custom headers go with every request: retries, tool rounds, embedding batches (UPP-009);
 //! - a strategy's `beforeRequest` delay is waited before every request, on paused time
@@ -1192,4 +1193,51 @@ fn upp_104_a_thread_keeps_order_and_its_methods_select_what_they_say() {
     assert!(cleared.is_empty());
     assert_eq!(cleared.id(), thread.id(), "clear keeps the id");
     assert_eq!(json["messages"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn upp_090_092_094_095_media_helpers_read_files_and_convert_both_ways() {
+    use weft_provider::{Audio, Document, Image, Video};
+    let dir = std::env::temp_dir().join(format!("weft-upp-media-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    };
+    // Image: from a file, from base64, through a block and back.
+    let image = Image::from_path(write("a.png", &[0x89, b'P', b'N', b'G'])).unwrap();
+    assert_eq!(
+        (image.mime_type.as_str(), image.to_base64().unwrap()),
+        ("image/png", "iVBORw==".to_owned())
+    );
+    assert_eq!(
+        Image::from_base64("iVBORw==", "image/png")
+            .to_bytes()
+            .unwrap(),
+        [0x89, b'P', b'N', b'G']
+    );
+    assert_eq!(Image::from_block(&image.to_block()).unwrap(), image);
+    assert!(Image::from_block(&ContentBlock::text("not an image")).is_err());
+    // Document: a text file is text, base64 stays base64, blocks round-trip.
+    let notes = Document::from_path(write("notes.txt", b"hello")).unwrap();
+    assert!(notes.is_text() && notes.has_data());
+    assert_eq!(notes.to_text().unwrap(), "hello");
+    assert_eq!(notes.title.as_deref(), Some("notes.txt"));
+    let pdf = Document::from_base64("JVBERi0=");
+    assert!(pdf.is_pdf() && pdf.to_url().is_err());
+    assert_eq!(pdf.to_base64().unwrap(), "JVBERi0=");
+    assert_eq!(Document::from_block(&pdf.to_block()).unwrap(), pdf);
+    // Audio and video: files, base64 (refused when it is not), data URLs, sizes.
+    let audio = Audio::from_path(write("a.wav", &[1, 2, 3])).unwrap();
+    assert_eq!(audio.mime_type, "audio/wav");
+    assert_eq!(audio.to_data_url(), "data:audio/wav;base64,AQID");
+    assert_eq!(Audio::from_base64("AQID", "audio/wav").unwrap(), audio);
+    assert!(Audio::from_base64("not base64!", "audio/wav").is_err());
+    let video = Video::from_path(write("a.mp4", &[4, 5])).unwrap();
+    assert_eq!((video.mime_type.as_str(), video.size()), ("video/mp4", 2));
+    assert_eq!(video.to_bytes(), [4, 5]);
+    assert_eq!(Video::from_block(&video.to_block()).unwrap(), video);
+    assert!(Video::from_block(&audio.to_block()).is_err());
+    let _ = std::fs::remove_dir_all(dir);
 }
