@@ -24,6 +24,7 @@
 //!   before any request (UPP-152, UPP-160); vendors without an embedding API have no handler
 //!   (UPP-202); batches run one at a time unless `concurrency`
 //!   says otherwise (UPP-155);
+//! - every vendor is reached over TLS unless a base URL says otherwise (UPP-250);
 //! - the README's provider table names the key variable each provider falls back to, the one its
 //!   missing-key error names (UPP-034, UPP-242).
 
@@ -1240,4 +1241,45 @@ fn upp_090_092_094_095_media_helpers_read_files_and_convert_both_ways() {
     assert_eq!(Video::from_block(&video.to_block()).unwrap(), video);
     assert!(Video::from_block(&audio.to_block()).is_err());
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn upp_250_every_vendor_is_reached_over_tls_by_default() {
+    // Through a proxy: an `https://` target is tunnelled (`CONNECT host:443`); a plain
+    // `http://` one would be sent to the proxy as `POST http://…`.
+    weft_provider::http::install_crypto_provider();
+    for (reference, host) in [
+        ("openai:gpt-4o", "api.openai.com:443"),
+        ("openai-responses:gpt-4.1", "api.openai.com:443"),
+        ("anthropic:claude-sonnet-4-5", "api.anthropic.com:443"),
+        (
+            "google:gemini-2.5-flash",
+            "generativelanguage.googleapis.com:443",
+        ),
+    ] {
+        let proxy = ReplayServer::start(vec![]).await;
+        let client = reqwest::Client::builder()
+            .proxy(reqwest::Proxy::all(proxy.url()).unwrap())
+            .build()
+            .unwrap();
+        let config = ProviderConfig::default()
+            .api_key(KEY)
+            .http_client(client)
+            .retry_strategy(weft_provider::NoRetry);
+        let model = ProviderRegistry::with_builtins()
+            .resolve(reference)
+            .unwrap();
+        let error = llm(LlmOptions::new(model).config(config))
+            .unwrap()
+            .generate(&[], "hi")
+            .await
+            .unwrap_err();
+        let received = proxy.received();
+        assert_eq!(received.len(), 1, "{reference}: {error}");
+        assert_eq!(
+            (received[0].method.as_str(), received[0].path.as_str()),
+            ("CONNECT", host),
+            "{reference}"
+        );
+    }
 }
