@@ -24,6 +24,7 @@
 //!   before any request (UPP-152, UPP-160); vendors without an embedding API have no handler
 //!   (UPP-202); batches run one at a time unless `concurrency`
 //!   says otherwise (UPP-155);
+//! - each adapter takes exactly the media its capabilities declare (UPP-203, UPP-212);
 //! - every vendor is reached over TLS unless a base URL says otherwise (UPP-250);
 //! - the README's provider table names the key variable each provider falls back to, the one its
 //!   missing-key error names (UPP-034, UPP-242).
@@ -1282,4 +1283,107 @@ async fn upp_250_every_vendor_is_reached_over_tls_by_default() {
             "{reference}"
         );
     }
+}
+
+/// A successful reply in the dialect of `provider`.
+fn ok_reply(provider: &str) -> Value {
+    match provider {
+        "anthropic" => json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 3, "output_tokens": 1}}),
+        "google" => json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]},
+            "finishReason": "STOP"}], "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 1}}),
+        "openai-responses" => responses_reply(vec![responses_message("ok")]),
+        _ => json!({"choices": [{"index": 0, "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "ok"}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1}}),
+    }
+}
+
+#[tokio::test]
+async fn upp_203_each_adapter_takes_exactly_the_media_it_declares() {
+    let image_base64 = ContentBlock::Image(ImageBlock {
+        source: ImageSource::Base64 {
+            data: "iVBORw==".into(),
+        },
+        mime_type: "image/png".into(),
+        width: None,
+        height: None,
+    });
+    let pdf = |source| document(source, "application/pdf");
+    let media = [
+        ("image", image_url("https://example.com/a.png")),
+        ("image", image_base64),
+        (
+            "document",
+            pdf(DocumentSource::Base64 {
+                data: "JVBERi0=".into(),
+            }),
+        ),
+        (
+            "document",
+            pdf(DocumentSource::Url {
+                url: "https://example.com/a.pdf".into(),
+            }),
+        ),
+        (
+            "document",
+            document(
+                DocumentSource::Text {
+                    data: "notes".into(),
+                },
+                "text/plain",
+            ),
+        ),
+        ("audio", bytes_block("audio", "audio/wav")),
+        ("video", bytes_block("video", "video/mp4")),
+    ];
+    let mut mismatches = Vec::new();
+    for dialect in dialects() {
+        for (kind, block) in &media {
+            let server =
+                ReplayServer::start(vec![Reply::json(200, &ok_reply(dialect.provider))]).await;
+            let model = ProviderRegistry::with_builtins()
+                .resolve(dialect.reference)
+                .unwrap();
+            let instance =
+                llm(LlmOptions::new(model).config(config_no_retry(&server, dialect.base_path)))
+                    .unwrap();
+            let capabilities = instance.capabilities();
+            let declared = match *kind {
+                "image" => capabilities.image_input,
+                "document" => capabilities.document_input,
+                "audio" => capabilities.audio_input,
+                _ => capabilities.video_input,
+            };
+            let input = vec![ContentBlock::text("look"), block.clone()];
+            let outcome = instance.generate(&[], input).await;
+            let sent = server.received().len();
+            let what = format!("{} {kind} {block:?}", dialect.reference);
+            match (declared, outcome) {
+                (true, Ok(turn)) if turn.text() == "ok" && sent == 1 => {}
+                (false, Err(error)) if error.code == ErrorCode::InvalidRequest && sent == 0 => {}
+                // The one form an API with `documentInput` cannot take: Chat Completions has
+                // no URL form for files, so a PDF by URL is refused before sending (UPP-212).
+                (true, Err(error))
+                    if dialect.reference.starts_with("openai")
+                        && !dialect.reference.starts_with("openai-responses")
+                        && matches!(
+                            block,
+                            ContentBlock::Document(DocumentBlock {
+                                source: DocumentSource::Url { .. },
+                                ..
+                            })
+                        )
+                        && error.code == ErrorCode::InvalidRequest
+                        && error.message.contains("cannot take a document by URL")
+                        && sent == 0 => {}
+                (declared, outcome) => mismatches.push(format!(
+                    "{what}: declared {declared}, sent {sent}, got {:?}",
+                    outcome.map(|t| t.text())
+                )),
+            }
+        }
+    }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
