@@ -157,8 +157,19 @@ fn upp_180_to_188_195_the_crate_root_exposes_every_upp_name() {
         upp::is_assistant_message,
         upp::is_tool_result_message,
     ];
-    let message = Message::user("hi");
-    assert_eq!(guards.map(|guard| guard(&message)), [true, false, false]);
+    let messages = [
+        Message::user("hi"),
+        Message::assistant("hello"),
+        Message::ToolResult(weft_provider::ToolResultMessage::new(vec![])),
+    ];
+    for (i, message) in messages.iter().enumerate() {
+        let expected: Vec<bool> = (0..3).map(|j| i == j).collect();
+        assert_eq!(
+            guards.map(|guard| guard(message)).to_vec(),
+            expected,
+            "{message:?}"
+        );
+    }
 }
 
 #[test]
