@@ -236,3 +236,40 @@ async fn verbose_shows_the_http_exchange_with_the_key_redacted() {
         say(&out)
     );
 }
+
+/// An OpenAI key in the environment is never sent to a server the user names: the
+/// `openai-compatible` provider reads `WEFT_OPENAI_COMPATIBLE_API_KEY` only (it once fell back
+/// to `OPENAI_API_KEY`, which handed a real OpenAI key to any proxy or local server).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_key_is_not_sent_to_a_compatible_server() {
+    let server = ReplayServer::start(vec![answer("no key"), answer("own key")]).await;
+    let url = format!("{}/v1", server.url());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = dir.path().join("p");
+    project(&p, "model = \"openai-compatible:llama3.2\"\n");
+    let openai_key = "sk-openai-real-key-0123456789abcdef";
+    let out = weft(
+        dir.path(),
+        &["run", "p", "--base-url", &url, "hi"],
+        &[
+            ("OPENAI_API_KEY", openai_key),
+            ("WEFT_OPENAI_COMPATIBLE_API_KEY", ""),
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", say(&out));
+    let out = weft(
+        dir.path(),
+        &["run", "p", "--base-url", &url, "hi"],
+        &[("OPENAI_API_KEY", openai_key)],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", say(&out));
+    let received = server.received();
+    assert_eq!(received.len(), 2);
+    assert_eq!(received[0].header("authorization"), None);
+    assert_eq!(
+        received[1].header("authorization"),
+        Some(format!("Bearer {SECRET}").as_str())
+    );
+}

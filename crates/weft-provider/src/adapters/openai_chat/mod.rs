@@ -7,7 +7,7 @@
 //! | reference | base URL | key |
 //! |---|---|---|
 //! | `openai:MODEL` | `https://api.openai.com/v1` | `OPENAI_API_KEY` (required) |
-//! | `openai-compatible:MODEL` | `--base-url` or `WEFT_OPENAI_COMPATIBLE_BASE_URL` | `WEFT_OPENAI_COMPATIBLE_API_KEY` or `OPENAI_API_KEY` (optional) |
+//! | `openai-compatible:MODEL` | `--base-url` or `WEFT_OPENAI_COMPATIBLE_BASE_URL` | `WEFT_OPENAI_COMPATIBLE_API_KEY` (optional; never `OPENAI_API_KEY`, which must not reach a server the user names) |
 //!
 //! Vendor fields that UPP has no place for (`system_fingerprint`, `service_tier`, Gemini's
 //! `extra_content.google.thought_signature`, …) are kept in `metadata.{provider}`;
@@ -214,13 +214,14 @@ pub fn openai_provider() -> Arc<Provider> {
 }
 
 /// The `openai-compatible` provider (any Chat Completions server; base URL required; key
-/// optional, from `WEFT_OPENAI_COMPATIBLE_API_KEY` or `OPENAI_API_KEY`).
+/// optional, from `WEFT_OPENAI_COMPATIBLE_API_KEY` only: an OpenAI key in `OPENAI_API_KEY` is
+/// never sent to a server the user names).
 pub fn compatible_provider() -> Arc<Provider> {
     Arc::new(
         Provider::new(COMPATIBLE, env!("CARGO_PKG_VERSION")).with_llm(bind(
             COMPATIBLE,
             None,
-            &["WEFT_OPENAI_COMPATIBLE_API_KEY", "OPENAI_API_KEY"],
+            &["WEFT_OPENAI_COMPATIBLE_API_KEY"],
             false,
         )),
     )

@@ -246,7 +246,7 @@ pub fn compatible_handler() -> impl EmbeddingHandler {
     handler(
         COMPATIBLE,
         COMPATIBLE_MAX_BATCH_SIZE,
-        &["WEFT_OPENAI_COMPATIBLE_API_KEY", "OPENAI_API_KEY"],
+        &["WEFT_OPENAI_COMPATIBLE_API_KEY"],
         false,
     )
 }
