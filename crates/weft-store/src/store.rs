@@ -1962,6 +1962,17 @@ pub trait EventLog: Send + Sync {
 }
 
 impl Store {
+    /// The statements appending `event`: its insert, preceded by the backend's
+    /// [`run_seq_lock`](crate::sql::Backend::run_seq_lock) when the store numbers it.
+    fn event_stmts(&self, event: NewEvent, out: &mut Vec<Stmt>) {
+        if event.seq.is_none()
+            && let Some(lock) = self.shared.backend.run_seq_lock(&event.run_id)
+        {
+            out.push(lock);
+        }
+        out.push(self.event_stmt(event));
+    }
+
     fn event_stmt(&self, mut event: NewEvent) -> Stmt {
         self.redact(&mut event.payload);
         if let Some(id) = &mut event.tool_call_id {
@@ -1985,7 +1996,8 @@ impl Store {
                 event.tool_call_id,
                 seq
             ),
-            // The next number of the run, in the same statement (one writer per run: its owner).
+            // The next number of the run, in the same statement; concurrent writers are
+            // ordered by the backend's `run_seq_lock` (see `event_stmts`).
             None => stmt!(
                 "INSERT INTO events (thread_id, event_type, timestamp, payload, event_id, run_id, agent_id, turn, tool_call_id, run_seq) \
                  SELECT $1, $2, $3, $4, $5 || ':' || CAST(n AS TEXT), $5, $6, $7, $8, n \
@@ -2006,12 +2018,16 @@ impl Store {
 #[async_trait]
 impl EventLog for Store {
     async fn append_event(&self, event: NewEvent) -> Result<(), StoreError> {
-        let stmt = self.event_stmt(event);
-        self.write(vec![stmt], None).await
+        let mut stmts = Vec::with_capacity(2);
+        self.event_stmts(event, &mut stmts);
+        self.write(stmts, None).await
     }
 
     async fn append_events(&self, events: Vec<NewEvent>) -> Result<(), StoreError> {
-        let stmts = events.into_iter().map(|e| self.event_stmt(e)).collect();
+        let mut stmts = Vec::with_capacity(events.len() * 2);
+        for event in events {
+            self.event_stmts(event, &mut stmts);
+        }
         self.write(stmts, None).await
     }
 
