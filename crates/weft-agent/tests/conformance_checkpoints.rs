@@ -563,3 +563,33 @@ async fn many_conversations_on_one_agent_never_mix() {
         );
     }
 }
+
+#[path = "common/states.rs"]
+mod states;
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 32, .. proptest::prelude::ProptestConfig::default() })]
+
+    /// Generated checkpoints (every message kind and content block, metadata, reasoning,
+    /// plans, sub-agent traces, pending and completed calls, usage) load back equal from the
+    /// file store, plain and gzip-compressed.
+    #[test]
+    fn uap_137_prop_file_checkpoints_load_back_equal(
+        checkpoint in proptest::strategy::Strategy::prop_flat_map(states::state(16), |state| states::checkpoint_of("session-1", state)),
+        gzip in proptest::prelude::any::<bool>(),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = if gzip {
+            file_checkpoints(dir.path()).with_codec(weft_agent::checkpoint::GzipCodec::default())
+        } else {
+            file_checkpoints(dir.path())
+        };
+        let (loaded, metadata) = runtime.block_on(async {
+            store.save("session-1", checkpoint.clone()).await.unwrap();
+            (store.load("session-1").await.unwrap(), store.load_metadata("session-1").await.unwrap())
+        });
+        proptest::prop_assert_eq!(loaded.as_ref(), Some(&checkpoint));
+        proptest::prop_assert_eq!(metadata.as_ref(), Some(&checkpoint.metadata));
+    }
+}

@@ -4,7 +4,7 @@
 mod common;
 
 use proptest::prelude::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use weft_agent::{
     AgentState, FromJsonOptions, PlanStep, PlanStepStatus, StateError, SubagentExecutionTrace,
     ToolExecutionTrace,
@@ -359,83 +359,69 @@ fn branching_a_large_state_shares_structure() {
     assert_eq!(a.message(0), b.message(0));
 }
 
-// ----- properties -----
+// ----- properties (generated states: every message kind and content block, metadata,
+// reasoning, plans, sub-agent traces) -----
 
-#[derive(Debug, Clone)]
-enum Op {
-    Message(String),
-    Messages(Vec<String>),
-    Context(Vec<String>),
-    Step(u64),
-    Metadata(String, i64),
-    Reasoning(String),
-    Plan(Vec<(String, String)>),
-    Trace(String, bool),
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        any::<String>().prop_map(Op::Message),
-        prop::collection::vec(any::<String>(), 0..4).prop_map(Op::Messages),
-        prop::collection::vec(any::<String>(), 0..4).prop_map(Op::Context),
-        any::<u64>().prop_map(Op::Step),
-        ("[a-z]{1,6}", any::<i64>()).prop_map(|(k, v)| Op::Metadata(k, v)),
-        any::<String>().prop_map(Op::Reasoning),
-        prop::collection::vec(("[a-z0-9]{1,4}", any::<String>()), 0..4).prop_map(Op::Plan),
-        (any::<String>(), any::<bool>()).prop_map(|(p, s)| Op::Trace(p, s)),
-    ]
-}
-
-fn apply(state: &AgentState, op: &Op) -> AgentState {
-    match op {
-        Op::Message(t) => state.with_message(Message::user(t.as_str())),
-        Op::Messages(ts) => state.with_messages(ts.iter().map(|t| Message::assistant(t.as_str()))),
-        Op::Context(ts) => state.with_context(ts.iter().map(|t| Message::user(t.as_str()))),
-        Op::Step(s) => state.with_step(*s),
-        Op::Metadata(k, v) => state.with_metadata(k.as_str(), Value::from(*v)),
-        Op::Reasoning(r) => state.with_reasoning(r.as_str()),
-        Op::Plan(steps) => state.with_plan(
-            steps
-                .iter()
-                .map(|(id, d)| PlanStep::new(id.as_str(), d.as_str()))
-                .collect::<Vec<_>>(),
-        ),
-        Op::Trace(p, s) => {
-            let mut t = trace("t");
-            t.prompt = p.clone();
-            t.success = *s;
-            state.with_subagent_trace(t)
-        }
-    }
-}
+#[path = "common/states.rs"]
+mod states;
 
 proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    /// A tree of states (each operation applied to a random earlier state, so states fork):
+    /// no operation changes any earlier state, and `extends` follows the lineage.
     #[test]
-    fn uap_005_prop_no_with_operation_changes_an_earlier_state(ops in prop::collection::vec(op(), 1..25)) {
-        let mut states = vec![AgentState::initial()];
-        let mut snapshots = vec![serde_json::to_string(&states[0].to_json()).unwrap()];
-        for op in &ops {
-            // Derive from a random earlier state too, to exercise branching.
-            let base = states[states.len() / 2].clone();
-            let _ = apply(&base, op);
-            let next = apply(states.last().unwrap(), op);
-            snapshots.push(serde_json::to_string(&next.to_json()).unwrap());
-            states.push(next);
+    fn uap_005_prop_no_with_operation_changes_an_earlier_state(steps in prop::collection::vec((any::<prop::sample::Index>(), states::op()), 1..20)) {
+        let mut tree = vec![AgentState::initial()];
+        let mut snapshots = vec![tree[0].to_json_string().unwrap()];
+        // For each state: its parent and the operation that made it.
+        let mut made: Vec<Option<(usize, &states::Op)>> = vec![None];
+        for (parent, op) in &steps {
+            let parent = parent.index(tree.len());
+            let next = states::apply(&tree[parent], op);
+            prop_assert_ne!(next.id(), tree[parent].id());
+            snapshots.push(next.to_json_string().unwrap());
+            tree.push(next);
+            made.push(Some((parent, op)));
         }
-        for (state, snapshot) in states.iter().zip(&snapshots) {
-            prop_assert_eq!(&serde_json::to_string(&state.to_json()).unwrap(), snapshot);
+        for (state, snapshot) in tree.iter().zip(&snapshots) {
+            prop_assert_eq!(&state.to_json_string().unwrap(), snapshot);
+        }
+        for (index, state) in tree.iter().enumerate() {
+            // Up the lineage while the operations kept the history: each ancestor is extended.
+            let mut at = index;
+            while let Some((parent, op)) = made[at] {
+                if !op.appends() {
+                    // A replaced history never extends one that had messages.
+                    if tree[parent].message_count() > 0 {
+                        prop_assert!(!tree[at].extends(&tree[parent]));
+                    }
+                    break;
+                }
+                prop_assert!(state.extends(&tree[parent]), "state {} does not extend ancestor {}", index, parent);
+                at = parent;
+            }
+        }
+        // Siblings that each appended a message extend neither each other.
+        for (a, made_a) in made.iter().enumerate() {
+            for (b, made_b) in made.iter().enumerate().skip(a + 1) {
+                if let (Some((pa, states::Op::Message(_))), Some((pb, states::Op::Message(_)))) = (made_a, made_b)
+                    && pa == pb
+                {
+                    prop_assert!(!tree[a].extends(&tree[b]) && !tree[b].extends(&tree[a]));
+                }
+            }
         }
     }
 
     #[test]
-    fn uap_067_prop_from_json_of_to_json_is_identity(ops in prop::collection::vec(op(), 0..25)) {
-        let mut state = AgentState::initial();
-        for op in &ops {
-            state = apply(&state, op);
-        }
+    fn uap_067_prop_from_json_of_to_json_is_identity(state in states::state(20)) {
         let restored = AgentState::from_json(state.to_json()).unwrap();
         prop_assert_eq!(&restored, &state);
         let text = state.to_json_string().unwrap();
         prop_assert_eq!(&AgentState::from_json_str(&text).unwrap(), &state);
+        // And through serde, as a checkpoint embeds it.
+        let value = serde_json::to_value(&state).unwrap();
+        prop_assert_eq!(&serde_json::from_value::<AgentState>(value).unwrap(), &state);
     }
 }

@@ -480,3 +480,134 @@ async fn a_failing_run_logs_an_error_then_its_failed_end() {
             .is_some_and(|e| e.contains("has 1 responses"))
     );
 }
+
+// ----- property: concurrent emitters of one run number its events without gap -----
+
+/// One thing a task emits.
+#[derive(Debug, Clone)]
+enum Emit {
+    Status(String),
+    Text(String),
+    Reasoning(String),
+    /// A text delta gathered without waiting (`push_delta`, as a model's stream does).
+    Pushed(String),
+}
+
+fn emits() -> impl proptest::strategy::Strategy<Value = Vec<Vec<Emit>>> {
+    use proptest::prelude::*;
+    let emit = prop_oneof![
+        "[a-z]{1,4}".prop_map(Emit::Status),
+        "[a-z ]{1,4}".prop_map(Emit::Text),
+        "[a-z ]{1,4}".prop_map(Emit::Reasoning),
+        "[a-z ]{1,4}".prop_map(Emit::Pushed),
+    ];
+    prop::collection::vec(prop::collection::vec(emit, 1..12), 2..6)
+}
+
+/// What the log says of task `task` (agent `a{task}`): its statuses, its text, its reasoning.
+fn of_task(events: &[RunEvent], task: usize) -> (Vec<String>, String, String) {
+    let agent = AgentPath::root(&format!("a{task}"));
+    let (mut statuses, mut text, mut reasoning) = (Vec::new(), String::new(), String::new());
+    for event in events.iter().filter(|e| e.agent == agent) {
+        match &event.kind {
+            EventKind::Status { message, .. } => statuses.push(message.clone()),
+            EventKind::TextDelta { text: t, .. } => text.push_str(t),
+            EventKind::ReasoningDelta { text: t, .. } => reasoning.push_str(t),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    (statuses, text, reasoning)
+}
+
+async fn emit_concurrently(store: &Store, run: &str, tasks: &[Vec<Emit>]) {
+    let emitter = Emitter::new(store.clone(), run, "thread-concurrent", Emitter::channel());
+    let live = emitter.subscribe(0);
+    let mut running = tokio::task::JoinSet::new();
+    for (task, emits) in tasks.iter().enumerate() {
+        let (emitter, emits) = (emitter.clone(), emits.clone());
+        running.spawn(async move {
+            let agent = AgentPath::root(&format!("a{task}"));
+            for emit in emits {
+                match emit {
+                    Emit::Status(message) => {
+                        let kind = EventKind::Status {
+                            message,
+                            side: None,
+                        };
+                        emitter.emit(&agent, 1, None, kind).await;
+                    }
+                    Emit::Text(text) => {
+                        let kind = EventKind::TextDelta { text, side: None };
+                        emitter.emit(&agent, 1, None, kind).await;
+                    }
+                    Emit::Reasoning(text) => {
+                        let kind = EventKind::ReasoningDelta { text, side: None };
+                        emitter.emit(&agent, 1, None, kind).await;
+                    }
+                    Emit::Pushed(text) => {
+                        emitter.push_delta(&agent, 1, EventKind::TextDelta { text, side: None });
+                    }
+                }
+                tokio::task::yield_now().await;
+            }
+        });
+    }
+    while let Some(done) = running.join_next().await {
+        done.unwrap();
+    }
+    emitter.flush_pending().await;
+    drop(emitter);
+    let seen = drain(live).await;
+    let log = logged(store, run).await;
+    assert_numbered(&log, 1);
+    assert_eq!(
+        seen.iter()
+            .map(|e| (e.seq, &e.agent, &e.kind))
+            .collect::<Vec<_>>(),
+        log.iter()
+            .map(|e| (e.seq, &e.agent, &e.kind))
+            .collect::<Vec<_>>(),
+        "live and logged differ"
+    );
+    for (task, emits) in tasks.iter().enumerate() {
+        let mut expected = (Vec::new(), String::new(), String::new());
+        for emit in emits {
+            match emit {
+                Emit::Status(message) => expected.0.push(message.clone()),
+                Emit::Text(text) | Emit::Pushed(text) => expected.1.push_str(text),
+                Emit::Reasoning(text) => expected.2.push_str(text),
+            }
+        }
+        assert_eq!(of_task(&log, task), expected, "task {task}");
+    }
+}
+
+/// Tasks sharing a run's emitter (parallel tool calls, sub-agents, a model's stream) emit at
+/// once: the log numbers the run's events 1, 2, 3, … with no gap or duplicate, live
+/// subscribers see exactly the logged events, and each task's events keep their order (its
+/// deltas coalesced, never lost or reordered).
+#[test]
+fn concurrent_emitters_number_a_runs_events_without_gaps() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = runtime.block_on(sqlite(dir.path()));
+    let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases: 16,
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    });
+    // A fresh run per case (shrinking replays cases on the same database).
+    let case = std::sync::atomic::AtomicUsize::new(0);
+    runner
+        .run(&emits(), |tasks| {
+            let number = case.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let run = format!("run-concurrent-{number}");
+            runtime.block_on(emit_concurrently(&store, &run, &tasks));
+            Ok(())
+        })
+        .unwrap();
+}

@@ -216,9 +216,10 @@ pub struct NewEvent {
     pub tool_call_id: Option<String>,
     /// Details (redacted before they are written).
     pub payload: Value,
-    /// The event's number in its run (`None`: the next one, assigned by the store). A run's
-    /// owner numbers its events itself to publish them before they are written; numbers
-    /// are unique per run.
+    /// The event's number in its run (`None`: the next one, assigned by the store; writers
+    /// appending to one run at once, through one handle or several, get 1, 2, 3, … with no
+    /// gap and no duplicate). A run's owner numbers its events itself to publish them before
+    /// they are written; numbers are unique per run.
     #[serde(default)]
     pub seq: Option<u64>,
     /// When it happened, ISO 8601 (`None`: now).

@@ -327,6 +327,16 @@ impl Backend for PgBackend {
         rx.await.map_err(|_| StoreError::Closed)
     }
 
+    fn run_seq_lock(&self, run_id: &str) -> Option<Stmt> {
+        // Under READ COMMITTED two transactions would read the same highest number: a
+        // transaction-scoped advisory lock on (schema, run) orders them; the insert that
+        // follows reads after the previous holder committed.
+        Some(Stmt::new(
+            "SELECT pg_advisory_xact_lock(hashtext(current_schema() || ':run_seq'), hashtext($1))",
+            vec![run_id.into()],
+        ))
+    }
+
     async fn compact(&self) -> Result<(), StoreError> {
         self.flush().await?;
         let client = self.pool.get().await?;

@@ -196,6 +196,14 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// Gives the space of deleted rows back (`VACUUM`), outside any transaction.
     async fn compact(&self) -> Result<(), StoreError>;
 
+    /// A statement that makes its transaction, until it ends, the only one numbering
+    /// `run_id`'s events (`run_seq` assigned by the store as the run's highest plus one), so
+    /// concurrent writers get a dense numbering instead of a duplicate-key failure. `None`
+    /// where write transactions are serialized anyway (SQLite's immediate transactions).
+    fn run_seq_lock(&self, _run_id: &str) -> Option<Stmt> {
+        None
+    }
+
     /// The schema version of the database.
     async fn schema_version(&self) -> Result<i64, StoreError> {
         let rows = self

@@ -657,7 +657,8 @@ struct StateHead {
     version: String,
     #[serde(rename = "i", alias = "id")]
     id: String,
-    /// Written until the blob dropped it (the row's `agent_step` holds it).
+    /// Written until the blob dropped it (the row's `agent_step` holds it); written again
+    /// when the column cannot hold it (beyond `i64::MAX`).
     #[serde(default)]
     step: Option<u64>,
     /// Left out when empty since format 3.
@@ -685,6 +686,9 @@ fn state_version() -> String {
 struct StateHeadRef<'a> {
     #[serde(rename = "i")]
     id: &'a str,
+    /// The step, only when the row's `agent_step` (a signed 64-bit integer) cannot hold it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<u64>,
     #[serde(rename = "d", skip_serializing_if = "MetadataRef::is_empty")]
     metadata: MetadataRef<'a>,
     #[serde(rename = "p", skip_serializing_if = "Option::is_none")]
@@ -855,7 +859,7 @@ fn completed_execution(entry: Value, messages: &[Message]) -> Result<ToolExecuti
 ///
 /// Format 3 (issue 19) writes one-letter keys (`{"f":3,"s":{"i":"…"},"m":[[0,41]]}`: a blob is
 /// written per checkpoint, and its keys were a third of it); the long keys of formats 1 and 2
-/// still read.
+/// still read. `u` keeps what the row's usage columns cannot say of the checkpoint's usage.
 struct StateBlob<H> {
     #[serde(rename = "f", alias = "format")]
     format: u32,
@@ -884,6 +888,53 @@ struct StateBlob<H> {
     /// out (format 3).
     #[serde(default, rename = "n", skip_serializing_if = "Option::is_none")]
     session_at: Option<usize>,
+    /// What the row's usage columns (input and output tokens) cannot say of the checkpoint's
+    /// usage; absent when they say it all. Blobs written before it read as the columns say
+    /// (cache tokens and cycles were lost, and no usage read back as zero usage).
+    #[serde(default, rename = "u", skip_serializing_if = "Option::is_none")]
+    usage: Option<UsageBeyondColumns>,
+}
+
+/// A checkpoint's usage where the row's columns are not enough: none at all (`false`), or
+/// the whole usage (cache tokens, cycles, or a total other than input + output).
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum UsageBeyondColumns {
+    None(bool),
+    Whole(TokenUsage),
+}
+
+/// The usage the row's columns say.
+fn usage_of_columns(input_tokens: u64, output_tokens: u64) -> TokenUsage {
+    TokenUsage {
+        input_tokens,
+        output_tokens,
+        total_tokens: input_tokens.saturating_add(output_tokens),
+        ..TokenUsage::default()
+    }
+}
+
+impl UsageBeyondColumns {
+    /// What the blob keeps of `usage` (`None`: the columns say it all).
+    fn of(usage: Option<&TokenUsage>) -> Option<Self> {
+        match usage {
+            None => Some(UsageBeyondColumns::None(false)),
+            Some(u) if *u == usage_of_columns(u.input_tokens, u.output_tokens) => None,
+            Some(u) => Some(UsageBeyondColumns::Whole(u.clone())),
+        }
+    }
+
+    /// The checkpoint's usage from the blob's `kept` and the row's columns.
+    fn read(kept: Option<Self>, columns: &Usage) -> Option<TokenUsage> {
+        match kept {
+            Some(UsageBeyondColumns::None(_)) => None,
+            Some(UsageBeyondColumns::Whole(usage)) => Some(usage),
+            None => Some(usage_of_columns(
+                columns.input_tokens,
+                columns.output_tokens,
+            )),
+        }
+    }
 }
 
 /// Inclusive ranges of `seq` in `checkpoint_items`: a state's history (`[[0, 41]]`).
@@ -1354,6 +1405,7 @@ impl Store {
             format: 3,
             state: StateHeadRef {
                 id: state.id(),
+                step: i64::try_from(state.step()).is_err().then_some(state.step()),
                 metadata: MetadataRef {
                     map: state.metadata(),
                     skip: session_at,
@@ -1365,6 +1417,7 @@ impl Store {
             traces: (!ranges.traces.is_empty()).then_some(ranges.traces),
             sop_phase: state.metadata().get("sopPhase").cloned(),
             session_at,
+            usage: UsageBeyondColumns::of(checkpoint.usage.as_ref()),
         };
         let state_blob = self.redacted_string(&blob, true)?;
         let min_seq = blob
@@ -1645,25 +1698,21 @@ impl Store {
         let timestamp: DateTime<Utc> = DateTime::parse_from_rfc3339(&summary.timestamp)
             .map_err(|e| corrupt("checkpoints", e))?
             .with_timezone(&Utc);
-        let usage = TokenUsage {
-            input_tokens: summary.usage.input_tokens,
-            output_tokens: summary.usage.output_tokens,
-            total_tokens: summary.usage.input_tokens + summary.usage.output_tokens,
-            ..TokenUsage::default()
-        };
+        let usage = UsageBeyondColumns::read(blob.usage, &summary.usage);
+        let step = blob.state.step.unwrap_or(summary.agent_step);
         let checkpoint = Checkpoint {
             metadata: CheckpointMetadata {
                 session_id: summary.thread_id.clone(),
                 checkpoint_id: summary.id.clone(),
                 timestamp,
-                step: summary.agent_step,
+                step,
                 agent_id: summary.agent_id.clone(),
             },
             state: AgentState::from_json(AgentStateJson {
                 version: blob.state.version,
                 id: blob.state.id,
                 messages,
-                step: blob.state.step.unwrap_or(summary.agent_step),
+                step,
                 metadata: match blob.session_at {
                     Some(at) => with_session(blob.state.metadata, at, thread),
                     None => blob.state.metadata,
@@ -1675,7 +1724,7 @@ impl Store {
             .map_err(|e| corrupt("checkpoints", e))?,
             pending_tool_calls: pending,
             completed_tool_calls: completed,
-            usage: Some(usage),
+            usage,
         };
         Ok(StoredCheckpoint {
             summary,
@@ -1962,6 +2011,17 @@ pub trait EventLog: Send + Sync {
 }
 
 impl Store {
+    /// The statements appending `event`: its insert, preceded by the backend's
+    /// [`run_seq_lock`](crate::sql::Backend::run_seq_lock) when the store numbers it.
+    fn event_stmts(&self, event: NewEvent, out: &mut Vec<Stmt>) {
+        if event.seq.is_none()
+            && let Some(lock) = self.shared.backend.run_seq_lock(&event.run_id)
+        {
+            out.push(lock);
+        }
+        out.push(self.event_stmt(event));
+    }
+
     fn event_stmt(&self, mut event: NewEvent) -> Stmt {
         self.redact(&mut event.payload);
         if let Some(id) = &mut event.tool_call_id {
@@ -1985,7 +2045,8 @@ impl Store {
                 event.tool_call_id,
                 seq
             ),
-            // The next number of the run, in the same statement (one writer per run: its owner).
+            // The next number of the run, in the same statement; concurrent writers are
+            // ordered by the backend's `run_seq_lock` (see `event_stmts`).
             None => stmt!(
                 "INSERT INTO events (thread_id, event_type, timestamp, payload, event_id, run_id, agent_id, turn, tool_call_id, run_seq) \
                  SELECT $1, $2, $3, $4, $5 || ':' || CAST(n AS TEXT), $5, $6, $7, $8, n \
@@ -2006,12 +2067,16 @@ impl Store {
 #[async_trait]
 impl EventLog for Store {
     async fn append_event(&self, event: NewEvent) -> Result<(), StoreError> {
-        let stmt = self.event_stmt(event);
-        self.write(vec![stmt], None).await
+        let mut stmts = Vec::with_capacity(2);
+        self.event_stmts(event, &mut stmts);
+        self.write(stmts, None).await
     }
 
     async fn append_events(&self, events: Vec<NewEvent>) -> Result<(), StoreError> {
-        let stmts = events.into_iter().map(|e| self.event_stmt(e)).collect();
+        let mut stmts = Vec::with_capacity(events.len() * 2);
+        for event in events {
+            self.event_stmts(event, &mut stmts);
+        }
         self.write(stmts, None).await
     }
 

@@ -108,6 +108,37 @@ async fn checkpoint_roundtrip(store: &Store) {
     store.delete("unknown").await.unwrap();
 }
 
+/// Regression (found by `checkpoint_props`): a checkpoint's usage came back as its input and
+/// output tokens only (cache tokens lost, no usage read as zero usage), and a step beyond
+/// `i64::MAX` came back as `i64::MAX`.
+async fn checkpoint_usage_and_step_load_back_exactly(store: &Store) {
+    let thread = "t-usage";
+    let state = AgentState::initial()
+        .with_message(Message::user("hi"))
+        .with_step(u64::MAX - 1);
+    let mut cp = checkpoint_of(thread, &state, 100);
+    cp.usage = Some(TokenUsage {
+        input_tokens: 100,
+        output_tokens: 50,
+        total_tokens: 150,
+        cache_read_tokens: 70,
+        cache_write_tokens: 30,
+        ..TokenUsage::default()
+    });
+    store.save_checkpoint(thread, &cp).await.unwrap();
+    let loaded = store.latest_checkpoint(thread).await.unwrap().unwrap();
+    assert_eq!(loaded.checkpoint.usage, cp.usage);
+    assert_eq!(loaded.checkpoint.state.step(), u64::MAX - 1);
+    assert_eq!(loaded.checkpoint.metadata.step, u64::MAX - 1);
+    assert_eq!(loaded.checkpoint, cp);
+    let mut none = checkpoint_of(thread, &state.with_step(2), 0);
+    none.usage = None;
+    store.save_checkpoint(thread, &none).await.unwrap();
+    let loaded = store.latest_checkpoint(thread).await.unwrap().unwrap();
+    assert_eq!(loaded.checkpoint.usage, None);
+    assert_eq!(loaded.checkpoint.state.step(), 2);
+}
+
 async fn checkpoints_store_history_once(store: &Store) {
     let thread = "t-incremental";
     let mut state = AgentState::initial().with_message(Message::user("start"));
@@ -1203,6 +1234,7 @@ macro_rules! backend_suite {
                 };
             }
             case!(checkpoint_roundtrip);
+            case!(checkpoint_usage_and_step_load_back_exactly);
             case!(checkpoints_store_history_once);
             case!(branches_and_replacements_load_exactly);
             case!(tool_checkpoints_and_retention);

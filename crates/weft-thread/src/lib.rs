@@ -11,9 +11,10 @@
 //! | [`ui_stream`] | stream → thread ([`ui_stream::Assembler`]) and thread → stream ([`ui_stream::encode_thread`]) |
 //! | [`pydantic_ai`] | one agent run → [`AgentTurn`]; turns → `ModelMessages` for a viewing agent |
 //! | [`clock`] | injectable time for receipt timestamps |
+//! | [`content_ref`] | a tool return's `content_ref` resolved: inline content wins, fetched content checked against its hash |
 //! | [`weft_messages`] | Weft's own (UPP-1.2) messages of a run ⇄ [`UserTurn`] / [`AgentTurn`] |
 //!
-//! The crate does no I/O and uses no async runtime; it has no cargo features. Besides serde it
+//! The crate does no I/O and uses no async runtime ([`content_ref`] takes the caller's fetcher); it has no cargo features. Besides serde it
 //! depends only on `ring` (SHA-256) and, for [`weft_messages`], on `weft-provider`'s types.
 //!
 //! # Example: validate, hash, parse
@@ -54,6 +55,7 @@
 
 pub mod canonical;
 pub mod clock;
+pub mod content_ref;
 mod error;
 pub mod hash;
 pub mod pydantic_ai;

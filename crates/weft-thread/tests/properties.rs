@@ -1,5 +1,7 @@
 //! Property tests: typed parse/serialize, thread → stream → thread, thread → Pydantic AI →
-//! thread (representable subset), hash invariance, JCS against an independent implementation.
+//! thread (representable subset), any AI SDK stream → thread → stream, hash invariance under
+//! equivalent encodings and change under any content change, JCS against an independent
+//! implementation.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -303,4 +305,413 @@ fn turns_scope_hashes_version_and_turns_only() {
         hash_thread(&thread, HashOptions::default()),
         hash_thread(&retitled, HashOptions::default())
     );
+}
+
+// ----- the canonical hash: equivalent encodings hash equal, any content change does not -----
+
+/// A path from the root to a node of a JSON document.
+#[derive(Debug, Clone)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Whether an array element is a `meta:*` part or event (left out of the default hash).
+fn is_meta_element(value: &Value) -> bool {
+    ["part_kind", "event_type"].iter().any(|tag| {
+        value
+            .get(*tag)
+            .and_then(Value::as_str)
+            .is_some_and(|kind| kind.starts_with("meta:"))
+    })
+}
+
+/// Every node's path; with `skip_meta`, nothing under a `meta:*` member, part or event (the
+/// default hash leaves those out, so changing them must not count as a content change).
+fn paths(value: &Value, skip_meta: bool, at: &mut Vec<Step>, out: &mut Vec<Vec<Step>>) {
+    out.push(at.clone());
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                if skip_meta && key.starts_with("meta:") {
+                    continue;
+                }
+                at.push(Step::Key(key.clone()));
+                paths(child, skip_meta, at, out);
+                at.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (index, child) in items.iter().enumerate() {
+                if skip_meta && is_meta_element(child) {
+                    continue;
+                }
+                at.push(Step::Index(index));
+                paths(child, skip_meta, at, out);
+                at.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn node_mut<'a>(value: &'a mut Value, path: &[Step]) -> &'a mut Value {
+    path.iter().fold(value, |node, step| match step {
+        Step::Key(key) => &mut node[key.as_str()],
+        Step::Index(index) => &mut node[*index],
+    })
+}
+
+/// One content change at `path` (`variant` picks among the changes the node allows): a
+/// scalar replaced by a different one, a member added, removed or renamed, an element added
+/// or removed. Never touches `meta:*` data when `skip_meta`.
+fn mutate(document: &mut Value, path: &[Step], variant: u8, skip_meta: bool) {
+    let node = node_mut(document, path);
+    match node {
+        Value::Null => *node = json!(false),
+        Value::Bool(flag) => *flag = !*flag,
+        Value::Number(number) => {
+            let other = if number.as_f64() == Some(1.5) {
+                2.5
+            } else {
+                1.5
+            };
+            *node = json!(other);
+        }
+        Value::String(text) => text.push('x'),
+        Value::Object(map) => {
+            let keys: Vec<String> = map
+                .keys()
+                .filter(|key| !(skip_meta && key.starts_with("meta:")))
+                .cloned()
+                .collect();
+            match (variant % 3, keys.first()) {
+                (1, Some(key)) => {
+                    map.shift_remove(key);
+                }
+                (2, Some(key)) if !map.contains_key(&format!("{key}x")) => {
+                    let child = map.shift_remove(key).unwrap_or(Value::Null);
+                    map.insert(format!("{key}x"), child);
+                }
+                _ => {
+                    let mut name = "added".to_owned();
+                    while map.contains_key(&name) {
+                        name.push('_');
+                    }
+                    map.insert(name, json!(0));
+                }
+            }
+        }
+        Value::Array(items) => {
+            let removable = items
+                .iter()
+                .position(|item| !(skip_meta && is_meta_element(item)));
+            match (variant % 2, removable) {
+                (1, Some(index)) => {
+                    items.remove(index);
+                }
+                _ => items.push(Value::Null),
+            }
+        }
+    }
+}
+
+/// A text encoding of `value` that means the same JSON: members in a shuffled order, random
+/// whitespace, characters of strings written as `\u` escapes (surrogate pairs beyond the
+/// BMP), `\/`, and integers written as `N.0` or `Ne0`.
+fn encode_equivalently(value: &Value, seed: &mut u64, out: &mut String) {
+    fn next(seed: &mut u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        *seed >> 33
+    }
+    fn space(seed: &mut u64, out: &mut String) {
+        out.push_str(["", " ", "\n  ", "\t"][(next(seed) % 4) as usize]);
+    }
+    fn string(text: &str, seed: &mut u64, out: &mut String) {
+        out.push('"');
+        for c in text.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '/' if next(seed).is_multiple_of(2) => out.push_str("\\/"),
+                c if (c as u32) < 0x20 || next(seed).is_multiple_of(3) => {
+                    let mut units = [0u16; 2];
+                    for unit in c.encode_utf16(&mut units) {
+                        out.push_str(&format!("\\u{unit:04X}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+    }
+    space(seed, out);
+    match value {
+        Value::Object(map) => {
+            let mut members: Vec<(&String, &Value)> = map.iter().collect();
+            // Fisher–Yates with the seed.
+            for index in (1..members.len()).rev() {
+                members.swap(index, (next(seed) % (index as u64 + 1)) as usize);
+            }
+            out.push('{');
+            for (index, (key, child)) in members.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                space(seed, out);
+                string(key, seed, out);
+                space(seed, out);
+                out.push(':');
+                encode_equivalently(child, seed, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (index, child) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                encode_equivalently(child, seed, out);
+            }
+            out.push(']');
+        }
+        Value::String(text) => string(text, seed, out),
+        Value::Number(number) => match number.as_i64() {
+            Some(integer) if integer.unsigned_abs() < (1 << 53) => {
+                let forms = [
+                    format!("{integer}"),
+                    format!("{integer}.0"),
+                    format!("{integer}e0"),
+                ];
+                out.push_str(&forms[(next(seed) % 3) as usize]);
+            }
+            _ => out.push_str(&number.to_string()),
+        },
+        other => out.push_str(&other.to_string()),
+    }
+    space(seed, out);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, .. ProptestConfig::default() })]
+
+    #[test]
+    fn hash_is_equal_for_equivalent_encodings(value in common::thread(), seed in any::<u64>(), include_meta in any::<bool>(), turns in any::<bool>()) {
+        let mut text = String::new();
+        encode_equivalently(&value, &mut seed.clone(), &mut text);
+        let reread: Value = serde_json::from_str(&text).unwrap();
+        let scope = if turns { weft_thread::HashScope::Turns } else { weft_thread::HashScope::Thread };
+        let options = HashOptions { include_meta, scope };
+        prop_assert_eq!(hash_thread(&value, options), hash_thread(&reread, options), "{}", text);
+    }
+
+}
+
+proptest! {
+    // Each case changes every node of its thread in turn (a few hundred hashes).
+    #![proptest_config(ProptestConfig { cases: 32, .. ProptestConfig::default() })]
+
+    /// Every node of the generated thread, changed one at a time.
+    #[test]
+    fn hash_changes_with_any_content_change(value in common::thread(), variant in any::<u8>(), include_meta in any::<bool>()) {
+        let skip_meta = !include_meta;
+        let mut all = Vec::new();
+        paths(&value, skip_meta, &mut Vec::new(), &mut all);
+        let options = HashOptions { include_meta, ..HashOptions::default() };
+        let original = hash_thread(&value, options);
+        for (index, path) in all.iter().enumerate() {
+            let mut changed = value.clone();
+            mutate(&mut changed, path, variant.wrapping_add(index as u8), skip_meta);
+            prop_assert_ne!(&changed, &value);
+            prop_assert_ne!(original, hash_thread(&changed, options), "change at {:?}", path);
+        }
+    }
+}
+
+// ----- stream → thread → stream: any AI SDK server's stream -----
+
+/// What a `useChat` client shows of a stream, in order.
+#[derive(Debug, Clone, PartialEq)]
+enum Shown {
+    Text(String),
+    Reasoning(String),
+    Call(String, String, Value),
+    Output(String, bool, Value),
+}
+
+#[derive(Debug, Clone)]
+enum ModelPart {
+    Text(Vec<String>),
+    Reasoning(Vec<String>),
+    Call(String, Value, Option<(bool, Value)>),
+}
+
+fn model_part() -> impl Strategy<Value = ModelPart> {
+    let deltas = prop::collection::vec("[a-zA-Z0-9 ,.]{1,6}", 1..4);
+    prop_oneof![
+        3 => deltas.clone().prop_map(ModelPart::Text),
+        1 => deltas.prop_map(ModelPart::Reasoning),
+        2 => (
+            prop::sample::select(vec!["search", "get_weather"]),
+            common::json_value(),
+            prop::option::of((any::<bool>(), common::json_leaf().prop_filter("non-null", |v| !v.is_null()))),
+        )
+            .prop_map(|(name, input, output)| {
+                let output = output.map(|(ok, value)| if ok { (true, value) } else { (false, json!(format!("failed: {value}"))) });
+                ModelPart::Call(name.to_owned(), input, output)
+            }),
+    ]
+}
+
+/// A valid UI message stream without Weft's annotations (what any AI SDK server sends):
+/// messages of steps of model parts, tool outputs after the calls of their step; and what a
+/// client shows of it.
+fn plain_stream() -> impl Strategy<Value = (Vec<ui_stream::UiChunk>, Vec<Vec<Shown>>)> {
+    use ui_stream::UiChunk;
+    let step = prop::collection::vec(model_part(), 1..4);
+    let message = prop::collection::vec(step, 1..4);
+    prop::collection::vec(message, 1..3).prop_map(|messages| {
+        let (mut chunks, mut shown_turns, mut ids) = (Vec::new(), Vec::new(), 0);
+        for (number, steps) in messages.into_iter().enumerate() {
+            let mut shown = Vec::new();
+            chunks.push(UiChunk::Start {
+                message_id: Some(format!("msg-{number}")),
+                message_metadata: None,
+            });
+            for parts in steps {
+                chunks.push(UiChunk::StartStep);
+                let mut outputs = Vec::new();
+                for part in parts {
+                    ids += 1;
+                    let id = format!("p{ids}");
+                    match part {
+                        ModelPart::Text(deltas) => {
+                            chunks.push(UiChunk::TextStart {
+                                id: id.clone(),
+                                provider_metadata: None,
+                            });
+                            chunks.extend(deltas.iter().map(|delta| UiChunk::TextDelta {
+                                id: id.clone(),
+                                delta: delta.clone(),
+                            }));
+                            chunks.push(UiChunk::TextEnd {
+                                id,
+                                provider_metadata: None,
+                            });
+                            shown.push(Shown::Text(deltas.concat()));
+                        }
+                        ModelPart::Reasoning(deltas) => {
+                            chunks.push(UiChunk::ReasoningStart {
+                                id: id.clone(),
+                                provider_metadata: None,
+                            });
+                            chunks.extend(deltas.iter().map(|delta| UiChunk::ReasoningDelta {
+                                id: id.clone(),
+                                delta: delta.clone(),
+                            }));
+                            chunks.push(UiChunk::ReasoningEnd {
+                                id,
+                                provider_metadata: None,
+                            });
+                            shown.push(Shown::Reasoning(deltas.concat()));
+                        }
+                        ModelPart::Call(name, input, output) => {
+                            let call = format!("call_{ids}");
+                            chunks.push(UiChunk::ToolInputStart {
+                                tool_call_id: call.clone(),
+                                tool_name: name.clone(),
+                            });
+                            chunks.push(UiChunk::ToolInputAvailable {
+                                tool_call_id: call.clone(),
+                                tool_name: name.clone(),
+                                input: input.clone(),
+                            });
+                            shown.push(Shown::Call(call.clone(), name, input));
+                            if let Some(output) = output {
+                                outputs.push((call, output));
+                            }
+                        }
+                    }
+                }
+                for (call, (ok, value)) in outputs {
+                    chunks.push(if ok {
+                        UiChunk::ToolOutputAvailable {
+                            tool_call_id: call.clone(),
+                            output: value.clone(),
+                            preliminary: false,
+                        }
+                    } else {
+                        UiChunk::ToolOutputError {
+                            tool_call_id: call.clone(),
+                            error_text: value.as_str().unwrap_or_default().to_owned(),
+                        }
+                    });
+                    shown.push(Shown::Output(call, ok, value));
+                }
+                chunks.push(UiChunk::FinishStep);
+            }
+            chunks.push(UiChunk::Finish {
+                finish_reason: Some("stop".into()),
+                message_metadata: None,
+            });
+            shown_turns.push(shown);
+        }
+        (chunks, shown_turns)
+    })
+}
+
+/// What the thread's agent turns hold, in the terms of [`Shown`].
+fn shown_in(thread: &Thread) -> Vec<Vec<Shown>> {
+    let value = thread.to_value().unwrap();
+    let mut turns = Vec::new();
+    for turn in value["turns"].as_array().unwrap() {
+        let mut shown = Vec::new();
+        for message in turn["messages"].as_array().into_iter().flatten() {
+            for part in message["parts"].as_array().into_iter().flatten() {
+                let text = || part["content"].as_str().unwrap_or_default().to_owned();
+                match part["part_kind"].as_str() {
+                    Some("text") => shown.push(Shown::Text(text())),
+                    Some("thinking") => shown.push(Shown::Reasoning(text())),
+                    Some("tool-call") => shown.push(Shown::Call(
+                        part["tool_call_id"].as_str().unwrap().to_owned(),
+                        part["tool_name"].as_str().unwrap().to_owned(),
+                        part["args"].clone(),
+                    )),
+                    Some("tool-return") => shown.push(Shown::Output(
+                        part["tool_call_id"].as_str().unwrap().to_owned(),
+                        part["status"] == "success",
+                        part["content"].clone(),
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        turns.push(shown);
+    }
+    turns
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, .. ProptestConfig::default() })]
+
+    #[test]
+    fn plain_stream_thread_stream_keeps_what_the_client_shows((chunks, shown) in plain_stream(), v6 in any::<bool>()) {
+        let sse = ui_stream::to_sse(&chunks);
+        let parsed = ui_stream::parse_stream(&sse).unwrap();
+        prop_assert_eq!(&parsed, &chunks);
+        let assembled = ui_stream::assemble_thread(parsed, AssemblerOptions::default(), &ThreadDefaults::default(), clock()).unwrap();
+        prop_assert!(assembled.interruptions.is_empty(), "{:?}", assembled.interruptions);
+        let value = assembled.thread.to_value().unwrap();
+        let report = validate(&value);
+        prop_assert!(report.is_valid(), "{:#?}", report.findings);
+        prop_assert_eq!(shown_in(&assembled.thread), shown);
+        // The thread re-encoded (now with annotations) assembles to itself.
+        let version = if v6 { UiStreamVersion::V6 } else { UiStreamVersion::V5 };
+        let again = ui_stream::encode_thread(&assembled.thread, &EncodeOptions { version });
+        let back = ui_stream::assemble_thread(again, AssemblerOptions::default(), &ThreadDefaults::default(), clock()).unwrap();
+        prop_assert_eq!(back.thread, assembled.thread);
+    }
 }
