@@ -28,6 +28,7 @@ use crate::provider::{
 use crate::strategy::ToolUseStrategy;
 use crate::stream::StreamEvent;
 use crate::tool::{Extensions, Tool};
+use crate::tool_choice::ToolChoice;
 use crate::turn::{TokenUsage, Turn};
 
 /// Options of `llm()` (§5.2). Only `model` is required.
@@ -68,6 +69,11 @@ pub struct LlmOptions {
     /// whose policy stage can refuse it with a reason the model reads (the runtime profile's
     /// SOP phases offer a phase's tools only and explain why another one may not run).
     pub offered: Option<Vec<String>>,
+    /// Whether, and which, offered tools the model must call ([`ToolChoice::Auto`] by
+    /// default). Each adapter maps it to its wire format; a `tool_choice` the caller set in
+    /// `params` wins (see [`crate::tool_choice`]). `Required` and `Tool(name)` need the
+    /// tool(s) offered, or [`llm`] refuses the options.
+    pub tool_choice: ToolChoice,
 }
 
 /// A function that sees each event of a streamed generation where it is produced: on the
@@ -122,7 +128,15 @@ impl LlmOptions {
             tool_layers: Vec::new(),
             stream_tap: None,
             offered: None,
+            tool_choice: ToolChoice::Auto,
         }
+    }
+
+    /// Sets whether, and which, tools the model must call (see [`LlmOptions::tool_choice`]).
+    #[must_use]
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = choice;
+        self
     }
 
     /// Sends only the tools named in `names` to the model (see [`LlmOptions::offered`]).
@@ -305,6 +319,7 @@ struct Inner {
     tools: Arc<[Tool]>,
     /// The tools sent to the model, when not all of `tools`.
     offered: Option<Arc<[Tool]>>,
+    tool_choice: ToolChoice,
     strategy: ToolUseStrategy,
     structure: Option<Value>,
     mode: ExecutionMode,
@@ -353,8 +368,9 @@ impl fmt::Debug for LlmInstance {
 ///
 /// # Errors
 /// `INVALID_REQUEST` when the provider has no LLM handler, tool names repeat, a tool's
-/// parameters are not an object schema, the structure's root is not an object, or the provider
-/// lacks a capability the options need (tools, structured output).
+/// parameters are not an object schema, the structure's root is not an object, the tool
+/// choice forces a call of a tool that is not offered, or the provider lacks a capability the
+/// options need (tools, structured output).
 pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
     let provider = options.model.provider.clone();
     let handler = provider.llm_handler()?;
@@ -393,6 +409,7 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
             ));
         }
     }
+    check_tool_choice(&options, &invalid)?;
     let config = merge_config(&provider.default_config, options.config);
     let pipeline = Pipeline::new(
         options.validate_arguments,
@@ -414,6 +431,7 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
                     .collect()
             }),
             tools: options.tools.into(),
+            tool_choice: options.tool_choice,
             strategy: options.tool_strategy,
             structure: options.structure,
             mode: options.execution_mode,
@@ -422,6 +440,30 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
             tap: options.stream_tap,
         }),
     })
+}
+
+/// A choice that forces a call needs something to call: `Required` at least one offered
+/// tool, `Tool(name)` that tool offered.
+fn check_tool_choice(
+    options: &LlmOptions,
+    invalid: &dyn Fn(String) -> UppError,
+) -> Result<(), UppError> {
+    let is_offered = |name: &str| {
+        options.tools.iter().any(|t| t.name == name)
+            && options
+                .offered
+                .as_ref()
+                .is_none_or(|names| names.iter().any(|n| n == name))
+    };
+    match &options.tool_choice {
+        ToolChoice::Required if !options.tools.iter().any(|t| is_offered(&t.name)) => Err(invalid(
+            "tool choice \"required\" needs at least one offered tool".into(),
+        )),
+        ToolChoice::Tool(name) if !is_offered(name) => Err(invalid(format!(
+            "tool choice names {name:?}, which is not an offered tool"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The caller's config with the provider's defaults filling what it leaves unset (headers:
@@ -640,6 +682,7 @@ impl LlmInstance {
                 params: inner.params.clone(),
                 tools: inner.tools.clone(),
                 offered: inner.offered.clone(),
+                tool_choice: inner.tool_choice.clone(),
                 strategy: inner.strategy.clone(),
                 structure: inner.structure.clone(),
                 mode: inner.mode,
@@ -665,6 +708,7 @@ impl LlmInstance {
                 params: inner.params.clone(),
                 tools: inner.tools.clone(),
                 offered: inner.offered.clone(),
+                tool_choice: inner.tool_choice.clone(),
                 strategy: inner.strategy.clone(),
                 structure: inner.structure.clone(),
                 mode: inner.mode,
@@ -832,6 +876,7 @@ async fn run_loop(
             system: inner.system.clone(),
             params: inner.params.clone(),
             tools: inner.offered.clone().unwrap_or_else(|| inner.tools.clone()),
+            tool_choice: inner.tool_choice.clone(),
             structure: inner.structure.clone(),
             signal: signal.clone(),
             config: inner.config.clone(),
