@@ -311,6 +311,7 @@ pub fn inputs_to_messages(inputs: Vec<InferenceInput>) -> Vec<Message> {
     messages
 }
 
+#[derive(Clone)]
 struct Inner {
     model: Arc<dyn LlmModel>,
     config: Arc<ProviderConfig>,
@@ -409,7 +410,12 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
             ));
         }
     }
-    check_tool_choice(&options, &invalid)?;
+    check_tool_choice(
+        &options.tools,
+        options.offered.as_deref(),
+        &options.tool_choice,
+        &invalid,
+    )?;
     let config = merge_config(&provider.default_config, options.config);
     let pipeline = Pipeline::new(
         options.validate_arguments,
@@ -443,20 +449,20 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
 }
 
 /// A choice that forces a call needs something to call: `Required` at least one offered
-/// tool, `Tool(name)` that tool offered.
+/// tool, `Tool(name)` that tool offered (`offered`: the names sent, `None` for all of
+/// `tools`).
 fn check_tool_choice(
-    options: &LlmOptions,
+    tools: &[Tool],
+    offered: Option<&[String]>,
+    choice: &ToolChoice,
     invalid: &dyn Fn(String) -> UppError,
 ) -> Result<(), UppError> {
     let is_offered = |name: &str| {
-        options.tools.iter().any(|t| t.name == name)
-            && options
-                .offered
-                .as_ref()
-                .is_none_or(|names| names.iter().any(|n| n == name))
+        tools.iter().any(|t| t.name == name)
+            && offered.is_none_or(|names| names.iter().any(|n| n == name))
     };
-    match &options.tool_choice {
-        ToolChoice::Required if !options.tools.iter().any(|t| is_offered(&t.name)) => Err(invalid(
+    match choice {
+        ToolChoice::Required if !tools.iter().any(|t| is_offered(&t.name)) => Err(invalid(
             "tool choice \"required\" needs at least one offered tool".into(),
         )),
         ToolChoice::Tool(name) if !is_offered(name) => Err(invalid(format!(
@@ -520,6 +526,60 @@ impl LlmInstance {
     /// The tools.
     pub fn tools(&self) -> &[Tool] {
         &self.inner.tools
+    }
+
+    /// A copy of this instance that sends only the tools named in `offered` to the model and
+    /// asks for `choice` (see [`LlmOptions::offered`], [`LlmOptions::tool_choice`]); its tools,
+    /// pipeline (inherited stages included), hooks and extensions are this instance's. The
+    /// runtime profile's Final Warning turn offers only `complete_task`, and forces it.
+    ///
+    /// # Errors
+    /// `INVALID_REQUEST` when `choice` forces a tool that `offered` leaves out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use serde_json::json;
+    /// use weft_provider::adapters::scripted;
+    /// use weft_provider::{llm, LlmOptions, Tool, ToolChoice};
+    ///
+    /// let model = scripted::function_model(|req| {
+    ///     assert_eq!(req.tools.len(), 1);
+    ///     assert_eq!(req.tool_choice, ToolChoice::tool("b"));
+    ///     Ok(scripted::ScriptedResponse::text("ok"))
+    /// });
+    /// let tool = |name: &str| Tool::new(name, "", json!({"type": "object"}), |_, _| async { Ok(json!(null)) });
+    /// let instance = llm(LlmOptions::new(model).tool(tool("a")).tool(tool("b")))?;
+    /// let forced = instance.with_offered(vec!["b".into()], ToolChoice::tool("b"))?;
+    /// forced.generate(&[], "go").await?;
+    /// assert!(instance.with_offered(vec!["a".into()], ToolChoice::tool("b")).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_offered(
+        &self,
+        offered: Vec<String>,
+        choice: ToolChoice,
+    ) -> Result<LlmInstance, UppError> {
+        let provider = self.inner.model.provider();
+        check_tool_choice(&self.inner.tools, Some(&offered), &choice, &|message| {
+            UppError::llm(ErrorCode::InvalidRequest, provider, message)
+        })?;
+        let mut inner = (*self.inner).clone();
+        inner.offered = Some(
+            self.inner
+                .tools
+                .iter()
+                .filter(|t| offered.contains(&t.name))
+                .cloned()
+                .collect(),
+        );
+        inner.tool_choice = choice;
+        Ok(LlmInstance {
+            inner: Arc::new(inner),
+        })
     }
 
     /// Runs one turn: `history` (left untouched; a [`crate::Thread`] derefs to it) followed by
@@ -673,23 +733,10 @@ impl LlmInstance {
     /// [`crate::ToolContext`] (replacing the ones given at `llm()` time). Cheap: the model,
     /// configuration and tools are shared.
     pub fn with_tool_extensions(&self, extensions: Extensions) -> LlmInstance {
-        let inner = &self.inner;
+        let mut inner = (*self.inner).clone();
+        inner.extensions = extensions;
         LlmInstance {
-            inner: Arc::new(Inner {
-                model: inner.model.clone(),
-                config: inner.config.clone(),
-                system: inner.system.clone(),
-                params: inner.params.clone(),
-                tools: inner.tools.clone(),
-                offered: inner.offered.clone(),
-                tool_choice: inner.tool_choice.clone(),
-                strategy: inner.strategy.clone(),
-                structure: inner.structure.clone(),
-                mode: inner.mode,
-                extensions,
-                pipeline: inner.pipeline.clone(),
-                tap: inner.tap.clone(),
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -699,23 +746,13 @@ impl LlmInstance {
         if inherited.is_empty() {
             return self.clone();
         }
-        let inner = &self.inner;
+        let mut inner = (*self.inner).clone();
+        inner.pipeline = self
+            .inner
+            .pipeline
+            .with_inherited(&self.inner.strategy, inherited);
         LlmInstance {
-            inner: Arc::new(Inner {
-                model: inner.model.clone(),
-                config: inner.config.clone(),
-                system: inner.system.clone(),
-                params: inner.params.clone(),
-                tools: inner.tools.clone(),
-                offered: inner.offered.clone(),
-                tool_choice: inner.tool_choice.clone(),
-                strategy: inner.strategy.clone(),
-                structure: inner.structure.clone(),
-                mode: inner.mode,
-                extensions: inner.extensions.clone(),
-                pipeline: inner.pipeline.with_inherited(&inner.strategy, inherited),
-                tap: inner.tap.clone(),
-            }),
+            inner: Arc::new(inner),
         }
     }
 
