@@ -381,6 +381,42 @@ fn a_failed_recovery_ends_in_error_with_the_partial_output() {
     assert!(error.contains("working r3"), "{error}");
 }
 
+#[test]
+fn refused_complete_task_calls_in_every_grace_turn_end_in_error() {
+    // Each grace turn calls complete_task, but beside a read: refused, corrected never.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let both = |n: &str| {
+        calls(&[
+            call(&format!("r{n}"), "read_file", json!({"path": "notes.md"})),
+            call(&format!("c{n}"), "complete_task", json!({"summary": "s"})),
+        ])
+    };
+    project(
+        p,
+        "[runtime]\nmaxTurns = 3\ngraceTurns = 2\n",
+        json!([
+            calls(&[call("r0", "read_file", json!({"path": "notes.md"}))]),
+            both("1"),
+            both("2"),
+        ]),
+    );
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let events = events(&out);
+    let transitions = transitions(&events);
+    assert_eq!(
+        transitions[transitions.len() - 2..],
+        [
+            "OBSERVATION -limit_reached-> RECOVERY",
+            "RECOVERY -failed-> ERROR"
+        ]
+    );
+    let error = run_end(&events)["error"].as_str().unwrap().to_owned();
+    assert!(error.contains("within its 2 grace turns"), "{error}");
+    assert_eq!(refusals(&events).len(), 4);
+}
+
 /// `weft run` off the async runtime (the model's server lives on it), with keys unset.
 async fn weft_async(cwd: &Path, args: &[&str]) -> Output {
     let cwd = cwd.to_path_buf();
