@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
+use weft_testkit::{ReplayServer, Reply};
 
 fn weft(cwd: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_weft"))
@@ -298,7 +299,12 @@ fn at_the_turn_limit_a_final_warning_allows_only_complete_task() {
         json!([
             read("r1"),
             read("r2"),
-            read("r3"),
+            // The Final Warning turn calls complete_task, but with another tool: both are
+            // refused, and the grace turn left lets the model call it alone.
+            calls(&[
+                call("r3", "read_file", json!({"path": "notes.md"})),
+                call("c0", "complete_task", json!({"summary": "too early"})),
+            ]),
             calls(&[call(
                 "c1",
                 "complete_task",
@@ -323,10 +329,21 @@ fn at_the_turn_limit_a_final_warning_allows_only_complete_task() {
         .expect("a recovery event");
     assert_eq!(recovery["payload"]["grace"]["trigger"], "limit_reached");
     assert_eq!(recovery["payload"]["grace"]["turns"], 2);
-    // The third read came during recovery: refused, with why.
+    // The third read came during recovery: refused, with why; complete_task beside it too.
     let refused = refusals(&events);
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(refused[0].1.contains("only complete_task"), "{refused:?}");
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(
+        refused
+            .iter()
+            .any(|(tool, why)| tool == "read_file" && why.contains("only complete_task")),
+        "{refused:?}"
+    );
+    assert!(
+        refused
+            .iter()
+            .any(|(tool, why)| tool == "complete_task" && why.contains("alone")),
+        "{refused:?}"
+    );
     assert_eq!(run_end(&events)["output"], "wrapped up");
     // The Final Warning is in the conversation the run exported.
     let run = events[0]["runId"].as_str().unwrap();
@@ -362,6 +379,207 @@ fn a_failed_recovery_ends_in_error_with_the_partial_output() {
     let error = run_end(&events)["error"].as_str().unwrap().to_owned();
     assert!(error.contains("recovery failed"), "{error}");
     assert!(error.contains("working r3"), "{error}");
+}
+
+#[test]
+fn refused_complete_task_calls_in_every_grace_turn_end_in_error() {
+    // Each grace turn calls complete_task, but beside a read: refused, corrected never.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let both = |n: &str| {
+        calls(&[
+            call(&format!("r{n}"), "read_file", json!({"path": "notes.md"})),
+            call(&format!("c{n}"), "complete_task", json!({"summary": "s"})),
+        ])
+    };
+    project(
+        p,
+        "[runtime]\nmaxTurns = 3\ngraceTurns = 2\n",
+        json!([
+            calls(&[call("r0", "read_file", json!({"path": "notes.md"}))]),
+            both("1"),
+            both("2"),
+        ]),
+    );
+    let out = weft(p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let events = events(&out);
+    let transitions = transitions(&events);
+    assert_eq!(
+        transitions[transitions.len() - 2..],
+        [
+            "OBSERVATION -limit_reached-> RECOVERY",
+            "RECOVERY -failed-> ERROR"
+        ]
+    );
+    let error = run_end(&events)["error"].as_str().unwrap().to_owned();
+    assert!(error.contains("within its 2 grace turns"), "{error}");
+    assert_eq!(refusals(&events).len(), 4);
+}
+
+/// `weft run` off the async runtime (the model's server lives on it), with keys unset.
+async fn weft_async(cwd: &Path, args: &[&str]) -> Output {
+    let cwd = cwd.to_path_buf();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_weft"))
+            .args(&args)
+            .current_dir(&cwd)
+            .env_remove("WEFT_DATABASE_URL")
+            .env_remove("WEFT_OPENAI_COMPATIBLE_BASE_URL")
+            .env("WEFT_OPENAI_COMPATIBLE_API_KEY", "sk-test")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+/// A project whose agent `a` (tool `read_file`) runs `openai-compatible:m` on `server`, with
+/// `runtime` appended to `weft.toml`.
+fn http_project(dir: &Path, server: &ReplayServer, runtime: &str) {
+    for sub in ["agents", "prompts"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    std::fs::write(
+        dir.join("weft.toml"),
+        format!(
+            "model = \"openai-compatible:m\"\n[providers.openai-compatible]\nbaseUrl = \"{}/v1\"\n{runtime}",
+            server.url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("agents/a.toml"),
+        "name = \"a\"\n[sideA]\nprompt = \"p\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("prompts/p.toml"),
+        "name = \"p\"\ntools = [\"read_file\"]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("notes.md"), "# notes\n").unwrap();
+}
+
+/// A streamed Chat Completions answer: `text`, then a call of `tool` when given.
+fn sse(text: &str, tool: Option<(&str, Value)>) -> Reply {
+    let mut delta = json!({"role": "assistant", "content": text});
+    if let Some((name, arguments)) = &tool {
+        delta["tool_calls"] = json!([{"index": 0, "id": format!("call_{name}"), "type": "function",
+            "function": {"name": name, "arguments": arguments.to_string()}}]);
+    }
+    let finish = if tool.is_some() { "tool_calls" } else { "stop" };
+    let chunk = json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": null}]});
+    let end = json!({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}});
+    Reply::sse(
+        &format!("data: {chunk}\n\ndata: {end}\n\ndata: [DONE]\n\n"),
+        64,
+    )
+}
+
+/// The names of the tools a request offered.
+fn offered(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_final_warning_turn_offers_only_complete_task_and_forces_the_call() {
+    let server = ReplayServer::start(vec![
+        sse("", Some(("read_file", json!({"path": "notes.md"})))),
+        sse(
+            "",
+            Some(("complete_task", json!({"summary": "read the notes"}))),
+        ),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    http_project(
+        p,
+        &server,
+        "[runtime]\nmaxTurns = 2\ngraceTurns = 1\nwarningTemplate = \"LAST CALL: {remaining} of {maxTurns}\"\n",
+    );
+    let out = weft_async(p, &["run", "--json", "go"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(run_end(&events(&out))["output"], "read the notes");
+    let received: Vec<Value> = server.received().iter().map(|r| r.json()).collect();
+    assert_eq!(received.len(), 2);
+    // A working turn: every tool, the model's own choice.
+    let mut first = offered(&received[0]);
+    first.sort();
+    assert_eq!(first, ["complete_task", "read_file"]);
+    assert!(received[0].get("tool_choice").is_none(), "{}", received[0]);
+    // The Final Warning turn: the warning, only complete_task, and the call forced.
+    assert_eq!(offered(&received[1]), ["complete_task"]);
+    assert_eq!(
+        received[1]["tool_choice"],
+        json!({"type": "function", "function": {"name": "complete_task"}})
+    );
+    assert!(
+        received[1]["messages"]
+            .to_string()
+            .contains("LAST CALL: 1 of 2"),
+        "{}",
+        received[1]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_text_reply_to_the_final_warning_ends_in_error_at_once_keeping_the_partial_output() {
+    // The server ignores the forced choice and answers the Final Warning with text. Two grace
+    // turns: the second is never asked for.
+    let server = ReplayServer::start(vec![
+        sse(
+            "reading first",
+            Some(("read_file", json!({"path": "notes.md"}))),
+        ),
+        sse("the notes have a title and nothing else", None),
+        sse("", Some(("complete_task", json!({"summary": "late"})))),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    http_project(p, &server, "[runtime]\nmaxTurns = 3\ngraceTurns = 2\n");
+    let out = weft_async(p, &["run", "--json", "go"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let events = events(&out);
+    let transitions = transitions(&events);
+    assert_eq!(
+        transitions[transitions.len() - 2..],
+        [
+            "OBSERVATION -limit_reached-> RECOVERY",
+            "RECOVERY -failed-> ERROR"
+        ]
+    );
+    let end = run_end(&events);
+    assert_eq!(end["status"], "failed");
+    let error = end["error"].as_str().unwrap();
+    assert!(error.contains("recovery failed"), "{error}");
+    assert!(error.contains("grace turn 1 of 2"), "{error}");
+    assert!(
+        error.contains("the notes have a title and nothing else"),
+        "{error}"
+    );
+    let received = server.received();
+    assert_eq!(received.len(), 2, "the remaining grace turn is not used");
+    assert_eq!(
+        received[1].json()["tool_choice"]["function"]["name"],
+        "complete_task"
+    );
 }
 
 #[test]

@@ -13,6 +13,10 @@
 //!
 //! Other params are ignored (they belong to other providers). Values of the wrong type are an
 //! `INVALID_REQUEST` error rather than being silently dropped.
+//!
+//! The request's typed [`weft_provider::ToolChoice`] maps onto `tool_choice` when `params` has
+//! none (an explicit param wins): `Auto`, `Required` and `None` to the same, `Tool(name)` to
+//! `required` with only `name` offered to the grammar ([`GenerationOptions::from_request`]).
 
 use serde_json::{Map, Value};
 use weft_provider::{ErrorCode, UppError};
@@ -36,6 +40,8 @@ pub struct GenerationOptions {
     pub parallel_tool_calls: bool,
     /// Whether tools may, must or must not be called.
     pub tool_choice: ToolChoice,
+    /// The one tool a reply may call (a typed `ToolChoice::Tool(name)`); `None`: any offered.
+    pub only_tool: Option<String>,
 }
 
 /// The `tool_choice` param.
@@ -58,6 +64,7 @@ impl Default for GenerationOptions {
             sampling: SamplingParams::default(),
             parallel_tool_calls: true,
             tool_choice: ToolChoice::Auto,
+            only_tool: None,
         }
     }
 }
@@ -94,6 +101,31 @@ fn number(name: &str, value: &Value) -> Result<f64, UppError> {
 }
 
 impl GenerationOptions {
+    /// Reads the options from `params`, then applies the request's typed `choice` unless
+    /// `params` set `tool_choice` (or `toolChoice`) explicitly.
+    ///
+    /// # Errors
+    /// As [`GenerationOptions::from_params`].
+    pub fn from_request(
+        params: Option<&Map<String, Value>>,
+        choice: &weft_provider::ToolChoice,
+    ) -> Result<Self, UppError> {
+        let mut options = Self::from_params(params)?;
+        if params.is_some_and(|p| first(p, &["tool_choice", "toolChoice"]).is_some()) {
+            return Ok(options);
+        }
+        options.tool_choice = match choice {
+            weft_provider::ToolChoice::Auto => ToolChoice::Auto,
+            weft_provider::ToolChoice::Required => ToolChoice::Required,
+            weft_provider::ToolChoice::None => ToolChoice::None,
+            weft_provider::ToolChoice::Tool(name) => {
+                options.only_tool = Some(name.clone());
+                ToolChoice::Required
+            }
+        };
+        Ok(options)
+    }
+
     /// Reads the options from `params` (`None`: the defaults).
     ///
     /// # Errors
@@ -252,6 +284,34 @@ mod tests {
         assert_eq!(
             GenerationOptions::from_params(None).unwrap(),
             GenerationOptions::default()
+        );
+    }
+
+    #[test]
+    fn the_typed_tool_choice_applies_unless_a_param_sets_one() {
+        use weft_provider::ToolChoice as Typed;
+        let read = |params: Value, choice: Typed| {
+            let options = GenerationOptions::from_request(params.as_object(), &choice).unwrap();
+            (options.tool_choice, options.only_tool)
+        };
+        assert_eq!(read(json!({}), Typed::Auto), (ToolChoice::Auto, None));
+        assert_eq!(
+            read(json!({}), Typed::Required),
+            (ToolChoice::Required, None)
+        );
+        assert_eq!(read(json!({}), Typed::None), (ToolChoice::None, None));
+        assert_eq!(
+            read(json!({}), Typed::tool("complete_task")),
+            (ToolChoice::Required, Some("complete_task".to_owned()))
+        );
+        // The project's own param wins over the typed choice.
+        assert_eq!(
+            read(json!({"tool_choice": "none"}), Typed::tool("complete_task")),
+            (ToolChoice::None, None)
+        );
+        assert_eq!(
+            read(json!({"toolChoice": "auto"}), Typed::Required),
+            (ToolChoice::Auto, None)
         );
     }
 

@@ -34,10 +34,17 @@ struct Plan {
 
 impl Plan {
     fn new(request: &LlmRequest) -> Result<Self, UppError> {
-        let options = GenerationOptions::from_params(request.params.as_ref())?;
+        let options =
+            GenerationOptions::from_request(request.params.as_ref(), &request.tool_choice)?;
         let tools: Vec<ToolSpec> = request
             .tools
             .iter()
+            .filter(|t| {
+                options
+                    .only_tool
+                    .as_ref()
+                    .is_none_or(|only| &t.name == only)
+            })
             .map(|t| ToolSpec {
                 name: t.name.clone(),
                 description: t.description.clone(),

@@ -63,6 +63,7 @@ pub mod strategy;
 pub mod stream;
 pub mod thread;
 pub mod tool;
+pub mod tool_choice;
 pub mod trace;
 pub mod turn;
 
@@ -103,6 +104,7 @@ pub use tool::{
     Extensions, Tool, ToolApproval, ToolCall, ToolContext, ToolError, ToolExecution, ToolResult,
     ToolRun,
 };
+pub use tool_choice::ToolChoice;
 pub use turn::{CycleUsage, TokenUsage, Turn};
 
 /// The `ai` namespace of §3.2: the same entry points under one name (`ai::llm`).

@@ -28,6 +28,7 @@ use crate::provider::{
 use crate::strategy::ToolUseStrategy;
 use crate::stream::StreamEvent;
 use crate::tool::{Extensions, Tool};
+use crate::tool_choice::ToolChoice;
 use crate::turn::{TokenUsage, Turn};
 
 /// Options of `llm()` (§5.2). Only `model` is required.
@@ -68,6 +69,11 @@ pub struct LlmOptions {
     /// whose policy stage can refuse it with a reason the model reads (the runtime profile's
     /// SOP phases offer a phase's tools only and explain why another one may not run).
     pub offered: Option<Vec<String>>,
+    /// Whether, and which, offered tools the model must call ([`ToolChoice::Auto`] by
+    /// default). Each adapter maps it to its wire format; a `tool_choice` the caller set in
+    /// `params` wins (see [`crate::tool_choice`]). `Required` and `Tool(name)` need the
+    /// tool(s) offered, or [`llm`] refuses the options.
+    pub tool_choice: ToolChoice,
 }
 
 /// A function that sees each event of a streamed generation where it is produced: on the
@@ -122,7 +128,15 @@ impl LlmOptions {
             tool_layers: Vec::new(),
             stream_tap: None,
             offered: None,
+            tool_choice: ToolChoice::Auto,
         }
+    }
+
+    /// Sets whether, and which, tools the model must call (see [`LlmOptions::tool_choice`]).
+    #[must_use]
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = choice;
+        self
     }
 
     /// Sends only the tools named in `names` to the model (see [`LlmOptions::offered`]).
@@ -297,6 +311,7 @@ pub fn inputs_to_messages(inputs: Vec<InferenceInput>) -> Vec<Message> {
     messages
 }
 
+#[derive(Clone)]
 struct Inner {
     model: Arc<dyn LlmModel>,
     config: Arc<ProviderConfig>,
@@ -305,6 +320,7 @@ struct Inner {
     tools: Arc<[Tool]>,
     /// The tools sent to the model, when not all of `tools`.
     offered: Option<Arc<[Tool]>>,
+    tool_choice: ToolChoice,
     strategy: ToolUseStrategy,
     structure: Option<Value>,
     mode: ExecutionMode,
@@ -353,8 +369,9 @@ impl fmt::Debug for LlmInstance {
 ///
 /// # Errors
 /// `INVALID_REQUEST` when the provider has no LLM handler, tool names repeat, a tool's
-/// parameters are not an object schema, the structure's root is not an object, or the provider
-/// lacks a capability the options need (tools, structured output).
+/// parameters are not an object schema, the structure's root is not an object, the tool
+/// choice forces a call of a tool that is not offered, or the provider lacks a capability the
+/// options need (tools, structured output).
 pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
     let provider = options.model.provider.clone();
     let handler = provider.llm_handler()?;
@@ -393,6 +410,12 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
             ));
         }
     }
+    check_tool_choice(
+        &options.tools,
+        options.offered.as_deref(),
+        &options.tool_choice,
+        &invalid,
+    )?;
     let config = merge_config(&provider.default_config, options.config);
     let pipeline = Pipeline::new(
         options.validate_arguments,
@@ -414,6 +437,7 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
                     .collect()
             }),
             tools: options.tools.into(),
+            tool_choice: options.tool_choice,
             strategy: options.tool_strategy,
             structure: options.structure,
             mode: options.execution_mode,
@@ -422,6 +446,30 @@ pub fn llm(options: LlmOptions) -> Result<LlmInstance, UppError> {
             tap: options.stream_tap,
         }),
     })
+}
+
+/// A choice that forces a call needs something to call: `Required` at least one offered
+/// tool, `Tool(name)` that tool offered (`offered`: the names sent, `None` for all of
+/// `tools`).
+fn check_tool_choice(
+    tools: &[Tool],
+    offered: Option<&[String]>,
+    choice: &ToolChoice,
+    invalid: &dyn Fn(String) -> UppError,
+) -> Result<(), UppError> {
+    let is_offered = |name: &str| {
+        tools.iter().any(|t| t.name == name)
+            && offered.is_none_or(|names| names.iter().any(|n| n == name))
+    };
+    match choice {
+        ToolChoice::Required if !tools.iter().any(|t| is_offered(&t.name)) => Err(invalid(
+            "tool choice \"required\" needs at least one offered tool".into(),
+        )),
+        ToolChoice::Tool(name) if !is_offered(name) => Err(invalid(format!(
+            "tool choice names {name:?}, which is not an offered tool"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The caller's config with the provider's defaults filling what it leaves unset (headers:
@@ -478,6 +526,60 @@ impl LlmInstance {
     /// The tools.
     pub fn tools(&self) -> &[Tool] {
         &self.inner.tools
+    }
+
+    /// A copy of this instance that sends only the tools named in `offered` to the model and
+    /// asks for `choice` (see [`LlmOptions::offered`], [`LlmOptions::tool_choice`]); its tools,
+    /// pipeline (inherited stages included), hooks and extensions are this instance's. The
+    /// runtime profile's Final Warning turn offers only `complete_task`, and forces it.
+    ///
+    /// # Errors
+    /// `INVALID_REQUEST` when `choice` forces a tool that `offered` leaves out.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use serde_json::json;
+    /// use weft_provider::adapters::scripted;
+    /// use weft_provider::{llm, LlmOptions, Tool, ToolChoice};
+    ///
+    /// let model = scripted::function_model(|req| {
+    ///     assert_eq!(req.tools.len(), 1);
+    ///     assert_eq!(req.tool_choice, ToolChoice::tool("b"));
+    ///     Ok(scripted::ScriptedResponse::text("ok"))
+    /// });
+    /// let tool = |name: &str| Tool::new(name, "", json!({"type": "object"}), |_, _| async { Ok(json!(null)) });
+    /// let instance = llm(LlmOptions::new(model).tool(tool("a")).tool(tool("b")))?;
+    /// let forced = instance.with_offered(vec!["b".into()], ToolChoice::tool("b"))?;
+    /// forced.generate(&[], "go").await?;
+    /// assert!(instance.with_offered(vec!["a".into()], ToolChoice::tool("b")).is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_offered(
+        &self,
+        offered: Vec<String>,
+        choice: ToolChoice,
+    ) -> Result<LlmInstance, UppError> {
+        let provider = self.inner.model.provider();
+        check_tool_choice(&self.inner.tools, Some(&offered), &choice, &|message| {
+            UppError::llm(ErrorCode::InvalidRequest, provider, message)
+        })?;
+        let mut inner = (*self.inner).clone();
+        inner.offered = Some(
+            self.inner
+                .tools
+                .iter()
+                .filter(|t| offered.contains(&t.name))
+                .cloned()
+                .collect(),
+        );
+        inner.tool_choice = choice;
+        Ok(LlmInstance {
+            inner: Arc::new(inner),
+        })
     }
 
     /// Runs one turn: `history` (left untouched; a [`crate::Thread`] derefs to it) followed by
@@ -631,22 +733,10 @@ impl LlmInstance {
     /// [`crate::ToolContext`] (replacing the ones given at `llm()` time). Cheap: the model,
     /// configuration and tools are shared.
     pub fn with_tool_extensions(&self, extensions: Extensions) -> LlmInstance {
-        let inner = &self.inner;
+        let mut inner = (*self.inner).clone();
+        inner.extensions = extensions;
         LlmInstance {
-            inner: Arc::new(Inner {
-                model: inner.model.clone(),
-                config: inner.config.clone(),
-                system: inner.system.clone(),
-                params: inner.params.clone(),
-                tools: inner.tools.clone(),
-                offered: inner.offered.clone(),
-                strategy: inner.strategy.clone(),
-                structure: inner.structure.clone(),
-                mode: inner.mode,
-                extensions,
-                pipeline: inner.pipeline.clone(),
-                tap: inner.tap.clone(),
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -656,22 +746,13 @@ impl LlmInstance {
         if inherited.is_empty() {
             return self.clone();
         }
-        let inner = &self.inner;
+        let mut inner = (*self.inner).clone();
+        inner.pipeline = self
+            .inner
+            .pipeline
+            .with_inherited(&self.inner.strategy, inherited);
         LlmInstance {
-            inner: Arc::new(Inner {
-                model: inner.model.clone(),
-                config: inner.config.clone(),
-                system: inner.system.clone(),
-                params: inner.params.clone(),
-                tools: inner.tools.clone(),
-                offered: inner.offered.clone(),
-                strategy: inner.strategy.clone(),
-                structure: inner.structure.clone(),
-                mode: inner.mode,
-                extensions: inner.extensions.clone(),
-                pipeline: inner.pipeline.with_inherited(&inner.strategy, inherited),
-                tap: inner.tap.clone(),
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -832,6 +913,7 @@ async fn run_loop(
             system: inner.system.clone(),
             params: inner.params.clone(),
             tools: inner.offered.clone().unwrap_or_else(|| inner.tools.clone()),
+            tool_choice: inner.tool_choice.clone(),
             structure: inner.structure.clone(),
             signal: signal.clone(),
             config: inner.config.clone(),

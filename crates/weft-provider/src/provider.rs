@@ -54,6 +54,9 @@ pub struct LlmRequest {
     pub params: Option<serde_json::Map<String, Value>>,
     /// Function tools offered to the model.
     pub tools: Arc<[Tool]>,
+    /// Whether, and which, of `tools` the reply must call (see [`crate::tool_choice`]; an
+    /// explicit vendor param in `params` wins).
+    pub tool_choice: crate::tool_choice::ToolChoice,
     /// JSON Schema for structured output.
     pub structure: Option<Value>,
     /// Cancelled when the caller aborts.

@@ -564,6 +564,7 @@ async fn media_caching_native_tools_and_structure_are_encoded() {
         ),
         tools: vec![tool("t", "d", empty_schema()).with_metadata(cache)],
         structure: Some(json!({"type": "object", "properties": {"a": {"type": "integer"}}})),
+        ..Call::default()
     };
     model
         .complete(call.request(config(&server, "/v1").header("anthropic-beta", "x")))

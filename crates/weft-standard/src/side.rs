@@ -426,12 +426,15 @@ impl ExecutionStrategy for SideTurn {
                     }
                 }
             }
+            // In recovery the step's model call offers only complete_task, and forces it.
+            let mut narrowed: Option<LlmInstance> = None;
             if let Some(profile) = &self.profile {
                 profile.before_step(taken).await.map_err(illegal)?;
+                narrowed = profile.step_llm(offered.as_ref().unwrap_or(&ctx.llm))?;
             }
             let deadline = self.profile.as_ref().and_then(|p| p.grace_deadline());
             let stepping = async {
-                match &offered {
+                match narrowed.as_ref().or(offered.as_ref()) {
                     Some(llm) => steps.step_with(llm).await,
                     None => steps.step().await,
                 }

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use weft_provider::{
     ContentBlock, LinearBackoff, LlmModel, LlmRequest, LlmResponse, LlmStreamPart, Message,
-    NoRetry, ProviderConfig, ProviderRegistry, StreamEventType, Tool, ToolResult,
+    NoRetry, ProviderConfig, ProviderRegistry, StreamEventType, Tool, ToolChoice, ToolResult,
     ToolResultMessage, UppError,
 };
 use weft_testkit::{Interaction, ReplayServer, cassette_path, load_cassette};
@@ -68,6 +68,8 @@ pub struct Call {
     pub tools: Vec<Tool>,
     /// Structured output schema.
     pub structure: Option<Value>,
+    /// The typed tool choice.
+    pub tool_choice: ToolChoice,
 }
 
 impl Call {
@@ -77,6 +79,7 @@ impl Call {
             system: self.system.clone(),
             params: self.params.clone(),
             tools: self.tools.clone().into(),
+            tool_choice: self.tool_choice.clone(),
             structure: self.structure.clone(),
             signal: CancellationToken::new(),
             config: Arc::new(config),

@@ -6,10 +6,12 @@
 //! 2. before every step, [`Orchestrator::before_step`]: OBSERVATION → THINKING, or at
 //!    `turns >= maxTurns - graceTurns` OBSERVATION → RECOVERY with the Final Warning to add
 //!    to the step's input (and a `recovery` event); during recovery the step is bounded by
-//!    [`Orchestrator::grace_deadline`];
+//!    [`Orchestrator::grace_deadline`] and its model call is made with
+//!    [`Orchestrator::step_llm`] (only `complete_task` offered, and forced);
 //! 3. after every step, [`Orchestrator::after_step`]: the response's edges, then what the
 //!    task does next ([`Next`]): go on, end DONE with `complete_task`'s summary, or end in
-//!    ERROR (stopped without `complete_task`, recovery over) with the partial output kept;
+//!    ERROR (stopped without `complete_task`, a grace turn that did not call it, recovery
+//!    over) with the partial output kept;
 //! 4. [`Orchestrator::suspended`] when a call waits for a person (TOOL_WAIT → IDLE), and
 //!    [`Orchestrator::failed`] / [`Orchestrator::timed_out`] when the step failed.
 //!
@@ -24,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use weft_agent::AgentState;
 use weft_agent::execution::StepObserver;
-use weft_provider::{Message, TokenUsage, ToolResult, Turn};
+use weft_provider::{LlmInstance, Message, TokenUsage, ToolChoice, ToolResult, Turn, UppError};
 
 use super::COMPLETE_TASK;
 use super::RuntimeProfile;
@@ -61,6 +63,8 @@ struct Progress {
     partial: String,
     /// The Final Warning, until the next step's model call takes it.
     warning: Option<Message>,
+    /// The steps taken when the Final Warning came (recovery began).
+    warned_after: u64,
     /// What the SOP workflow tells the model before the next step (a phase it was moved to).
     notice: Option<Message>,
 }
@@ -95,6 +99,7 @@ impl Orchestrator {
                 deadline: None,
                 partial: String::new(),
                 warning: None,
+                warned_after: 0,
                 notice: None,
             }),
             sop: None,
@@ -207,8 +212,25 @@ impl Orchestrator {
             .await;
         }
         let warning = Message::user(self.profile.warning(turns));
-        self.with(|p| p.warning = Some(warning.clone()));
+        self.with(|p| {
+            p.warning = Some(warning.clone());
+            p.warned_after = turns;
+        });
         Ok(Some(warning))
+    }
+
+    /// The instance the next step's model call uses instead of `llm` (the agent's), if any:
+    /// during recovery — the Final Warning turn and each grace turn after it —
+    /// [`completion_only`], so the spec's "the Final Warning turn MUST call `complete_task`"
+    /// (§5.2(2)) is asked of the model itself, not only checked afterwards.
+    ///
+    /// # Errors
+    /// `INVALID_REQUEST` when `llm` has no `complete_task` tool (the profile always adds it).
+    pub fn step_llm(&self, llm: &LlmInstance) -> Result<Option<LlmInstance>, UppError> {
+        if self.state() != RunState::Recovery {
+            return Ok(None);
+        }
+        completion_only(llm).map(Some)
     }
 
     /// The step observer of the task: `inner`'s (the run's), with the Final Warning added to
@@ -282,6 +304,23 @@ impl Orchestrator {
                     "the agent stopped without calling complete_task (the runtime profile's completion \
                      contract: complete_task is the only way a task ends)",
                 )))
+            }
+            // §5.2(2): the Final Warning turn (and each grace turn after it) must call
+            // complete_task. Its model call was forced to (`step_llm`); a reply that
+            // calls nothing or something else (a provider that ignores the choice, a text
+            // answer) fails the recovery at once. A complete_task call that was refused
+            // (invalid arguments, not alone) may be corrected in the grace turns left.
+            RunState::Recovery
+                if self.profile.hard_limit
+                    && !calls.iter().any(|call| call.tool_name == COMPLETE_TASK) =>
+            {
+                let grace_turn = turns.saturating_sub(self.with(|p| p.warned_after));
+                self.recovery_failed(format!(
+                    "recovery failed: the agent's reply in grace turn {grace_turn} of {} did not \
+                     call complete_task (the Final Warning turn must call it; the call was forced)",
+                    self.profile.grace_turns
+                ))
+                .await
             }
             RunState::Recovery if turns >= self.profile.max_turns && self.profile.hard_limit => {
                 self.recovery_failed(format!(
@@ -357,6 +396,43 @@ impl Orchestrator {
             format!("{why}; partial output: {partial}")
         }
     }
+}
+
+/// `llm` for a turn that must end the task: only `complete_task` offered, and the model told
+/// to call it ([`ToolChoice::Tool`]; each adapter sends it in its wire format, a project's
+/// own `tool_choice` param winning). The other tools stay callable, so a call of one (a
+/// provider that ignores the choice) is refused by the policy stage with a reason.
+///
+/// # Errors
+/// `INVALID_REQUEST` when `llm` has no `complete_task` tool.
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use serde_json::json;
+/// use weft_provider::adapters::scripted;
+/// use weft_provider::{llm, LlmOptions, Tool, ToolChoice};
+/// use weft_runtime::profile::orchestrator::completion_only;
+///
+/// let model = scripted::function_model(|req| {
+///     let offered: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
+///     assert_eq!(offered, ["complete_task"]);
+///     assert_eq!(req.tool_choice, ToolChoice::tool("complete_task"));
+///     Ok(scripted::ScriptedResponse::text("done"))
+/// });
+/// let tool = |name: &str| Tool::new(name, "", json!({"type": "object"}), |_, _| async { Ok(json!(null)) });
+/// let agent = llm(LlmOptions::new(model).tool(tool("read_file")).tool(tool("complete_task")))?;
+/// completion_only(&agent)?.generate(&[], "go").await?;
+/// # Ok(())
+/// # }
+/// ```
+pub fn completion_only(llm: &LlmInstance) -> Result<LlmInstance, UppError> {
+    llm.with_offered(
+        vec![COMPLETE_TASK.to_owned()],
+        ToolChoice::tool(COMPLETE_TASK),
+    )
 }
 
 struct ProfileObserver {

@@ -943,6 +943,7 @@ mod tests {
             system: None,
             params: None,
             tools: Arc::new([]),
+            tool_choice: Default::default(),
             structure: None,
             signal: Default::default(),
             config: Default::default(),

@@ -11,6 +11,7 @@ use crate::error::{ErrorCode, UppError};
 use crate::message::{AssistantMessage, Message, MessageOptions, Metadata};
 use crate::provider::{LlmRequest, LlmResponse};
 use crate::tool::ToolCall;
+use crate::tool_choice::ToolChoice;
 use crate::turn::{CycleUsage, TokenUsage};
 
 use super::{DEFAULT_MAX_TOKENS, NAME, finish_reason};
@@ -59,6 +60,9 @@ pub(crate) fn request_body(
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        if let Some(choice) = tool_choice(&request.tool_choice, request.params.as_ref()) {
+            body.insert("tool_choice".into(), choice);
+        }
     }
     if let Some(schema) = &request.structure {
         body.insert(
@@ -74,6 +78,33 @@ pub(crate) fn request_body(
         &["output_config"],
     );
     Ok(Value::Object(body))
+}
+
+/// The typed tool choice as the Messages API's `tool_choice` (`None` for `Auto`: the API's
+/// default). A `tool_choice` in `params` replaces it (params are merged last).
+///
+/// With extended thinking on (`params.thinking.type` other than `disabled`) the API refuses a
+/// forced choice (`any`, `tool`): none is sent then, so the request is the API's `auto`, and
+/// the caller checks the reply (see [`crate::tool_choice`]).
+fn tool_choice(choice: &ToolChoice, params: Option<&Map<String, Value>>) -> Option<Value> {
+    let thinking = params
+        .and_then(|p| p.get("thinking"))
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|kind| kind != "disabled");
+    if thinking && choice.forces_a_call() {
+        tracing::debug!(
+            ?choice,
+            "extended thinking is on: Anthropic refuses a forced tool choice, sending none (auto)"
+        );
+        return None;
+    }
+    match choice {
+        ToolChoice::Auto => None,
+        ToolChoice::Required => Some(json!({"type": "any"})),
+        ToolChoice::None => Some(json!({"type": "none"})),
+        ToolChoice::Tool(name) => Some(json!({"type": "tool", "name": name})),
+    }
 }
 
 fn invalid(message: impl Into<String>) -> UppError {

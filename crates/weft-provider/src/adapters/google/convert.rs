@@ -15,6 +15,7 @@ use crate::error::{ErrorCode, Modality, UppError};
 use crate::message::{AssistantMessage, Message, MessageOptions, Metadata};
 use crate::provider::{LlmRequest, LlmResponse};
 use crate::tool::ToolCall;
+use crate::tool_choice::ToolChoice;
 use crate::turn::{CycleUsage, TokenUsage};
 
 use super::{NAME, finish_reason};
@@ -67,6 +68,18 @@ pub(crate) fn request_body(request: &LlmRequest) -> Result<Value, UppError> {
             "tools".into(),
             json!([{ "functionDeclarations": declarations }]),
         );
+        let snake_case_set = request
+            .params
+            .as_ref()
+            .is_some_and(|p| p.contains_key("tool_config"));
+        if let Some(config) = function_calling_config(&request.tool_choice)
+            && !snake_case_set
+        {
+            body.insert(
+                "toolConfig".into(),
+                json!({ "functionCallingConfig": config }),
+            );
+        }
     }
     if let Some(schema) = &request.structure {
         body.insert(
@@ -78,9 +91,21 @@ pub(crate) fn request_body(request: &LlmRequest) -> Result<Value, UppError> {
         &mut body,
         request.params.as_ref(),
         &["tools"],
-        &["generationConfig"],
+        &["generationConfig", "toolConfig"],
     );
     Ok(Value::Object(body))
+}
+
+/// The typed tool choice as `toolConfig.functionCallingConfig` (`None` for `Auto`: the API's
+/// default). A `params.toolConfig.functionCallingConfig` replaces it (`toolConfig` is merged
+/// key by key); a `params.tool_config` means it is not sent at all.
+fn function_calling_config(choice: &ToolChoice) -> Option<Value> {
+    match choice {
+        ToolChoice::Auto => None,
+        ToolChoice::Required => Some(json!({"mode": "ANY"})),
+        ToolChoice::None => Some(json!({"mode": "NONE"})),
+        ToolChoice::Tool(name) => Some(json!({"mode": "ANY", "allowedFunctionNames": [name]})),
+    }
 }
 
 fn merge_target<'a>(last: &'a mut Value, role: &str) -> Option<&'a mut Value> {

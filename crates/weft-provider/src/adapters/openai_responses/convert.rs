@@ -11,6 +11,7 @@ use crate::error::{ErrorCode, UppError};
 use crate::message::{AssistantMessage, Message, MessageOptions, Metadata};
 use crate::provider::{LlmRequest, LlmResponse};
 use crate::tool::ToolCall;
+use crate::tool_choice::ToolChoice;
 use crate::turn::{CycleUsage, TokenUsage};
 
 use super::{NAME, finish_reason};
@@ -47,6 +48,9 @@ pub(crate) fn request_body(
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        if let Some(choice) = tool_choice(&request.tool_choice) {
+            body.insert("tool_choice".into(), choice);
+        }
     }
     if let Some(schema) = &request.structure {
         body.insert(
@@ -62,6 +66,17 @@ pub(crate) fn request_body(
         &["text"],
     );
     Ok(Value::Object(body))
+}
+
+/// The typed tool choice as the Responses API's `tool_choice` (`None` for `Auto`: the API's
+/// default). A `tool_choice` in `params` replaces it (params are merged last).
+fn tool_choice(choice: &ToolChoice) -> Option<Value> {
+    match choice {
+        ToolChoice::Auto => None,
+        ToolChoice::Required => Some(json!("required")),
+        ToolChoice::None => Some(json!("none")),
+        ToolChoice::Tool(name) => Some(json!({"type": "function", "name": name})),
+    }
 }
 
 fn invalid(message: impl Into<String>) -> UppError {

@@ -19,6 +19,10 @@
 //!
 //! Responses are consumed in order, one per model call; running out is a clear error. An
 //! unknown key (a typo such as `txt`) is an error naming the file, line and column.
+//!
+//! The request's [`ToolChoice`](crate::ToolChoice) is ignored: a scripted answer is fixed, so
+//! a script can play a provider that does not honour a forced choice. A [`function_model`]
+//! reads it in `request.tool_choice` when a test wants to answer by it.
 
 use std::fmt;
 use std::path::Path;
