@@ -3,8 +3,9 @@
 //! session (`weft_runtime::child`): its own thread linked to the parent's, its own
 //! checkpoints, its model calls recorded under its thread and counted in the run's usage,
 //! its events in the run's log under the agent path `parent/child`, its span under the
-//! call's span. The call is blocking and the child non-resumable (§7.3): the parent waits,
-//! and the child ends with its result.
+//! call's span, its own folder as its workspace ([`crate::filesystem`]). It stops when its
+//! thread is terminated, by this process or another one. The call is blocking and the child
+//! non-resumable (§7.3): the parent waits, and the child ends with its result.
 //!
 //! The call's result is the spec's canonical child → parent payload (§7.9, §7.10): the
 //! `sessionStop` message of the child as
