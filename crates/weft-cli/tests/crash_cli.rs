@@ -156,7 +156,21 @@ fn one_crash_cycle(seed: u64, caller: Caller) {
             panic!("resume failed: {}", String::from_utf8_lossy(&out.stderr));
         }
     }
-    let output = std::fs::read_to_string(root.join("out.txt")).expect("out.txt");
+    // A subagent's commands run in its own folder (agents §7.1).
+    let work = match caller {
+        Caller::Agent => root.clone(),
+        Caller::Subagent | Caller::Background => {
+            let threads: Vec<_> = std::fs::read_dir(root.join(".weft/threads"))
+                .expect("the children's folders")
+                .flatten()
+                .map(|e| e.path())
+                .collect();
+            assert_eq!(threads.len(), 1, "one child folder: {threads:?}");
+            threads[0].clone()
+        }
+    };
+    assert!(caller == Caller::Agent || !root.join("out.txt").exists());
+    let output = std::fs::read_to_string(work.join("out.txt")).expect("out.txt");
     let mut lines: HashMap<&str, usize> = HashMap::new();
     for line in output.lines() {
         *lines.entry(line).or_default() += 1;
@@ -177,7 +191,7 @@ fn one_crash_cycle(seed: u64, caller: Caller) {
             })
             .map(|c| format!("{} {} {}", c["position"], c["status"], c["result"]))
             .collect();
-        let exec = std::fs::read_to_string(root.join("exec.log")).unwrap_or_default();
+        let exec = std::fs::read_to_string(work.join("exec.log")).unwrap_or_default();
         panic!(
             "seed {seed}: {} of {CALLS} lines after {kills} kills\n{output}\nodd calls:\n{}\nexec.log:\n{exec}",
             lines.len(),
@@ -186,7 +200,7 @@ fn one_crash_cycle(seed: u64, caller: Caller) {
     }
     assert!(lines.values().all(|&n| n == 1), "{output}");
     // A call whose result was recorded never runs again: repeats come only from kills.
-    let log = std::fs::read_to_string(root.join("exec.log")).expect("exec.log");
+    let log = std::fs::read_to_string(work.join("exec.log")).expect("exec.log");
     let executions = log.lines().count();
     assert!(
         executions >= CALLS && executions - CALLS <= kills,

@@ -87,10 +87,8 @@ fn the_live_view_shows_a_subagent_nested_under_the_parents_call() {
     project(&p);
     let out = weft(&p, &["run", "go"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert_eq!(
-        std::fs::read_to_string(p.join("note.txt")).unwrap(),
-        "one\n"
-    );
+    // The child wrote in its own folder (agents §7.1), not in the project's.
+    assert!(!p.join("note.txt").exists());
     let stdout = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
     let at = |prefix: &str| {
@@ -113,6 +111,15 @@ fn the_live_view_shows_a_subagent_nested_under_the_parents_call() {
     assert!(
         lines[result].contains(") has returned the following result:\\n\\n"),
         "{stdout}"
+    );
+    let reference = lines[result]
+        .split_once("(reference: ")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(reference, _)| reference)
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(p.join(".weft/threads").join(reference).join("note.txt")).unwrap(),
+        "one\n"
     );
     assert!(stdout.contains("the note is written"), "{stdout}");
     // `weft runs show` draws the child under the run's agent, with its status and tokens.
@@ -389,4 +396,117 @@ fn the_subagents_template_runs_end_to_end_with_no_key() {
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("was terminated"), "{}", text(&out));
+}
+
+/// Starts `weft run --json go` in `p`, and reads its events until `until` holds for one;
+/// gives the process and that event.
+fn run_until(p: &Path, until: impl Fn(&Value) -> bool) -> (std::process::Child, Value) {
+    use std::io::BufRead as _;
+    let mut run = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["run", "--json", "go"])
+        .current_dir(p)
+        .env_remove("WEFT_DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = run.stdout.take().unwrap();
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let found = lines
+        .by_ref()
+        .map(|l| serde_json::from_str::<Value>(&l.unwrap()).unwrap())
+        .find(|e| until(e))
+        .expect("the event");
+    // The rest of the output is read off as it comes, so the run never blocks on it.
+    std::thread::spawn(move || lines.for_each(drop));
+    (run, found)
+}
+
+#[test]
+fn a_background_child_terminated_by_another_process_stops_inside_its_parents_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    project(&p);
+    // `a` starts `pair` in the background; pair's worker takes a minute to answer, so only
+    // its termination ends the run soon.
+    std::fs::write(
+        p.join("prompts/p.toml"),
+        "name = \"p\"\ntools = [{ name = \"pair\", initUserMessageProperty = \"task\", blocking = false }]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("script.json"),
+        json!({"responses": [
+            {"toolCalls": [{"id": "s1", "name": "pair", "arguments": {"task": "write the note"}}]},
+            {"text": "waiting"}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("worker.json"),
+        json!({"responses": [{"text": "late", "delayMs": 60_000}]}).to_string(),
+    )
+    .unwrap();
+    let (run, started) = run_until(&p, |e| {
+        e["type"] == "tool_call_end" && e["payload"]["tool"] == "pair"
+    });
+    let result = started["payload"]["result"].as_str().unwrap();
+    let child = result
+        .split_once("(reference: ")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(reference, _)| reference.to_owned())
+        .unwrap();
+    // Another process terminates the child.
+    let out = weft(&p, &["thread", "terminate", &child]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The parent's run ends: completed, its child stopped in flight, nothing reported.
+    let ended = run.wait_with_output().unwrap();
+    assert_eq!(
+        ended.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ended.stderr)
+    );
+    let state = weft(&p, &["thread", "state", &child]);
+    let state: Value = serde_json::from_slice(&state.stdout).unwrap();
+    assert!(state["terminated"].as_i64().is_some(), "{state:#}");
+    let run_id = started["runId"].as_str().unwrap();
+    let show = weft(&p, &["runs", "show", run_id]);
+    let shown = String::from_utf8_lossy(&show.stdout).into_owned();
+    assert!(shown.contains("· terminated"), "{shown}");
+    assert!(
+        !shown.contains("has returned the following result"),
+        "{shown}"
+    );
+    assert!(!shown.contains("has reported a failure"), "{shown}");
+}
+
+#[test]
+fn a_run_of_a_thread_terminated_by_another_process_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    project(&p);
+    // The agent's model takes a minute to answer: only the termination ends the run soon.
+    std::fs::write(
+        p.join("script.json"),
+        json!({"responses": [{"text": "late", "delayMs": 60_000}]}).to_string(),
+    )
+    .unwrap();
+    let (run, first) = run_until(&p, |_| true);
+    let thread = first["payload"]["threadId"].as_str().unwrap().to_owned();
+    let out = weft(&p, &["thread", "terminate", &thread]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The run, driven by the first process, stops: interrupted (exit code 130).
+    let ended = run.wait_with_output().unwrap();
+    assert_eq!(
+        ended.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&ended.stderr)
+    );
+    // And its thread takes no new run.
+    let out = weft(&p, &["run", "--continue", &thread, "more"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }

@@ -209,3 +209,136 @@ fn required_variables_block_the_run_until_the_thread_has_them() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("REGION"), "{}", text(&out));
 }
+
+/// `a` creates the resumable `writer` instance `alice` with the attachment `notes/plan.txt`;
+/// `writer` requires the scoped variable `DOC_DB`, so the creation is deferred. `a` then
+/// tries the name again. Alice's worker reads her copy of the plan and ends with `done`.
+fn deferring_project(p: &Path) {
+    let lead = json!({"responses": [
+        {"toolCalls": [{"id": "l1", "name": "subagent_create",
+            "arguments": {"name": "alice", "message": "draft", "files": ["notes/plan.txt"]}}]},
+        {"toolCalls": [{"id": "l2", "name": "subagent_create",
+            "arguments": {"name": "alice", "message": "again"}}]},
+        {"text": "waiting for variables"}
+    ]});
+    common::scripted_project(p, "defaultAgent = \"a\"\n", &[], &lead);
+    let files = [
+        (
+            "prompts/p.toml",
+            "name = \"p\"\ntools = [{ name = \"writer\", resumable = { receives_messages = \"side_a\" }, initAttachmentsProperty = \"files\" }]\n",
+        ),
+        (
+            "agents/writer.toml",
+            "name = \"writer\"\ntype = \"dual_ai\"\nexposeAsTool = true\ntoolDescription = \"Writes.\"\nmaxSessionTurns = 2\n\
+             [sideA]\nprompt = \"wa\"\nsessionStop = { name = \"done\", messageProperty = \"summary\" }\n\
+             [sideB]\nprompt = \"wb\"\n\
+             [[variables]]\nname = \"DOC_DB\"\nrequired = true\nscoped = true\n",
+        ),
+        (
+            "prompts/wa.toml",
+            "name = \"wa\"\nmodel = \"scripted-turns:writer.json\"\ntools = [\"read_file\", \"done\"]\n",
+        ),
+        ("prompts/wb.toml", "name = \"wb\"\n"),
+        (
+            "tools/done.toml",
+            "name = \"done\"\nparameters = { type = \"object\", properties = { summary = { type = \"string\" } } }\n",
+        ),
+        ("notes/plan.txt", "the plan"),
+    ];
+    for (path, body) in files {
+        let path = p.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+    }
+    std::fs::write(
+        p.join("writer.json"),
+        json!({"responses": [
+            {"toolCalls": [{"id": "w1", "name": "read_file", "arguments": {"path": "attachments/plan.txt"}}]},
+            {"toolCalls": [{"id": "w2", "name": "done", "arguments": {"summary": "read the plan"}}]}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn weft_variables_boots_a_deferred_creation_with_its_attachments_and_holds_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p");
+    deferring_project(&p);
+    let out = weft(&p, &["run", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let parent = events[0]["payload"]["threadId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let created: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_end" && e["payload"]["tool"] == "subagent_create")
+        .collect();
+    assert_eq!(created.len(), 2);
+    let deferred = created[0]["payload"]["result"].to_string();
+    let request = deferred
+        .split_once("vr-")
+        .map(|(_, rest)| format!("vr-{}", &rest[..16]))
+        .unwrap();
+    // The deferred creation holds its name: the second is refused.
+    let again = created[1]["payload"]["result"].to_string();
+    assert!(
+        again.contains(&format!(
+            "is already waiting for its variables (request {request})"
+        )),
+        "{again}"
+    );
+    // Still missing: exit 3, nothing booted.
+    let out = weft(&p, &["variables", "boot", &request, "--thread", &parent]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("DOC_DB"), "{}", text(&out));
+    let out = weft(
+        &p,
+        &[
+            "variables",
+            "set",
+            "DOC_DB=pg://alice",
+            "--thread",
+            &request,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Booted: the child runs in its own folder, with its copy of the attachment.
+    let out = weft(
+        &p,
+        &["variables", "boot", &request, "--thread", &parent, "--json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let booted: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(booted["threadId"], request.as_str());
+    let copy = p
+        .join(".weft/threads")
+        .join(&request)
+        .join("attachments/plan.txt");
+    assert_eq!(std::fs::read_to_string(copy).unwrap(), "the plan");
+    let run = booted["runId"].as_str().unwrap();
+    let logged = weft(&p, &["events", run, "--json"]);
+    let read: Vec<Value> = String::from_utf8_lossy(&logged.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["type"] == "tool_call_end" && e["payload"]["tool"] == "read_file")
+        .collect();
+    assert_eq!(read[0]["payload"]["result"], "the plan", "{read:?}");
+    // The instance is in its parent's registry under its name, done.
+    let state = weft(&p, &["thread", "state", &parent]);
+    let state: Value = serde_json::from_slice(&state.stdout).unwrap();
+    let children = state["children"].as_array().unwrap();
+    assert_eq!(children.len(), 1, "{state:#}");
+    assert_eq!(children[0]["name"], "alice");
+    assert_eq!(children[0]["reference"], request.as_str());
+    assert_eq!(children[0]["status"], "completed");
+    // Once only.
+    let out = weft(&p, &["variables", "boot", &request, "--thread", &parent]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+}

@@ -1297,7 +1297,8 @@ impl Drive {
         run_span.stamp(&mut record);
         store.put_run(&record).await?;
 
-        // One signal stops the program: an abort, a lost lease, a divergence.
+        // One signal stops the program: an abort, a lost lease, a divergence, the thread's
+        // termination (by this process or another one).
         let signal = CancellationToken::new();
         let watch = {
             let (signal, abort, lost, ledger) = (
@@ -1306,6 +1307,7 @@ impl Drive {
                 fence.lost().clone(),
                 ledger.clone(),
             );
+            let (watched, thread) = (runtime.store.clone(), record.thread_id.clone());
             let max_time = spec.budget.max_time;
             tokio::spawn(async move {
                 let out_of_time = async {
@@ -1318,6 +1320,7 @@ impl Drive {
                     () = abort.cancelled() => {}
                     () = lost.cancelled() => {}
                     () = ledger.stop_token().cancelled() => {}
+                    () = crate::thread_state::until_terminated(&watched, &thread) => {}
                     () = out_of_time => ledger.fail(format!(
                         "the run reached its time budget of {} (maxTime)",
                         crate::budget::format_duration(max_time.unwrap_or_default())

@@ -4,7 +4,9 @@
 //! shutdown: the thread's runs this process drives are stopped, its queue is emptied, the
 //! `terminated` timestamp is set (thread metadata [`TERMINATED_KEY`]), its entry in its
 //! parent's registry says `terminated`, and from then on the thread takes no new run and no
-//! queued message ([`RunError::Terminated`]).
+//! queued message ([`RunError::Terminated`]). The timestamp is durable: a run of the thread
+//! that another process drives, and a subagent's child run inside its parent's run, watch
+//! for it ([`until_terminated`]) and stop.
 //!
 //! Thread ids are random (v4) UUIDs, as the spec asks (`crypto.randomUUID()`).
 
@@ -18,6 +20,36 @@ use crate::run::Runtime;
 
 /// The thread metadata key of the termination timestamp (microseconds since the epoch).
 pub const TERMINATED_KEY: &str = "terminated";
+
+/// How often a running thread reads whether it was terminated ([`until_terminated`]).
+pub const TERMINATION_POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Resolves when `thread` is terminated: its durable `terminated` timestamp, set by
+/// [`Runtime::terminate`] in this process or in another one. The thread's record is read
+/// every [`TERMINATION_POLL`] (a failed read is tried again at the next one). A run watches
+/// its thread with it (a run of another process stops within a poll of the termination),
+/// and so does a subagent's child run, which runs inside its parent's run.
+///
+/// # Examples
+///
+/// ```no_run
+/// # async fn demo(store: weft_store::Store, token: tokio_util::sync::CancellationToken) {
+/// tokio::select! {
+///     () = weft_runtime::thread_state::until_terminated(&store, "thread-1") => token.cancel(),
+///     () = token.cancelled() => {}
+/// }
+/// # }
+/// ```
+pub async fn until_terminated(store: &weft_store::Store, thread: &str) {
+    loop {
+        if let Ok(Some(record)) = store.thread(thread).await
+            && record.metadata.contains_key(TERMINATED_KEY)
+        {
+            return;
+        }
+        tokio::time::sleep(TERMINATION_POLL).await;
+    }
+}
 
 /// The thread metadata key of the thread's user (`userId`), when a driver records one.
 pub const USER_KEY: &str = "userId";

@@ -1,14 +1,16 @@
 //! Attachment copying between a parent and its subagent (agents §7.10, §7.12).
 //!
-//! Attachments are files named by paths relative to the workspace. Crossing a thread
-//! boundary copies them, and the receiving thread gets the paths of the copies:
+//! Attachments are files named by paths relative to a thread's workspace. A subagent has a
+//! filesystem of its own ([`crate::filesystem`]); crossing the boundary copies the files, and
+//! the receiving thread gets the paths of the copies in its own filesystem:
 //!
-//! - parent → child (the call's `initAttachmentsProperty` argument): into
-//!   `attachments/<child reference>/` of the workspace, before the child's first message is
-//!   given; the message lists the copies after a blank line.
+//! - parent → child (the call's `initAttachmentsProperty` argument, `subagent_message`'s
+//!   `attachments`): into `attachments/` of the child's folder, before the child's message
+//!   is given; the message lists the copies after a blank line.
 //! - child → parent (the `attachmentsProperty` of the child's `sessionStop` / `sessionFail`
-//!   binding): into `attachments/from-<child reference>/`; the spec's result or failure
-//!   text, byte for byte, is followed by the list after a blank line.
+//!   binding, paths in the child's folder): into `attachments/from-<child reference>/` of the
+//!   parent's workspace; the spec's result or failure text, byte for byte, is followed by the
+//!   list after a blank line.
 //!
 //! A path is resolved like the built-in file tools resolve one ([`weft_tools::Workspace`]):
 //! no absolute path, no `..` above the root, no link leading outside, nothing hidden; it
@@ -20,8 +22,13 @@ use serde_json::Value;
 use weft_provider::ToolError;
 use weft_tools::Workspace;
 
-/// The folder (relative to the workspace) the attachments given to the child `reference`
-/// are copied into.
+/// The folder (relative to the child's workspace) the attachments given to a child are
+/// copied into.
+pub const GIVEN_FOLDER: &str = "attachments";
+
+/// The folder (relative to the shared workspace) the attachments given to the child
+/// `reference` are copied into, for a child working in its parent's workspace (a delegated
+/// role).
 ///
 /// # Examples
 ///
@@ -97,58 +104,71 @@ pub(crate) fn paths_of(args: &Value, property: Option<&str>) -> Result<Vec<Strin
     }
 }
 
-/// Copies the files `paths` (relative to `root`) into `folder` (relative to `root`), and
-/// gives the copies' paths relative to `root`. Every path is checked before anything is
-/// copied: a refused one is an error and nothing is copied.
+/// A thread's filesystem: its workspace root and what its tools may not touch.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Files<'a> {
+    /// The workspace root.
+    pub(crate) root: &'a std::path::Path,
+    /// Its confinement.
+    pub(crate) confinement: &'a weft_tools::Confinement,
+}
+
+/// Copies the files `paths` (relative to `from`'s root) into `folder` (relative to `to`'s
+/// root), and gives the copies' paths relative to `to`'s root. Every path is checked before
+/// anything is copied: a refused one is an error and nothing is copied.
 pub(crate) async fn copy(
-    root: &std::path::Path,
-    confinement: &weft_tools::Confinement,
+    from: Files<'_>,
+    to: Files<'_>,
     paths: &[String],
     folder: &str,
 ) -> Result<Vec<String>, String> {
-    blocking(root, confinement, paths, Some(folder)).await
+    blocking(from, Some((to, folder)), paths).await
 }
 
-/// Checks the files `paths` (relative to `root`) as [`copy`] does, copying nothing.
-pub(crate) async fn check(
-    root: &std::path::Path,
-    confinement: &weft_tools::Confinement,
-    paths: &[String],
-) -> Result<(), String> {
-    blocking(root, confinement, paths, None).await.map(|_| ())
+/// Checks the files `paths` (relative to `from`'s root) as [`copy`] does, copying nothing.
+pub(crate) async fn check(from: Files<'_>, paths: &[String]) -> Result<(), String> {
+    blocking(from, None, paths).await.map(|_| ())
+}
+
+/// An owned [`Files`], for the blocking pool.
+type OwnedFiles = (PathBuf, weft_tools::Confinement);
+
+fn owned(files: Files<'_>) -> OwnedFiles {
+    (files.root.to_owned(), files.confinement.clone())
 }
 
 async fn blocking(
-    root: &std::path::Path,
-    confinement: &weft_tools::Confinement,
+    from: Files<'_>,
+    to: Option<(Files<'_>, &str)>,
     paths: &[String],
-    folder: Option<&str>,
 ) -> Result<Vec<String>, String> {
     if paths.is_empty() {
         return Ok(Vec::new());
     }
-    let (root, confinement) = (root.to_owned(), confinement.clone());
-    let (paths, folder) = (paths.to_vec(), folder.map(str::to_owned));
-    tokio::task::spawn_blocking(move || {
-        copy_blocking(&root, confinement, &paths, folder.as_deref())
-    })
-    .await
-    .map_err(|e| format!("the attachments could not be copied: {e}"))?
+    let from = owned(from);
+    let to = to.map(|(files, folder)| (owned(files), folder.to_owned()));
+    let paths = paths.to_vec();
+    tokio::task::spawn_blocking(move || copy_blocking(from, to, &paths))
+        .await
+        .map_err(|e| format!("the attachments could not be copied: {e}"))?
+}
+
+fn workspace((root, confinement): OwnedFiles) -> Result<Workspace, String> {
+    Ok(Workspace::new(root)
+        .map_err(|e| e.to_string())?
+        .with_confinement(confinement))
 }
 
 fn copy_blocking(
-    root: &std::path::Path,
-    confinement: weft_tools::Confinement,
+    from: OwnedFiles,
+    to: Option<(OwnedFiles, String)>,
     paths: &[String],
-    folder: Option<&str>,
 ) -> Result<Vec<String>, String> {
-    let workspace = Workspace::new(root)
-        .map_err(|e| e.to_string())?
-        .with_confinement(confinement);
+    let source_workspace = workspace(from)?;
     // Check every source first, and choose the copies' names.
     let mut plan: Vec<(PathBuf, String)> = Vec::new();
     for path in paths {
-        let source = workspace
+        let source = source_workspace
             .resolve(path)
             .map_err(|e| format!("the attachment {path:?} cannot be copied: {e}"))?;
         let meta = std::fs::metadata(&source)
@@ -170,13 +190,14 @@ fn copy_blocking(
         }
         plan.push((source, name));
     }
-    let Some(folder) = folder else {
+    let Some((to, folder)) = to else {
         return Ok(Vec::new());
     };
+    let destination_workspace = workspace(to)?;
     let mut copies = Vec::new();
     for (source, name) in plan {
         let relative = format!("{folder}/{name}");
-        let destination = workspace
+        let destination = destination_workspace
             .resolve_for_write(&relative)
             .map_err(|e| format!("the attachment cannot be copied to {relative:?}: {e}"))?;
         if let Some(dir) = destination.parent() {
@@ -205,15 +226,19 @@ mod tests {
         std::fs::write(root.join("a/x.txt"), "one").unwrap();
         std::fs::write(root.join("x.txt"), "two").unwrap();
         let c = weft_tools::Confinement::default();
+        let files = Files {
+            root,
+            confinement: &c,
+        };
         let paths = vec!["a/x.txt".to_owned(), "x.txt".to_owned()];
-        let copies = copy(root, &c, &paths, "attachments/r").await.unwrap();
+        let copies = copy(files, files, &paths, "attachments/r").await.unwrap();
         assert_eq!(copies, ["attachments/r/x.txt", "attachments/r/2-x.txt"]);
         assert_eq!(
             std::fs::read_to_string(root.join("attachments/r/2-x.txt")).unwrap(),
             "two"
         );
         for bad in ["../x", "/etc/passwd", "missing.txt", "a"] {
-            let refused = copy(root, &c, &["x.txt".into(), bad.into()], "attachments/s").await;
+            let refused = copy(files, files, &["x.txt".into(), bad.into()], "attachments/s").await;
             assert!(refused.is_err(), "{bad}");
             assert!(!root.join("attachments/s").exists());
         }

@@ -189,6 +189,9 @@ async fn delegate(caller: &Caller, args: &Value, ctx: ToolContext) -> Result<Val
     let (agent, prompt) = child_definitions(caller, &input)?;
     let parent = Parent {
         project: Arc::new(caller.parent.project.with_definitions(agent, prompt)),
+        // A delegated role works on its caller's files (a coder edits the caller's
+        // workspace); its isolation is its context and its constrained registry.
+        child_files: crate::filesystem::ChildFiles::Shared,
         ..caller.parent.clone()
     };
     let bus = run.bus().clone();
@@ -241,7 +244,9 @@ async fn delegate(caller: &Caller, args: &Value, ctx: ToolContext) -> Result<Val
                 "the delegated {role} (reference: {reference}) could not run: {details}"
             )));
         }
-        ChildOutcome::Pending(why) => return Err(ToolError::new(why.clone())),
+        ChildOutcome::Pending(why) | ChildOutcome::Terminated(why) => {
+            return Err(ToolError::new(why.clone()));
+        }
     };
     if outcome.status != SessionStatus::Completed {
         return Err(ToolError::new(format!(

@@ -34,6 +34,8 @@
 //! | `side` | one side's turn and the §5 stop evaluation |
 //! | `session` | `ai_human` / `dual_ai` sessions, handoff, events |
 //! | `subagent` | `dual_ai` agents called as tools: child runs, the canonical result text |
+//! | `filesystem` | a child thread's own folder (its workspace) and confinement |
+//! | `attachments` | files copied between a parent's and a child's filesystems |
 //! | `delegation` | `delegate_to_agent` (runtime spec §5.4): a role's child on the same child runs |
 //! | `runtime_profile` | the Agent Runtime Spec's profile for an agent: its settings, tools and stages |
 //! | `launch` | `Launch`: the recorded spec of a session run (`weft run`, `weft serve`) |
@@ -45,6 +47,7 @@ mod background;
 pub mod definition;
 mod delegation;
 mod error;
+pub mod filesystem;
 mod gates;
 pub mod knowledge;
 mod launch;

@@ -132,15 +132,20 @@ pub(crate) async fn check_scoped_variables(
             .parent_communication
             .unwrap_or(crate::definition::ParentCommunication::Implicit)
             .as_str(),
+        // Its attachments are copied into its folder when it boots.
+        "attachmentsProperty": target.config.init_attachments_property,
     });
     let error = crate::variables::defer_subagent(
         store,
         parent_thread,
         &target.agent.name,
-        arguments,
-        Some(target.property()),
+        crate::variables::DeferredCall {
+            arguments,
+            message_property: Some(target.property()),
+            creation: Some(&creation),
+            folder: None,
+        },
         &missing,
-        Some(&creation),
     )
     .await
     .map_err(|e| {
@@ -325,13 +330,7 @@ async fn create(
     // The attachments are checked before an instance exists: a refused path creates none.
     let files =
         crate::attachments::paths_of(args, target.config.init_attachments_property.as_deref())?;
-    crate::attachments::check(
-        &parent.options.workspace,
-        &parent.options.confinement,
-        &files,
-    )
-    .await
-    .map_err(ToolError::new)?;
+    parent.check_attachments(&files).await?;
     let durable = durable(parent)?;
     let store = &durable.store;
     let parent_thread = durable.run.thread_id().to_owned();
@@ -350,6 +349,21 @@ async fn create(
                 return Err(ToolError::new(format!(
                     "an instance named {name:?} already exists (reference: {}): send it your message with subagent_message",
                     same.reference
+                )));
+            }
+            // A creation deferred for its variables holds its name until it boots.
+            use weft_store::VariableRequests as _;
+            let waiting = store
+                .pending_variable_requests(&parent_thread)
+                .await
+                .map_err(storage)?;
+            if let Some(same) = waiting
+                .iter()
+                .find(|r| r.payload["create"]["name"].as_str() == Some(name))
+            {
+                return Err(ToolError::new(format!(
+                    "an instance named {name:?} is already waiting for its variables (request {}): it starts when a person gives them; choose another name",
+                    same.id
                 )));
             }
             let live: Vec<SubagentRegistryEntry> = children

@@ -172,6 +172,7 @@ impl Sessions for StandardSessions {
                 options: options.clone(),
                 agent: weft_runtime::event::AgentPath::root(&agent.name),
                 transfer: crate::variables::Env::default(),
+                child_files: crate::filesystem::ChildFiles::Own,
             };
             had_background = crate::background::restart(&parent).await?;
         }

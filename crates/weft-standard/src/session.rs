@@ -224,6 +224,7 @@ impl Driver<'_> {
             options: self.options.clone(),
             agent: self.agent.clone(),
             transfer: crate::variables::Env::default(),
+            child_files: crate::filesystem::ChildFiles::Own,
         }
     }
 
@@ -505,6 +506,7 @@ impl Driver<'_> {
             options,
             agent: self.agent.clone(),
             transfer: crate::variables::Env::default(),
+            child_files: crate::filesystem::ChildFiles::Own,
         };
         let mut tools = prompt_tools(self.project, agent_def, prompt, &self.workspace, &parent)
             .map_err(|e| fail(e.to_string()))?;
@@ -1129,6 +1131,8 @@ pub async fn run_session(
         confinement.sandbox.mode = weft_tools::Mode::Strict;
         confinement.sandbox.network = false;
     }
+    // The folders of the session's children are theirs alone (agents §7.1).
+    crate::filesystem::for_session(&mut confinement, &options.workspace);
     let workspace = Workspace::new(&options.workspace)
         .map_err(|e| SessionError::Workspace(e.to_string()))?
         .with_confinement(confinement);

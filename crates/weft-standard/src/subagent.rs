@@ -3,8 +3,9 @@
 //! session (`weft_runtime::child`): its own thread linked to the parent's, its own
 //! checkpoints, its model calls recorded under its thread and counted in the run's usage,
 //! its events in the run's log under the agent path `parent/child`, its span under the
-//! call's span. The call is blocking and the child non-resumable (§7.3): the parent waits,
-//! and the child ends with its result.
+//! call's span, its own folder as its workspace ([`crate::filesystem`]). It stops when its
+//! thread is terminated, by this process or another one. The call is blocking and the child
+//! non-resumable (§7.3): the parent waits, and the child ends with its result.
 //!
 //! The call's result is the spec's canonical child → parent payload (§7.9, §7.10): the
 //! `sessionStop` message of the child as
@@ -32,7 +33,9 @@ use weft_provider::{Tool, ToolContext, ToolError};
 use weft_runtime::child::ChildRun;
 use weft_runtime::event::AgentPath;
 
+use crate::attachments::Files;
 use crate::definition::{AgentDefinition, SubagentToolConfig};
+use crate::filesystem::ChildFiles;
 use crate::project::Project;
 use crate::session::{Durable, SessionOptions, SessionStatus, run_session};
 
@@ -81,6 +84,55 @@ pub(crate) struct Parent {
     /// Values handed to the child's env whatever it scopes (an immediate tool's
     /// `scopedEnv`): runtime-only, never in a model's context.
     pub(crate) transfer: crate::variables::Env,
+    /// Whose files its children work on: their own folders (subagents), or its workspace
+    /// (delegated roles).
+    pub(crate) child_files: ChildFiles,
+}
+
+impl Parent {
+    /// The parent's confinement, its children's folders hidden.
+    fn confinement(&self) -> weft_tools::Confinement {
+        let mut confinement = self.options.confinement.clone();
+        crate::filesystem::hide_children(&mut confinement, &self.options.workspace);
+        confinement
+    }
+
+    /// Checks that the parent may attach `files` (paths in its workspace), copying nothing.
+    pub(crate) async fn check_attachments(&self, files: &[String]) -> Result<(), ToolError> {
+        let confinement = self.confinement();
+        let own = Files {
+            root: &self.options.workspace,
+            confinement: &confinement,
+        };
+        crate::attachments::check(own, files)
+            .await
+            .map_err(ToolError::new)
+    }
+
+    /// The filesystem of its child `reference` (its folder made when missing): the child's
+    /// workspace and confinement.
+    async fn child_files(
+        &self,
+        reference: &str,
+    ) -> Result<(std::path::PathBuf, weft_tools::Confinement), ToolError> {
+        match self.child_files {
+            ChildFiles::Own => crate::filesystem::open_child(
+                &self.options.workspace,
+                &self.options.confinement,
+                reference,
+            )
+            .await
+            .map_err(|e| {
+                ToolError::transient(format!(
+                    "the folder of the subagent {reference} could not be made: {e}"
+                ))
+            }),
+            ChildFiles::Shared => Ok((
+                self.options.workspace.clone(),
+                self.options.confinement.clone(),
+            )),
+        }
+    }
 }
 
 /// The name of the argument that becomes the child's first message.
@@ -290,20 +342,38 @@ async fn start_in_background(
     Ok(Value::String(started_message(name, &reference)))
 }
 
-/// Copies the attachments `files` of the parent's workspace into the child `reference`'s
-/// folder (agents §7.12) and gives the child's message: `input` followed by the copies'
-/// paths. A refused path is a tool error, and nothing is copied.
+/// Copies the attachments `files` of the parent's workspace into the filesystem of the
+/// child `reference` (agents §7.12) and gives the child's message: `input` followed by the
+/// copies' paths in the child's filesystem. A refused path is a tool error, and nothing is
+/// copied.
 pub(crate) async fn give_attachments(
     parent: &Parent,
     reference: &str,
     input: &str,
     files: &[String],
 ) -> Result<String, ToolError> {
+    if files.is_empty() {
+        return Ok(input.to_owned());
+    }
+    // Every source is checked before the child's folder is made.
+    parent.check_attachments(files).await?;
+    let (root, confinement) = parent.child_files(reference).await?;
+    let folder = match parent.child_files {
+        ChildFiles::Own => crate::attachments::GIVEN_FOLDER.to_owned(),
+        ChildFiles::Shared => crate::attachments::child_folder(reference),
+    };
+    let own = parent.confinement();
     let copies = crate::attachments::copy(
-        &parent.options.workspace,
-        &parent.options.confinement,
+        Files {
+            root: &parent.options.workspace,
+            confinement: &own,
+        },
+        Files {
+            root: &root,
+            confinement: &confinement,
+        },
         files,
-        &crate::attachments::child_folder(reference),
+        &folder,
     )
     .await
     .map_err(ToolError::new)?;
@@ -422,6 +492,8 @@ pub(crate) enum ChildOutcome {
     Broken(String),
     /// It waits for a decision, or was interrupted: it goes on when its call runs again.
     Pending(String),
+    /// Its thread was terminated while it ran (why): it ended for good, and reports nothing.
+    Terminated(String),
 }
 
 impl ChildEnd {
@@ -444,7 +516,7 @@ impl ChildEnd {
             }
             ChildOutcome::Ended(o) => Some(Err(failure_message(&self.reference, &o.message))),
             ChildOutcome::Broken(details) => Some(Err(failure_message(&self.reference, details))),
-            ChildOutcome::Pending(_) => None,
+            ChildOutcome::Pending(_) | ChildOutcome::Terminated(_) => None,
         }
     }
 
@@ -462,7 +534,9 @@ impl ChildEnd {
             Some(Ok(text)) => Ok(Value::String(text)),
             Some(Err(text)) => Err(ToolError::new(text)),
             None => match self.outcome {
-                ChildOutcome::Pending(why) => Err(ToolError::new(why)),
+                ChildOutcome::Pending(why) | ChildOutcome::Terminated(why) => {
+                    Err(ToolError::new(why))
+                }
                 _ => Err(ToolError::new("the subagent did not end")),
             },
         }
@@ -516,14 +590,23 @@ pub(crate) async fn run_child(
         // §7.8, the bootstrap endpoints of `weft serve`); the request keeps the child's
         // first message. (A resumable instance is not deferred: its creation is refused
         // with the missing names.)
+        // The call's attachments were copied into the folder of the child it would have
+        // started: the booted child works there.
+        let folder = weft_runtime::child::child_reference(
+            durable.run.run_id(),
+            &weft_runtime::child::call_position(&durable.run, &ctx),
+        );
         let error = crate::variables::defer_subagent(
             &durable.store,
             parent_thread,
             name,
-            &serde_json::json!({ DEFAULT_MESSAGE_PROPERTY: input }),
-            None,
+            crate::variables::DeferredCall {
+                arguments: &serde_json::json!({ DEFAULT_MESSAGE_PROPERTY: input }),
+                message_property: None,
+                creation: None,
+                folder: Some(&folder),
+            },
             &missing,
-            None,
         )
         .await
         .map_err(|e| {
@@ -543,7 +626,10 @@ pub(crate) async fn run_child(
     }
     let mut options = parent.options.clone();
     options.variables = child_env;
-    options.signal = ctx.signal.clone();
+    // The child has a signal of its own: its thread's termination (agents §7.13) stops it
+    // alone, not its parent.
+    let stop = ctx.signal.child_token();
+    options.signal = stop.clone();
     options.initial_state = weft_agent::AgentState::initial();
     options.initial_state_b = None;
     options.agent_path = Some(parent.agent.child(name));
@@ -641,12 +727,32 @@ pub(crate) async fn run_child(
     let reference = child
         .as_ref()
         .map_or_else(|| ctx.tool_call_id.clone(), |c| c.reference().to_owned());
+    // The child works in its own filesystem (agents §7.1), or in its parent's.
+    let (workspace, confinement) = parent.child_files(&reference).await?;
+    options.workspace = workspace;
+    options.confinement = confinement;
     let end = |outcome| ChildEnd {
         reference: reference.clone(),
         outcome,
         returned: Vec::new(),
     };
-    let outcome = Box::pin(run_session(&parent.project, name, &input, &options)).await;
+    let session = Box::pin(run_session(&parent.project, name, &input, &options));
+    let (outcome, terminated) = match &parent.options.durable {
+        Some(durable) => watched(session, &durable.store, &reference, &stop).await,
+        None => (session.await, false),
+    };
+    if terminated {
+        // Terminated in flight (by this process or another): it ends here, for good; its
+        // registry entry says `terminated`, and nothing is reported to the parent.
+        if let Some(child) = child
+            && let Err(error) = child.end(false).await
+        {
+            tracing::warn!(%error, "recording the end of a subagent failed");
+        }
+        return Ok(end(ChildOutcome::Terminated(format!(
+            "the subagent {name} (reference: {reference}) was terminated"
+        ))));
+    }
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(error) => {
@@ -679,15 +785,22 @@ pub(crate) async fn run_child(
     {
         tracing::warn!(%error, "recording the end of a subagent failed");
     }
-    // The attachments the child returned are copied into the parent's folder for them
-    // (agents §7.12): the parent gets their parent-local paths.
+    // The attachments the child returned (paths in its filesystem) are copied into the
+    // parent's folder for them (agents §7.12): the parent gets their parent-local paths.
     let mut ended = end(ChildOutcome::Ended(Box::new(outcome)));
     if let ChildOutcome::Ended(outcome) = &mut ended.outcome
         && !outcome.attachments.is_empty()
     {
+        let own = parent.confinement();
         match crate::attachments::copy(
-            &parent.options.workspace,
-            &parent.options.confinement,
+            Files {
+                root: &options.workspace,
+                confinement: &options.confinement,
+            },
+            Files {
+                root: &parent.options.workspace,
+                confinement: &own,
+            },
             &outcome.attachments,
             &crate::attachments::returned_folder(&reference),
         )
@@ -703,6 +816,25 @@ pub(crate) async fn run_child(
         }
     }
     Ok(ended)
+}
+
+/// Runs `session` (a child's) to its end; when the child's thread `reference` is terminated
+/// meanwhile, `stop` (the session's signal) is cancelled and the session winds down. Gives
+/// its outcome and whether it was terminated.
+async fn watched<T>(
+    session: impl std::future::Future<Output = T>,
+    store: &weft_store::Store,
+    reference: &str,
+    stop: &tokio_util::sync::CancellationToken,
+) -> (T, bool) {
+    tokio::pin!(session);
+    tokio::select! {
+        out = &mut session => (out, false),
+        () = weft_runtime::thread_state::until_terminated(store, reference) => {
+            stop.cancel();
+            (session.await, true)
+        }
+    }
 }
 
 #[cfg(test)]

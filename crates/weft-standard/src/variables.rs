@@ -462,23 +462,39 @@ pub async fn check_required(
 /// §7.8).
 pub const ENV_REQUIRED: &str = "subagent_env_required";
 
-/// Records a deferred subagent call of `agent` from `parent_thread` (its `arguments` and the
-/// argument that is the child's first message) that waits for `missing`, and the tool
-/// error the model reads: JSON with `error` = [`ENV_REQUIRED`], the request id, the missing
-/// names and the bootstrap endpoint.
+/// What a deferred subagent call keeps for its boot.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeferredCall<'a> {
+    /// The call's arguments.
+    pub(crate) arguments: &'a serde_json::Value,
+    /// The argument that is the child's first message.
+    pub(crate) message_property: Option<&'a str>,
+    /// A deferred `subagent_create`: the resumable instance's name, description, blocking,
+    /// parent communication and attachments argument, registered as the parent's child
+    /// when it boots.
+    pub(crate) creation: Option<&'a serde_json::Value>,
+    /// The child folder (a reference) the call's attachments were copied into, which the
+    /// booted child works in (default: the request's own).
+    pub(crate) folder: Option<&'a str>,
+}
+
+/// Records a deferred subagent call `call` of `agent` from `parent_thread` that waits for
+/// `missing`, and the tool error the model reads: JSON with `error` = [`ENV_REQUIRED`], the
+/// request id, the missing names and the bootstrap endpoint.
 pub(crate) async fn defer_subagent(
     store: &Store,
     parent_thread: &str,
     agent: &str,
-    arguments: &serde_json::Value,
-    message_property: Option<&str>,
+    call: DeferredCall<'_>,
     missing: &[Declared],
-    creation: Option<&serde_json::Value>,
 ) -> Result<String, StoreError> {
     let names: Vec<String> = missing.iter().map(|d| d.name.clone()).collect();
-    // `creation`: a deferred `subagent_create` (a resumable instance: its name, description,
-    // blocking and parent communication), registered as the parent's child when it boots.
-    let payload = serde_json::json!({"arguments": arguments, "messageProperty": message_property, "create": creation});
+    let payload = serde_json::json!({
+        "arguments": call.arguments,
+        "messageProperty": call.message_property,
+        "create": call.creation,
+        "folder": call.folder,
+    });
     let request = store
         .create_variable_request(parent_thread, agent, &payload, &names)
         .await?;
@@ -525,6 +541,12 @@ pub enum BootError {
     /// The project cannot make a run spec.
     #[error(transparent)]
     Project(#[from] crate::ProjectError),
+    /// The parent thread has an instance of the deferred creation's name already.
+    #[error("the thread has an instance named {0:?} already")]
+    Duplicate(String),
+    /// The creation's attachments could not be copied to the child.
+    #[error("{0}")]
+    Attachments(String),
 }
 
 /// The thread a deferred request's child runs on: the request's id, a child of its parent
@@ -595,15 +617,31 @@ pub async fn boot_deferred(
         }
         .into());
     }
+    let thread = deferred_thread(&request);
+    let arguments = &request.payload["arguments"];
+    let creation = request.payload.get("create").filter(|c| c.is_object());
+    if let Some(name) = creation.and_then(|c| c["name"].as_str()) {
+        // An instance of that name created since the call was deferred keeps it.
+        use weft_store::Subagents as _;
+        if store
+            .children(parent_thread)
+            .await?
+            .iter()
+            .any(|c| c.name == name)
+        {
+            return Err(BootError::Duplicate(name.to_owned()));
+        }
+    }
+    let property = request.payload["messageProperty"].as_str();
+    let input = crate::subagent::first_message(property, arguments)
+        .map_err(|e| BootError::Run(weft_runtime::RunError::Agent(e.message)))?;
+    let (workspace, input) = deferred_files(project, launch, &request, input).await?;
     if !store
         .complete_variable_request(parent_thread, request_id)
         .await?
     {
         return Err(BootError::Completed(request.id));
     }
-    let thread = deferred_thread(&request);
-    let arguments = &request.payload["arguments"];
-    let creation = request.payload.get("create").filter(|c| c.is_object());
     let existing = store.thread(&thread).await?;
     if existing.is_none() || creation.is_some() {
         let mut record = existing.unwrap_or_else(|| weft_store::ThreadRecord::new(&thread));
@@ -654,12 +692,59 @@ pub async fn boot_deferred(
             .register_child(parent_thread, &entry, arguments, None)
             .await?;
     }
-    let property = request.payload["messageProperty"].as_str();
-    let input = crate::subagent::first_message(property, arguments)
-        .map_err(|e| BootError::Run(weft_runtime::RunError::Agent(e.message)))?;
+    let launch = crate::Launch {
+        workspace: Some(workspace),
+        ..launch.clone()
+    };
     let spec = launch.spec(project, agent, input)?;
     let handle = runtime.start_on(Some(&thread), spec, false).await?;
     Ok((request, handle))
+}
+
+/// The filesystem of a booted deferred request (agents §7.1, §7.12): the child's own
+/// folder in the parent's workspace (`launch`'s) — the one the call's attachments were
+/// copied into, else the request thread's — and its first message `input`, followed by the
+/// paths of the attachments a deferred `subagent_create` gave, copied there now.
+async fn deferred_files(
+    project: &Project,
+    launch: &crate::Launch,
+    request: &weft_store::VariableRequest,
+    input: String,
+) -> Result<(std::path::PathBuf, String), BootError> {
+    let parent = launch
+        .workspace
+        .clone()
+        .unwrap_or_else(|| project.dir().to_owned());
+    let folder = request.payload["folder"]
+        .as_str()
+        .map_or_else(|| deferred_thread(request), str::to_owned);
+    let confinement = project.confinement(None, None);
+    let (root, own) = crate::filesystem::open_child(&parent, &confinement, &folder)
+        .await
+        .map_err(|source| crate::ProjectError::Workspace {
+            path: parent.clone(),
+            source,
+        })?;
+    let property = request.payload["create"]["attachmentsProperty"].as_str();
+    let files = crate::attachments::paths_of(&request.payload["arguments"], property)
+        .map_err(|e| BootError::Attachments(e.message))?;
+    let mut given = confinement;
+    crate::filesystem::hide_children(&mut given, &parent);
+    let copies = crate::attachments::copy(
+        crate::attachments::Files {
+            root: &parent,
+            confinement: &given,
+        },
+        crate::attachments::Files {
+            root: &root,
+            confinement: &own,
+        },
+        &files,
+        crate::attachments::GIVEN_FOLDER,
+    )
+    .await
+    .map_err(BootError::Attachments)?;
+    Ok((root, crate::attachments::listed(&input, &copies)))
 }
 
 /// Queues the result of a booted deferred request on its parent thread, as the spec's

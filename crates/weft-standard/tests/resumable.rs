@@ -105,7 +105,7 @@ fn write_project(
         ),
         (
             "prompts/writer_a.toml",
-            format!("name = \"writer_a\"\nmodel = \"{}\"\ntools = [\"progress\"]\n", script("writer_a.json")),
+            format!("name = \"writer_a\"\nmodel = \"{}\"\ntools = [\"progress\", \"read_file\", \"write_file\"]\n", script("writer_a.json")),
         ),
         (
             "prompts/writer_b.toml",
@@ -787,6 +787,74 @@ async fn terminating_a_thread_aborts_its_run_in_flight() {
 }
 
 #[tokio::test]
+async fn terminating_a_background_child_stops_it_inside_its_parents_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lead = json!([
+        {"toolCalls": [call("l1", "writer", json!({"message": "draft"}))]},
+        {"text": "waiting"},
+    ]);
+    // The child's model takes a minute to answer: only its termination ends the run soon.
+    let side_a = json!([{"text": "late", "delayMs": 60_000}]);
+    let project = write_project(dir.path(), "blocking = false", lead, side_a, json!([]), "");
+    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
+        .await
+        .expect("store");
+    let mut providers = weft_runtime::default_providers();
+    providers.register("recording", recording(Arc::default()));
+    let runtime = Runtime::new(store.clone())
+        .with_providers(providers)
+        .with_sessions(Arc::new(StandardSessions));
+    let spec = RunSpec::new(
+        "go",
+        Program::Session(SessionProgram {
+            project: Some(project.snapshot().expect("snapshot")),
+            workspace: project.dir().to_path_buf(),
+            agent: "lead".into(),
+            model_override: None,
+            project_dir: None,
+            sandbox: None,
+            base_urls: Default::default(),
+            profile: None,
+        }),
+    );
+    let handle = runtime.start(spec, false).await.expect("start");
+    let thread = weft_store::Runs::run(&store, handle.id())
+        .await
+        .expect("read")
+        .expect("run")
+        .thread_id;
+    // The child is registered before it starts: wait for it.
+    let mut children = Vec::new();
+    for _ in 0..2_000 {
+        children = store.children(&thread).await.expect("registry");
+        if !children.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let child = children.first().expect("a child").reference.clone();
+    runtime.terminate(&child).await.expect("terminate");
+    // The parent's run goes on and ends; the child stopped in flight and reported nothing
+    // (a report would start a third turn of the lead, which its script does not have).
+    let outcome = handle.outcome().await.expect("outcome");
+    assert_eq!(
+        outcome.end,
+        RunEnd::Completed {
+            output: "waiting".into()
+        }
+    );
+    let children = store.children(&thread).await.expect("registry");
+    assert_eq!(children[0].status, "terminated");
+    let node = weft_store::Lineage::lineage(&store, &outcome.run_id)
+        .await
+        .expect("lineage")
+        .into_iter()
+        .find(|a| a.id == child)
+        .expect("the child's node");
+    assert_eq!(node.status, weft_store::AgentStatus::Failed);
+}
+
+#[tokio::test]
 async fn a_background_subagents_failure_arrives_queued_with_the_spec_text() {
     let lead = json!([
         {"toolCalls": [call("l1", "writer", json!({"message": "try it"}))]},
@@ -830,6 +898,36 @@ fn reference_in(text: &str) -> String {
         .expect("a reference")
 }
 
+/// The results of the writer's calls of `tool`, in order: (result, is_error).
+fn child_results(events: &[RunEvent], tool: &str) -> Vec<(Value, bool)> {
+    events
+        .iter()
+        .filter(|e| e.agent.as_str().ends_with("/writer"))
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallEnd {
+                tool: t,
+                result,
+                is_error,
+                ..
+            } if t == tool => Some((result.clone().unwrap_or(Value::Null), *is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The writer's side A writes `out/report.txt` in its own folder, then answers `text`.
+fn writing_report(text: &str) -> Value {
+    json!([
+        {"toolCalls": [call("a0", "write_file", json!({"path": "out/report.txt", "content": "the child's report"}))]},
+        {"text": text},
+    ])
+}
+
+/// The folder of the child thread `reference` in the workspace `dir`.
+fn child_folder(dir: &Path, reference: &str) -> std::path::PathBuf {
+    dir.join(".weft/threads").join(reference)
+}
+
 /// Every file under `attachments/` of the workspace, relative to it, sorted.
 fn attached_files(dir: &Path) -> Vec<String> {
     fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
@@ -857,7 +955,16 @@ async fn attachments_are_copied_to_a_subagent_and_back_with_destination_local_pa
         {"toolCalls": [call("l4", "writer", json!({"message": "polish the plan", "files": ["notes/plan.txt"]}))]},
         {"text": "polished"},
     ]);
-    let side_a = json!([{"text": "a polished plan"}]);
+    // The child reads the parent's file by its parent path (not in its filesystem), then
+    // its copy, and writes its own report.
+    let side_a = json!([
+        {"toolCalls": [
+            call("a1", "read_file", json!({"path": "notes/plan.txt"})),
+            call("a2", "read_file", json!({"path": "attachments/plan.txt"})),
+            call("a3", "write_file", json!({"path": "out/report.txt", "content": "the child's report"})),
+        ]},
+        {"text": "a polished plan"},
+    ]);
     let side_b = json!([
         {"toolCalls": [call("b1", "done", json!({"summary": "approved", "files": ["out/report.txt"]}))]},
     ]);
@@ -883,7 +990,7 @@ async fn attachments_are_copied_to_a_subagent_and_back_with_destination_local_pa
             "{result}"
         );
     }
-    assert_eq!(requests(&ran.seen, "writer_a.json").len(), 1);
+    assert_eq!(requests(&ran.seen, "writer_a.json").len(), 2);
     let (result, is_error) = &calls[3];
     assert!(!is_error, "{result}");
     let reference = reference_in(text(result));
@@ -899,27 +1006,33 @@ async fn attachments_are_copied_to_a_subagent_and_back_with_destination_local_pa
     let a = requests(&ran.seen, "writer_a.json");
     assert!(
         matches!(a[0].messages.as_slice(), [m @ Message::User(_)]
-            if m.text() == format!("polish the plan\n\nAttachments:\n- attachments/{reference}/plan.txt")),
+            if m.text() == "polish the plan\n\nAttachments:\n- attachments/plan.txt"),
         "{:?}",
         a[0].messages
     );
-    // Only the accepted call copied anything: the file to the child, the result back.
+    // The child has a filesystem of its own (agents §7.1): the parent's file is not in it,
+    // its copy is.
+    let reads = child_results(&ran.events, "read_file");
+    assert!(reads[0].1, "{:?}", reads[0]);
+    assert_eq!(reads[1], (json!("the plan"), false));
+    // Only the accepted call copied anything: the file to the child's folder, the child's
+    // report back to the parent's.
     let dir = ran._dir.path();
-    let mut expected = [
-        format!("attachments/from-{reference}/report.txt"),
-        format!("attachments/{reference}/plan.txt"),
-    ];
-    expected.sort();
-    assert_eq!(attached_files(dir), expected);
-    let read = |p: String| std::fs::read_to_string(dir.join(p)).expect("copied");
     assert_eq!(
-        read(format!("attachments/{reference}/plan.txt")),
-        "the plan"
+        attached_files(dir),
+        [format!("attachments/from-{reference}/report.txt")]
     );
+    let child = child_folder(dir, &reference);
+    assert_eq!(attached_files(&child), ["attachments/plan.txt"]);
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).expect("copied");
+    assert_eq!(read(child.join("attachments/plan.txt")), "the plan");
+    assert_eq!(read(child.join("out/report.txt")), "the child's report");
     assert_eq!(
-        read(format!("attachments/from-{reference}/report.txt")),
-        "the report"
+        read(dir.join(format!("attachments/from-{reference}/report.txt"))),
+        "the child's report"
     );
+    // The parent's own file is untouched.
+    assert_eq!(read(dir.join("out/report.txt")), "the report");
 }
 
 #[tokio::test]
@@ -983,23 +1096,18 @@ async fn a_resumable_subagent_gets_attachments_on_creation_and_with_each_message
     };
     assert_eq!(
         user_texts(a[0]),
-        [format!(
-            "draft\n\nAttachments:\n- attachments/{reference}/plan.txt"
-        )]
+        ["draft\n\nAttachments:\n- attachments/plan.txt"]
     );
     assert_eq!(
         user_texts(a[1]).last().cloned(),
-        Some(format!(
-            "again\n\nAttachments:\n- attachments/{reference}/report.txt"
-        ))
+        Some("again\n\nAttachments:\n- attachments/report.txt".to_owned())
     );
+    // The instance keeps its folder from message to message.
     assert_eq!(
-        attached_files(ran._dir.path()),
-        [
-            format!("attachments/{reference}/plan.txt"),
-            format!("attachments/{reference}/report.txt"),
-        ]
+        attached_files(&child_folder(ran._dir.path(), &reference)),
+        ["attachments/plan.txt", "attachments/report.txt"]
     );
+    assert!(attached_files(ran._dir.path()).is_empty());
 }
 
 #[tokio::test]
@@ -1012,7 +1120,7 @@ async fn a_background_subagent_gets_its_attachments_and_its_queued_result_lists_
         {"text": "ack"},
         {"text": "ack"},
     ]);
-    let side_a = json!([{"text": "a draft"}]);
+    let side_a = writing_report("a draft");
     let side_b = json!([
         {"toolCalls": [call("b1", "done", json!({"summary": "approved", "files": ["out/report.txt"]}))]},
     ]);
@@ -1043,7 +1151,7 @@ async fn a_background_subagent_gets_its_attachments_and_its_queued_result_lists_
     let a = requests(&ran.seen, "writer_a.json");
     assert!(
         matches!(a[0].messages.as_slice(), [m @ Message::User(_)]
-            if m.text() == format!("draft\n\nAttachments:\n- attachments/{reference}/plan.txt")),
+            if m.text() == "draft\n\nAttachments:\n- attachments/plan.txt"),
         "{:?}",
         a[0].messages
     );
@@ -1068,6 +1176,6 @@ async fn a_background_subagent_gets_its_attachments_and_its_queued_result_lists_
                 .join(format!("attachments/from-{reference}/report.txt"))
         )
         .expect("copied"),
-        "the report"
+        "the child's report"
     );
 }

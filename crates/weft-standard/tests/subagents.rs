@@ -21,9 +21,18 @@ fn usage(input: u64, output: u64) -> Value {
     json!({"inputTokens": input, "outputTokens": output})
 }
 
+/// `end` as a list of calls (one call, or several).
+fn calls(end: Value) -> Value {
+    match end {
+        Value::Array(_) => end,
+        one => Value::Array(vec![one]),
+    }
+}
+
 /// A lead (`ai_human`) whose prompt calls the `dual_ai` agent `reviewer` as a subagent
 /// (its first message is the call's `task`); the reviewer's worker ends the session with
-/// `worker_end` (a call of `done` or `fail`) after one exchange with its checker.
+/// `worker_end` (a call of `done` or `fail`, or a list of calls ending with one) after one
+/// exchange with its checker.
 fn write_project(dir: &Path, worker_end: Value, extra: &str, entry: &str) -> Project {
     let files = [
         (
@@ -56,7 +65,7 @@ fn write_project(dir: &Path, worker_end: Value, extra: &str, entry: &str) -> Pro
         ),
         (
             "prompts/worker.toml",
-            "name = \"worker\"\nmodel = \"scripted-turns:worker.json\"\ntools = [\"done\", \"fail\", \"note\"]\n".into(),
+            "name = \"worker\"\nmodel = \"scripted-turns:worker.json\"\ntools = [\"done\", \"fail\", \"note\", \"write_file\"]\n".into(),
         ),
         (
             "prompts/checker.toml",
@@ -75,7 +84,7 @@ fn write_project(dir: &Path, worker_end: Value, extra: &str, entry: &str) -> Pro
             json!({"responses": [
                 {"toolCalls": [call("w1", "note", json!({}))], "usage": usage(7, 3)},
                 {"text": "draft", "usage": usage(7, 3)},
-                {"toolCalls": [worker_end], "usage": usage(7, 3)},
+                {"toolCalls": calls(worker_end), "usage": usage(7, 3)},
             ]})
             .to_string(),
         ),
@@ -83,7 +92,7 @@ fn write_project(dir: &Path, worker_end: Value, extra: &str, entry: &str) -> Pro
             "checker.json",
             json!({"responses": [{"text": "looks fine, finish", "usage": usage(5, 2)}]}).to_string(),
         ),
-        // A file of the workspace a failing child may return.
+        // A file of the parent's workspace (a child has a folder of its own).
         ("out/log.txt", "the log".into()),
     ];
     for (path, text) in files {
@@ -417,12 +426,20 @@ async fn a_subagent_ending_by_session_fail_gives_the_canonical_failure() {
 
 #[tokio::test]
 async fn a_failing_subagents_attachments_are_copied_to_the_parent_and_listed_after_the_failure() {
+    // The child writes its log in its own folder, and returns it.
     let (dir, ran) = run_lead(
-        call(
-            "w2",
-            "fail",
-            json!({"reason": "cannot verify", "files": ["out/log.txt"]}),
-        ),
+        json!([
+            call(
+                "w2",
+                "write_file",
+                json!({"path": "out/log.txt", "content": "the child's log"})
+            ),
+            call(
+                "w3",
+                "fail",
+                json!({"reason": "cannot verify", "files": ["out/log.txt"]}),
+            ),
+        ]),
         "",
     )
     .await;
@@ -447,7 +464,15 @@ async fn a_failing_subagents_attachments_are_copied_to_the_parent_and_listed_aft
     let copy = dir
         .path()
         .join(format!("attachments/from-{reference}/log.txt"));
-    assert_eq!(std::fs::read_to_string(copy).expect("copied"), "the log");
+    assert_eq!(
+        std::fs::read_to_string(copy).expect("copied"),
+        "the child's log"
+    );
+    // The parent's file of the same name is not the child's.
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out/log.txt")).expect("kept"),
+        "the log"
+    );
 }
 
 #[tokio::test]

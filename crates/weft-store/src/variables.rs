@@ -570,6 +570,7 @@ impl VariableRequest {
 ///     .create_variable_request("parent", "researcher", &serde_json::json!({"task": "x"}), &["DB_URL".into()])
 ///     .await?;
 /// assert_eq!(store.variable_request("parent", &request.id).await?, Some(request.clone()));
+/// assert_eq!(store.pending_variable_requests("parent").await?, [request.clone()]);
 /// assert!(store.complete_variable_request("parent", &request.id).await?);
 /// assert!(!store.complete_variable_request("parent", &request.id).await?); // once only
 /// # Ok(()) }
@@ -597,6 +598,15 @@ pub trait VariableRequests: Send + Sync {
         parent_thread: &str,
         id: &str,
     ) -> Result<Option<VariableRequest>, StoreError>;
+
+    /// The pending requests of `parent_thread`, oldest first.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn pending_variable_requests(
+        &self,
+        parent_thread: &str,
+    ) -> Result<Vec<VariableRequest>, StoreError>;
 
     /// Marks the request completed; `true` only for the one caller that completed it (a
     /// request boots its work once).
@@ -662,6 +672,20 @@ impl VariableRequests for Store {
             ))
             .await?;
         rows.first().map(VariableRequest::from_row).transpose()
+    }
+
+    async fn pending_variable_requests(
+        &self,
+        parent_thread: &str,
+    ) -> Result<Vec<VariableRequest>, StoreError> {
+        let rows = self
+            .query(stmt!(
+                format!("SELECT {REQUEST_COLUMNS} FROM variable_requests WHERE parent_thread_id = $1 AND status = $2 ORDER BY created_at, id"),
+                parent_thread,
+                RequestStatus::Pending.as_str()
+            ))
+            .await?;
+        rows.iter().map(VariableRequest::from_row).collect()
     }
 
     async fn complete_variable_request(

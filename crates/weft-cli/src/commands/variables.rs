@@ -1,8 +1,10 @@
-//! `weft variables list|set|unset`: Standard Agents variables — what an agent declares
+//! `weft variables list|set|unset|boot`: Standard Agents variables — what an agent declares
 //! (required, secret, scoped), what a thread has, what is missing — and a thread's values,
-//! kept in the project's store (secrets encrypted; see `weft_standard::variables`). Exit
-//! codes: 0 done, 2 a usage error (no project, an unknown agent, a bad name), and `list`
-//! exits 3 when a required variable is missing, so scripts can check before `weft run`.
+//! kept in the project's store (secrets encrypted; see `weft_standard::variables`); `boot`
+//! starts a subagent call deferred for missing variables (agents §7.8), as `POST
+//! /threads/{parent}/variables/{request}` of `weft serve` does. Exit codes: 0 done, 2 a
+//! usage error (no project, an unknown agent, a bad name), and `list` exits 3 when a
+//! required variable is missing, so scripts can check before `weft run`.
 
 use std::io::{IsTerminal as _, Read as _};
 use std::path::PathBuf;
@@ -77,6 +79,25 @@ Exit codes: 0 set, 2 a usage error."
         #[arg(long)]
         secret: bool,
     },
+    /// Boot a subagent call deferred for missing variables (the `subagent_env_required`
+    /// error its parent's model read): its values are set on its thread (the request id)
+    /// with `weft variables set`, then the child runs with the call's original arguments and
+    /// its result is queued on the parent thread.
+    #[command(
+        after_help = "Examples:\n  weft variables set DB_URL=pg://… --thread vr-0123456789abcdef\n  \
+weft variables boot vr-0123456789abcdef --thread th-parent\n\n\
+Exit codes: the child run's (0 completed, 1 failed, 130 interrupted, …), 2 a usage error \
+(no such request, one booted already, a name taken), 3 required variables are still missing."
+    )]
+    Boot {
+        #[command(flatten)]
+        store: VariableStoreArgs,
+        /// The request (`requestId` of the error).
+        request: String,
+        /// The parent thread (whose call was deferred).
+        #[arg(long, value_name = "ID")]
+        thread: String,
+    },
     /// Remove a variable from a thread.
     #[command(after_help = "Exit codes: 0 removed (or was not set), 2 a usage error.")]
     Unset {
@@ -110,6 +131,11 @@ pub(crate) fn run(command: VariablesCommand) -> anyhow::Result<ExitCode> {
                 name,
                 thread,
             } => unset(&store, &name, &thread).await,
+            VariablesCommand::Boot {
+                store,
+                request,
+                thread,
+            } => boot(&store, &request, &thread).await,
         }
     })
 }
@@ -332,4 +358,91 @@ async fn unset(args: &VariableStoreArgs, name: &str, thread: &str) -> anyhow::Re
         eprintln!("{name} was not set on thread {thread}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `weft variables boot REQUEST --thread PARENT` (see [`VariablesCommand::Boot`]).
+async fn boot(args: &VariableStoreArgs, request: &str, parent: &str) -> anyhow::Result<ExitCode> {
+    use weft_store::VariableRequests as _;
+    let dir = project_dir(args)?;
+    let project = match super::location::load_project(&dir)? {
+        Ok(project) => project,
+        Err(code) => return Ok(code),
+    };
+    let store = open(args, false).await?;
+    let Some(pending) = store.variable_request(parent, request).await? else {
+        eprintln!("weft: no variable request {request} on thread {parent}");
+        return Ok(ExitCode::from(2));
+    };
+    let Some(agent) = project.agent(&pending.agent) else {
+        eprintln!("weft: the project has no agent {:?}", pending.agent);
+        return Ok(ExitCode::from(2));
+    };
+    let base_urls = match weft_standard::preflight::check(
+        &project,
+        agent,
+        None,
+        None,
+        &super::run::providers(),
+        super::models::local_model_check,
+    ) {
+        Ok(base_urls) => base_urls,
+        Err(problems) => {
+            eprintln!("weft: {} cannot run: {}", agent.name, problems.join("; "));
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let prices = match super::pricing::project_prices(Some(&project)) {
+        Ok(prices) => prices,
+        Err(message) => {
+            eprintln!("weft: {message}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let runtime = super::run::runtime(store.clone(), prices);
+    let launch = weft_standard::Launch {
+        base_urls,
+        ..weft_standard::Launch::default()
+    };
+    let (request, handle) =
+        match variables::boot_deferred(&runtime, &project, &launch, parent, request).await {
+            Ok(booted) => booted,
+            Err(variables::BootError::Missing(missing)) => {
+                eprintln!("weft: {missing}");
+                return Ok(ExitCode::from(3));
+            }
+            Err(
+                error @ (variables::BootError::Unknown(_)
+                | variables::BootError::Completed(_)
+                | variables::BootError::Duplicate(_)
+                | variables::BootError::UnknownAgent(_)
+                | variables::BootError::Attachments(_)),
+            ) => {
+                eprintln!("weft: {error}");
+                return Ok(ExitCode::from(2));
+            }
+            Err(error) => return Err(error.into()),
+        };
+    let thread = variables::deferred_thread(&request);
+    eprintln!(
+        "booted {} on thread {thread} (run {})",
+        request.agent,
+        handle.id()
+    );
+    let outcome = handle.outcome().await?;
+    // Its result goes to the parent thread's queue, as the spec's completion message.
+    variables::deliver_deferred(&store, &request, &outcome.end).await?;
+    if args.json {
+        println!(
+            "{}",
+            json!({"requestId": request.id, "threadId": thread, "runId": outcome.run_id, "exitCode": outcome.exit_code()})
+        );
+    } else {
+        match &outcome.end {
+            weft_runtime::RunEnd::Completed { output } => println!("{output}"),
+            weft_runtime::RunEnd::Failed { error } => eprintln!("weft: the child failed: {error}"),
+            other => eprintln!("weft: the child's run ended: {other:?}"),
+        }
+        eprintln!("its result was queued on thread {parent}");
+    }
+    Ok(ExitCode::from(outcome.exit_code()))
 }

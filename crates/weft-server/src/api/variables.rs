@@ -430,6 +430,16 @@ pub(crate) async fn request_post(
         Err(BootError::Unknown(id)) => {
             return Err(ApiError::not_found(format!("no variable request {id}")));
         }
+        Err(error @ BootError::Duplicate(_)) => {
+            return Err(ApiError::conflict(error.to_string()));
+        }
+        Err(error @ BootError::Attachments(_)) => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "attachments",
+                error.to_string(),
+            ));
+        }
         Err(BootError::Run(error)) => return Err(error.into()),
         Err(BootError::Store(error)) => return Err(error.into()),
         Err(other) => return Err(ApiError::internal(other.to_string())),
