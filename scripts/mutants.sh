@@ -92,7 +92,7 @@ for m in "${selected[@]}"; do
   IFS='|' read -r name package files test_args <<<"$m"
   read -ra file_list <<<"$files"
   read -ra test_list <<<"$test_args"
-  args=(mutants --package "$package" --no-shuffle -j 1)
+  args=(mutants --package "$package" --no-shuffle)
   for f in "${file_list[@]}"; do args+=(--file "$f"); done
   for a in "${test_list[@]}"; do args+=("--cargo-test-arg=$a"); done
   if [[ $list_only -eq 1 ]]; then
@@ -106,7 +106,9 @@ for m in "${selected[@]}"; do
       exit 2
     fi
     touched+=("${file_list[@]}")
-    args+=(--in-place)
+    args+=(--in-place) # one mutant at a time
+  else
+    args+=(-j 1)
   fi
   out="$out_root/$name"
   mkdir -p "$out"
@@ -115,7 +117,17 @@ for m in "${selected[@]}"; do
   echo "==> $name ($package: ${file_list[*]}) $(date -u +%FT%TZ)"
   set +e
   nice -n "$nice_level" cargo "${args[@]}"
+  code=$?
   set -e
+  # cargo-mutants: 0 all caught, 2 some missed, 3 some timed out; anything else is a failure
+  # of the run itself (bad arguments, the unmutated tree failing its tests, …).
+  if [[ $code -ne 0 && $code -ne 2 && $code -ne 3 ]]; then
+    echo "$name: cargo mutants failed (exit $code)" >&2
+    status=1
+    summary+=("$name | $package | run failed (exit $code)")
+    restore
+    continue
+  fi
   restore
   dir="$out/mutants.out"
   caught=$(count "$dir/caught.txt")
