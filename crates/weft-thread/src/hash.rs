@@ -142,7 +142,10 @@ mod tests {
             let id = content_uuid(input);
             let bytes: Vec<char> = id.chars().collect();
             assert_eq!(bytes[14], '8', "{id}: version 8");
-            assert!(matches!(bytes[19], '8' | '9' | 'a' | 'b'), "{id}: variant 10");
+            assert!(
+                matches!(bytes[19], '8' | '9' | 'a' | 'b'),
+                "{id}: variant 10"
+            );
         }
     }
 }
