@@ -19,7 +19,9 @@
 # (default 900), MUTANTS_NICE (default 10), MUTANTS_OUT (default target/mutants: one
 # directory per module with cargo-mutants' caught.txt, missed.txt, timeout.txt,
 # unviable.txt and logs), MUTANTS_BASELINE=skip to skip the unmutated test run (only when the
-# package's tests are known to pass). CARGO_TARGET_DIR is honoured. Exits 1 when a mutant
+# package's tests are known to pass), MUTANTS_ITERATE=1 to test again only the mutants the last
+# run in MUTANTS_OUT did not catch (after adding tests; also resumes an interrupted run; the
+# counts printed are then those of the re-run). CARGO_TARGET_DIR is honoured. Exits 1 when a mutant
 # survived or timed out in any module.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,7 +53,7 @@ case "${1:-}" in
   --modules)
     for m in "${MODULES[@]}"; do echo "$m" | tr '|' '\t'; done
     exit 0 ;;
-  -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
 esac
 
 selected=()
@@ -114,6 +116,7 @@ for m in "${selected[@]}"; do
   mkdir -p "$out"
   args+=(--timeout "$timeout" --build-timeout "$build_timeout" --output "$out")
   if [[ "${MUTANTS_BASELINE:-run}" == "skip" ]]; then args+=(--baseline skip); fi
+  if [[ "${MUTANTS_ITERATE:-0}" == "1" ]]; then args+=(--iterate); fi
   echo "==> $name ($package: ${file_list[*]}) $(date -u +%FT%TZ)"
   set +e
   nice -n "$nice_level" cargo "${args[@]}"
