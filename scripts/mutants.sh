@@ -53,7 +53,7 @@ case "${1:-}" in
   --modules)
     for m in "${MODULES[@]}"; do echo "$m" | tr '|' '\t'; done
     exit 0 ;;
-  -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
 esac
 
 selected=()
