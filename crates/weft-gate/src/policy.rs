@@ -227,4 +227,42 @@ mod tests {
         let ok = ToolInvocation::new("Bash", json!({"command": "kubectl get ns"}), "/");
         assert!(p.evaluate(&ok, Stage::PreExec, Path::new("/")).passed);
     }
+
+    #[test]
+    fn a_matcher_that_is_not_a_regex_is_compared_literally() {
+        // `Bash(` does not compile as a regex: it names the tool `Bash(` (or the kind) only.
+        assert!(tools_match("Bash(", "Bash(", "shell"));
+        assert!(tools_match("other(", "mcp__x", "other("));
+        assert!(!tools_match("Bash(", "Bash", "shell"));
+        assert!(!tools_match("Bash(", "Edit", "edit"));
+    }
+
+    #[test]
+    fn a_violation_is_described_by_the_policy() {
+        let call = ToolInvocation::new("Bash", json!({"command": "kubectl delete ns x"}), "/");
+        let p = policy("shell", "kubectl");
+        let finding = p.evaluate(&call, Stage::PreExec, Path::new("/"));
+        assert!(
+            finding.message.starts_with("no kubectl delete (matches"),
+            "{}",
+            finding.message
+        );
+        let unnamed = Policy {
+            description: String::new(),
+            ..p
+        };
+        let finding = unnamed.evaluate(&call, Stage::PreExec, Path::new("/"));
+        assert!(
+            finding.message.starts_with("policy p (matches"),
+            "{}",
+            finding.message
+        );
+    }
+
+    #[test]
+    fn check_pattern_refuses_what_the_gate_cannot_compile() {
+        assert!(check_pattern("kubectl\\s+delete").is_ok());
+        assert!(check_pattern("rm -rf (").is_err());
+        assert!(check_pattern("[z-a]").is_err());
+    }
 }

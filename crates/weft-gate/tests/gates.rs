@@ -553,3 +553,59 @@ fn each_completion_check_fails_on_a_fixture_repository() {
     );
     assert!(list.passed());
 }
+
+#[test]
+fn settings_turn_the_worktree_gate_and_the_command_guard_off() {
+    let (_d, root, _wt) = repo();
+    let config = GateConfig {
+        worktree: false,
+        dangerous_commands: false,
+        ..GateConfig::default()
+    };
+    let g = Gates::new(&root, config).with_worktree_override(false);
+    assert!(!g.config().worktree && !g.config().dangerous_commands);
+    let edit = ToolInvocation::new("Write", json!({"file_path": "src/lib.rs"}), &root);
+    let verdict = g.check(&edit);
+    assert!(verdict.allowed(), "{}", verdict.reason());
+    assert!(
+        verdict.findings.is_empty(),
+        "no worktree finding when it is off"
+    );
+    let push = ToolInvocation::new(
+        "Bash",
+        json!({"command": "git push --force origin main"}),
+        &root,
+    );
+    let verdict = g.check(&push);
+    assert!(verdict.allowed(), "{}", verdict.reason());
+    assert!(
+        verdict.findings.is_empty(),
+        "no command finding when it is off"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn a_worktree_reached_through_a_symbolic_link_is_a_worktree() {
+    let (d, root, _wt) = repo();
+    // The project is opened through a link (`/tmp` → `/private/tmp` on macOS); the editor
+    // names the file by its real path.
+    let link = d
+        .path()
+        .parent()
+        .expect("parent")
+        .join(format!("weft-gate-link-{}", std::process::id()));
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&root, &link).expect("symlink");
+    let file = root.join(".worktrees/001-fix/Cargo.toml");
+    let edit = ToolInvocation::new("Write", json!({"file_path": file}), &root);
+    let verdict = gates(&link).check(&edit);
+    std::fs::remove_file(&link).expect("remove link");
+    assert!(verdict.allowed(), "{}", verdict.reason());
+    let outside = ToolInvocation::new(
+        "Write",
+        json!({"file_path": root.join("src/lib.rs")}),
+        &root,
+    );
+    assert!(!gates(&root).check(&outside).allowed());
+}

@@ -95,3 +95,57 @@ pub fn content_uuid(bytes: &[u8]) -> String {
         &hex[20..]
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// FIPS 180-2's "abc" vector: the digest is SHA-256 itself, not merely some function that
+    /// is stable and differs between inputs.
+    const ABC: &str = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+
+    #[test]
+    fn hash_bytes_is_sha256_displayed_as_lowercase_hex() {
+        assert_eq!(hash_bytes(b"abc").to_string(), ABC);
+        assert_eq!(
+            hash_bytes(b"").to_string(),
+            "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn hash_thread_is_sha256_of_the_canonical_bytes() {
+        let thread = json!({"version": "0.0.3", "turns": [], "title": "t"});
+        assert_eq!(
+            hash_thread(&thread, HashOptions::default()),
+            hash_bytes(br#"{"title":"t","turns":[],"version":"0.0.3"}"#)
+        );
+        let turns = HashOptions {
+            scope: HashScope::Turns,
+            ..HashOptions::default()
+        };
+        assert_eq!(
+            hash_thread(&thread, turns),
+            hash_bytes(br#"{"turns":[],"version":"0.0.3"}"#)
+        );
+    }
+
+    #[test]
+    fn content_uuid_is_a_version_8_uuid_of_the_digest() {
+        // The first 16 bytes of SHA-256("abc") (ba7816bf 8f01 cfea 4141 40de5dae2223) with the
+        // version nibble set to 8 and the variant bits to 10.
+        assert_eq!(content_uuid(b"abc"), "ba7816bf-8f01-8fea-8141-40de5dae2223");
+        // Bytes whose version and variant bits are all ones before masking.
+        for input in [&b""[..], b"weft", b"\xff\xff"] {
+            let id = content_uuid(input);
+            let bytes: Vec<char> = id.chars().collect();
+            assert_eq!(bytes[14], '8', "{id}: version 8");
+            assert!(
+                matches!(bytes[19], '8' | '9' | 'a' | 'b'),
+                "{id}: variant 10"
+            );
+        }
+    }
+}
