@@ -103,7 +103,7 @@ pub use tool::{
     Extensions, Tool, ToolApproval, ToolCall, ToolContext, ToolError, ToolExecution, ToolResult,
     ToolRun,
 };
-pub use turn::{CycleUsage, TokenUsage, Turn};
+pub use turn::{CycleUsage, TokenUsage, Turn, TurnResponse};
 
 /// The `ai` namespace of §3.2: the same entry points under one name (`ai::llm`).
 pub mod ai {

@@ -43,11 +43,15 @@ pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// A state's id: a generated UUID kept inline as its 36 characters (no allocation: every
-/// `with_*` makes one), or an id given by `from_json`, kept as is.
+/// A state's id: a generated UUID kept inline (its 16 bytes, no allocation: every `with_*`
+/// makes one) and formatted to its 36 characters only when someone reads it (most derived
+/// states' ids never are), or an id given by `from_json`, kept as is.
 #[derive(Clone)]
 enum StateId {
-    Generated([u8; 36]),
+    Generated {
+        uuid: [u8; 16],
+        text: std::sync::OnceLock<[u8; 36]>,
+    },
     Given(Arc<str>),
 }
 
@@ -55,18 +59,27 @@ impl StateId {
     /// A fresh UUIDv4. The random bits come from a per-thread generator seeded from the OS (no
     /// system call per id): ids must be unique, not secret.
     fn new() -> Self {
-        let mut text = [0u8; 36];
-        uuid::Builder::from_random_bytes(fastrand::u128(..).to_le_bytes())
-            .into_uuid()
-            .hyphenated()
-            .encode_lower(&mut text);
-        StateId::Generated(text)
+        StateId::Generated {
+            uuid: uuid::Builder::from_random_bytes(fastrand::u128(..).to_le_bytes())
+                .into_uuid()
+                .into_bytes(),
+            text: std::sync::OnceLock::new(),
+        }
     }
 
     fn as_str(&self) -> &str {
         match self {
-            // Always ASCII (written by `encode_lower`), so the check never fails.
-            StateId::Generated(text) => std::str::from_utf8(text).unwrap_or_default(),
+            StateId::Generated { uuid, text } => {
+                let text = text.get_or_init(|| {
+                    let mut text = [0u8; 36];
+                    uuid::Uuid::from_bytes(*uuid)
+                        .hyphenated()
+                        .encode_lower(&mut text);
+                    text
+                });
+                // Always ASCII (written by `encode_lower`), so the check never fails.
+                std::str::from_utf8(text).unwrap_or_default()
+            }
             StateId::Given(id) => id,
         }
     }
@@ -303,11 +316,15 @@ impl AgentState {
         next
     }
 
-    /// Appends several messages.
+    /// Appends several messages: owned `Message`s, or `Arc<Message>`s shared with their other
+    /// owners (a [`weft_provider::Turn`]'s messages), which are then not copied.
     #[must_use]
-    pub fn with_messages(&self, messages: impl IntoIterator<Item = Message>) -> Self {
+    pub fn with_messages<M: Into<Arc<Message>>>(
+        &self,
+        messages: impl IntoIterator<Item = M>,
+    ) -> Self {
         let mut next = self.derive();
-        next.messages.extend(messages.into_iter().map(Arc::new));
+        next.messages.extend(messages.into_iter().map(Into::into));
         next
     }
 
@@ -372,7 +389,7 @@ impl AgentState {
     pub(crate) fn with_step_result(
         &self,
         step: u64,
-        messages: impl IntoIterator<Item = Message>,
+        messages: impl IntoIterator<Item = Arc<Message>>,
         traces: Vec<SubagentExecutionTrace>,
     ) -> Self {
         self.clone().into_step_result(step, messages, traces)
@@ -384,13 +401,13 @@ impl AgentState {
     pub(crate) fn into_step_result(
         self,
         step: u64,
-        messages: impl IntoIterator<Item = Message>,
+        messages: impl IntoIterator<Item = Arc<Message>>,
         traces: Vec<SubagentExecutionTrace>,
     ) -> Self {
         let mut next = self;
         next.id = StateId::new();
         next.step = step;
-        next.messages.extend(messages.into_iter().map(Arc::new));
+        next.messages.extend(messages);
         if !traces.is_empty() {
             Arc::make_mut(&mut next.extras)
                 .subagent_traces
@@ -407,7 +424,8 @@ mod tests {
 
     #[test]
     fn a_state_is_small_and_states_without_extras_share_them() {
-        // id (36 characters inline), step, the message vector, one pointer to the extras.
+        // id (16 bytes and, once read, its 36 characters inline), step, the message vector,
+        // one pointer to the extras.
         assert!(std::mem::size_of::<AgentState>() <= 120);
         let a = AgentState::initial().with_step(3);
         let b = AgentState::initial();
