@@ -75,8 +75,7 @@ async fn a_runs_turn_and_state_share_its_messages_instead_of_copying_them() {
         text("done"),
     ]);
     let a = agent(AgentOptions::new(model).tool(add_tool())).unwrap();
-    let GenerateResult { turn, state } =
-        a.generate("go", &AgentState::initial()).await.unwrap();
+    let GenerateResult { turn, state } = a.generate("go", &AgentState::initial()).await.unwrap();
     // user, (assistant call, tool result) × 2, answer: each one allocation, held by both.
     assert_eq!(turn.messages.len(), 6);
     assert_eq!(state.message_count(), 6);

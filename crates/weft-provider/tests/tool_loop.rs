@@ -59,7 +59,10 @@ async fn upp_099_a_turn_without_tools_has_two_messages_and_one_cycle() {
     assert!(turn.messages[0].is_user() && turn.messages[1].is_assistant());
     assert_eq!(turn.cycles, 1);
     assert!(turn.tool_executions.is_empty());
-    assert_eq!(*turn.messages[1], Message::Assistant((*turn.response).clone()));
+    assert_eq!(
+        *turn.messages[1],
+        Message::Assistant((*turn.response).clone())
+    );
 }
 
 #[tokio::test]

@@ -43,15 +43,11 @@ pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-/// A state's id: a generated UUID kept inline (its 16 bytes, no allocation: every `with_*`
-/// makes one) and formatted to its 36 characters only when someone reads it (most derived
-/// states' ids never are), or an id given by `from_json`, kept as is.
+/// A state's id: a generated UUID kept inline as its 36 characters (no allocation: every
+/// `with_*` makes one), or an id given by `from_json`, kept as is.
 #[derive(Clone)]
 enum StateId {
-    Generated {
-        uuid: [u8; 16],
-        text: std::sync::OnceLock<[u8; 36]>,
-    },
+    Generated([u8; 36]),
     Given(Arc<str>),
 }
 
@@ -59,27 +55,18 @@ impl StateId {
     /// A fresh UUIDv4. The random bits come from a per-thread generator seeded from the OS (no
     /// system call per id): ids must be unique, not secret.
     fn new() -> Self {
-        StateId::Generated {
-            uuid: uuid::Builder::from_random_bytes(fastrand::u128(..).to_le_bytes())
-                .into_uuid()
-                .into_bytes(),
-            text: std::sync::OnceLock::new(),
-        }
+        let mut text = [0u8; 36];
+        uuid::Builder::from_random_bytes(fastrand::u128(..).to_le_bytes())
+            .into_uuid()
+            .hyphenated()
+            .encode_lower(&mut text);
+        StateId::Generated(text)
     }
 
     fn as_str(&self) -> &str {
         match self {
-            StateId::Generated { uuid, text } => {
-                let text = text.get_or_init(|| {
-                    let mut text = [0u8; 36];
-                    uuid::Uuid::from_bytes(*uuid)
-                        .hyphenated()
-                        .encode_lower(&mut text);
-                    text
-                });
-                // Always ASCII (written by `encode_lower`), so the check never fails.
-                std::str::from_utf8(text).unwrap_or_default()
-            }
+            // Always ASCII (written by `encode_lower`), so the check never fails.
+            StateId::Generated(text) => std::str::from_utf8(text).unwrap_or_default(),
             StateId::Given(id) => id,
         }
     }
@@ -424,8 +411,7 @@ mod tests {
 
     #[test]
     fn a_state_is_small_and_states_without_extras_share_them() {
-        // id (16 bytes and, once read, its 36 characters inline), step, the message vector,
-        // one pointer to the extras.
+        // id (36 characters inline), step, the message vector, one pointer to the extras.
         assert!(std::mem::size_of::<AgentState>() <= 120);
         let a = AgentState::initial().with_step(3);
         let b = AgentState::initial();
