@@ -68,6 +68,35 @@ async fn uap_004_results_carry_the_upp_turn_unchanged() {
 }
 
 #[tokio::test]
+async fn a_runs_turn_and_state_share_its_messages_instead_of_copying_them() {
+    let model = script(vec![
+        call("c1", "add", json!({"a": 1, "b": 2})),
+        call("c2", "add", json!({"a": 3, "b": 4})),
+        text("done"),
+    ]);
+    let a = agent(AgentOptions::new(model).tool(add_tool())).unwrap();
+    let GenerateResult { turn, state } = a.generate("go", &AgentState::initial()).await.unwrap();
+    // user, (assistant call, tool result) × 2, answer: each one allocation, held by both.
+    assert_eq!(turn.messages.len(), 6);
+    assert_eq!(state.message_count(), 6);
+    for (i, message) in turn.messages.iter().enumerate() {
+        assert!(
+            std::ptr::eq(&**message, state.message(i).unwrap()),
+            "message {i} was copied"
+        );
+    }
+    // The response is the turn's last message itself, not a copy of it.
+    assert!(Arc::ptr_eq(turn.response.message(), &turn.messages[5]));
+    assert_eq!(turn.text(), "done");
+    // The JSON form is unchanged: a list of tagged messages and a tagged response.
+    let json = serde_json::to_value(&turn).unwrap();
+    assert_eq!(json["messages"][2]["type"], "tool_result");
+    assert_eq!(json["response"]["type"], "assistant");
+    let back: Turn = serde_json::from_value(json).unwrap();
+    assert_eq!(back, turn);
+}
+
+#[tokio::test]
 async fn uap_007_no_ghost_history_between_calls() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();

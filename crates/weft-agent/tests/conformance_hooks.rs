@@ -110,7 +110,7 @@ async fn uap_111_on_error_is_called_and_may_recover() {
                 Some(GenerateResult {
                     turn: Turn {
                         messages: vec![],
-                        response: weft_provider::AssistantMessage::text("recovered"),
+                        response: weft_provider::AssistantMessage::text("recovered").into(),
                         tool_executions: vec![],
                         usage: Default::default(),
                         cycles: 0,

@@ -158,7 +158,7 @@ impl Middleware for Recover {
         self.0.then(|| GenerateResult {
             turn: weft_provider::Turn {
                 messages: vec![],
-                response: weft_provider::AssistantMessage::text("fallback"),
+                response: weft_provider::AssistantMessage::text("fallback").into(),
                 tool_executions: vec![],
                 usage: Default::default(),
                 cycles: 0,

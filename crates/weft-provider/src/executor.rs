@@ -54,6 +54,18 @@ pub(crate) async fn run_round(
     calls: &[ToolCall],
     cx: &RoundContext<'_>,
 ) -> Result<Vec<CallOutcome>, UppError> {
+    if let [_] = calls {
+        // One call (most rounds): no ordering to work out and nothing to run beside it.
+        if cx.signal.is_cancelled() {
+            return Err(UppError::cancelled(cx.provider, crate::Modality::Llm));
+        }
+        let outcome = tokio::select! {
+            biased;
+            () = cx.signal.cancelled() => return Err(UppError::cancelled(cx.provider, crate::Modality::Llm)),
+            outcome = run_call(calls, 0, cx) => outcome?,
+        };
+        return Ok(vec![outcome]);
+    }
     let prerequisites = prerequisites(calls, cx.tools, cx.mode);
     let mut outcomes: Vec<Option<CallOutcome>> = (0..calls.len()).map(|_| None).collect();
     let mut remaining: Vec<usize> = (0..calls.len()).collect();
@@ -231,7 +243,8 @@ async fn run_call(
         ));
     }
     let duration = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let (result, is_error) = outcome.to_result();
+    let deferred = matches!(outcome, ToolOutcome::Deferred { .. });
+    let (result, is_error) = outcome.into_result();
     if inv.ran {
         pipeline::emit(
             &inv,
@@ -262,7 +275,7 @@ async fn run_call(
             duration,
             approved: inv.approved,
         }),
-        deferred: matches!(outcome, ToolOutcome::Deferred { .. }),
+        deferred,
     })
 }
 

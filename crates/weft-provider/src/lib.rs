@@ -105,7 +105,7 @@ pub use tool::{
     ToolRun,
 };
 pub use tool_choice::ToolChoice;
-pub use turn::{CycleUsage, TokenUsage, Turn};
+pub use turn::{CycleUsage, TokenUsage, Turn, TurnResponse};
 
 /// The `ai` namespace of §3.2: the same entry points under one name (`ai::llm`).
 pub mod ai {

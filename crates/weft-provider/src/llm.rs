@@ -29,7 +29,7 @@ use crate::strategy::ToolUseStrategy;
 use crate::stream::StreamEvent;
 use crate::tool::{Extensions, Tool};
 use crate::tool_choice::ToolChoice;
-use crate::turn::{TokenUsage, Turn};
+use crate::turn::{TokenUsage, Turn, TurnResponse};
 
 /// Options of `llm()` (§5.2). Only `model` is required.
 #[derive(Debug, Clone)]
@@ -872,25 +872,25 @@ async fn run_loop(
     keep_conversation: bool,
 ) -> Result<(Turn, Option<Arc<Vec<Message>>>), UppError> {
     let provider = inner.model.provider().to_owned();
-    // The conversation is shared with each request behind an `Arc`; the turn's messages are
-    // its tail, split off at the end, so no message is stored twice.
-    let history_len = conversation.len();
+    // The conversation is shared with each request behind an `Arc` and extended in place (no
+    // copy while the caller holds no other reference). The turn's messages are built beside
+    // it as shared `Arc<Message>`s, which the caller (an agent's state) keeps without copying:
+    // a new message is made once for the turn and copied once into the conversation, and
+    // only while the conversation is still read (by a later model call, or by a caller that
+    // keeps it).
     let mut conversation = conversation;
+    let mut made = TurnMessages {
+        messages: Vec::with_capacity(new_messages.len() + 2),
+        keep: keep_conversation,
+    };
     {
         let shared = Arc::make_mut(&mut conversation);
         shared.reserve(new_messages.len() + 4);
-        shared.extend(new_messages);
-    }
-    // The turn's messages are the conversation's tail: moved out when the caller does not keep
-    // the conversation, copied (only the new messages) when it does.
-    let turn_messages = |conversation: Arc<Vec<Message>>| {
-        if keep_conversation {
-            (conversation[history_len..].to_vec(), Some(conversation))
-        } else {
-            let mut all = Arc::try_unwrap(conversation).unwrap_or_else(|shared| (*shared).clone());
-            (all.split_off(history_len), None)
+        for message in new_messages {
+            shared.push(message.clone());
+            made.messages.push(Arc::new(message));
         }
-    };
+    }
     let mut usage = TokenUsage::default();
     let mut executions = Vec::new();
     let mut cycles = 0u32;
@@ -925,6 +925,8 @@ async fn run_loop(
         };
         usage.add_cycle(response.usage.as_cycle());
         let LlmResponse { message, data, .. } = response;
+        // The turn's response and its assistant message in `messages` are one shared message.
+        let message = TurnResponse::from(message);
         // The caller handles the calls itself with `maxIterations: 0` (§10.7), and when it
         // offered no tools at all: there is nothing to run, so answering "unknown tool" and
         // asking again would only spend requests (the UPP reference runs the loop only when
@@ -933,7 +935,6 @@ async fn run_loop(
         let manual = inner.strategy.max_iterations == Some(0)
             || (inner.tools.is_empty() && one_step.is_none());
         if !message.has_tool_calls() || manual {
-            Arc::make_mut(&mut conversation).push(Message::Assistant(message.clone()));
             let data = match &inner.structure {
                 Some(_) => Some(match data {
                     Some(data) => data,
@@ -941,7 +942,8 @@ async fn run_loop(
                 }),
                 None => None,
             };
-            let (messages, kept) = turn_messages(conversation);
+            made.last(&mut conversation, message.message().clone());
+            let (messages, kept) = made.finish(conversation);
             let turn = Turn {
                 messages,
                 response: message,
@@ -956,9 +958,9 @@ async fn run_loop(
             && rounds >= limit
         {
             inner.strategy.fire_max_iterations(rounds);
-            Arc::make_mut(&mut conversation).push(Message::Assistant(message.clone()));
+            made.last(&mut conversation, message.message().clone());
             let partial = Turn {
-                messages: turn_messages(conversation).0,
+                messages: made.finish(conversation).0,
                 response: message,
                 tool_executions: executions,
                 usage,
@@ -995,14 +997,13 @@ async fn run_loop(
             results.push(outcome.result);
             executions.extend(outcome.execution);
         }
-        let tool_results = Message::ToolResult(ToolResultMessage::new(results));
+        let tool_results = Arc::new(Message::ToolResult(ToolResultMessage::new(results)));
         // A call waits for a decision: the turn ends here, whatever the loop's mode (the
         // caller that deferred it suspends the run).
         if one_step.is_some() || deferred {
-            let shared = Arc::make_mut(&mut conversation);
-            shared.push(Message::Assistant(message.clone()));
-            shared.push(tool_results);
-            let (messages, kept) = turn_messages(conversation);
+            made.last(&mut conversation, message.message().clone());
+            made.last(&mut conversation, tool_results);
+            let (messages, kept) = made.finish(conversation);
             let turn = Turn {
                 messages,
                 response: message,
@@ -1013,9 +1014,42 @@ async fn run_loop(
             };
             return Ok((turn, kept));
         }
-        let shared = Arc::make_mut(&mut conversation);
-        shared.push(Message::Assistant(message));
-        shared.push(tool_results);
+        made.push(&mut conversation, message.message().clone());
+        made.push(&mut conversation, tool_results);
+    }
+}
+
+/// The messages a turn of the tool loop made, shared with the caller, beside the conversation
+/// the next model call reads.
+struct TurnMessages {
+    messages: Vec<Arc<Message>>,
+    /// Whether the caller keeps the conversation (a step of the agent layer).
+    keep: bool,
+}
+
+impl TurnMessages {
+    /// A message of the turn that a later model call of this loop reads.
+    fn push(&mut self, conversation: &mut Arc<Vec<Message>>, message: Arc<Message>) {
+        Arc::make_mut(conversation).push(Message::clone(&message));
+        self.messages.push(message);
+    }
+
+    /// A message that ends the loop: copied into the conversation only when the caller
+    /// keeps it.
+    fn last(&mut self, conversation: &mut Arc<Vec<Message>>, message: Arc<Message>) {
+        if self.keep {
+            self.push(conversation, message);
+        } else {
+            self.messages.push(message);
+        }
+    }
+
+    /// The turn's messages and, when the caller keeps it, the conversation.
+    fn finish(
+        self,
+        conversation: Arc<Vec<Message>>,
+    ) -> (Vec<Arc<Message>>, Option<Arc<Vec<Message>>>) {
+        (self.messages, self.keep.then_some(conversation))
     }
 }
 

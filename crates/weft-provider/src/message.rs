@@ -20,10 +20,13 @@ pub type Metadata = serde_json::Map<String, serde_json::Value>;
 /// The random bits come from a per-thread generator seeded from the OS (no system call per
 /// id): ids must be unique, not secret.
 pub fn new_id() -> String {
+    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    // Encoded in place (no formatting machinery), then one allocation of the exact size.
     uuid::Builder::from_random_bytes(fastrand::u128(..).to_le_bytes())
         .into_uuid()
         .hyphenated()
-        .to_string()
+        .encode_lower(&mut text)
+        .to_owned()
 }
 
 /// The three message kinds (§14.5.1 `MessageRole`).

@@ -141,6 +141,17 @@ impl ToolOutcome {
             }
         }
     }
+
+    /// [`ToolOutcome::to_result`] taking the outcome: the value moves instead of being copied.
+    pub fn into_result(self) -> (Value, bool) {
+        match self {
+            ToolOutcome::Done(value) => (value, false),
+            ToolOutcome::Failed(error) => (Value::String(error.message), true),
+            ToolOutcome::Refused { reason, .. } | ToolOutcome::Deferred { reason } => {
+                (Value::String(reason), true)
+            }
+        }
+    }
 }
 
 /// Something that emits the round's stream events (only while streaming).

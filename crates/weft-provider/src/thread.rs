@@ -99,7 +99,7 @@ impl Thread {
 
     /// Appends every message of a turn.
     pub fn append(&mut self, turn: &Turn) {
-        self.messages.extend(turn.messages.iter().cloned());
+        self.messages.extend(turn.messages().cloned());
         self.touch();
     }
 

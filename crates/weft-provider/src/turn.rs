@@ -1,5 +1,7 @@
 //! `Turn` and `TokenUsage`: the complete result of one `generate` (UPP-1.2 §7).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -100,16 +102,42 @@ impl TokenUsage {
 
 /// The complete result of one `generate` or `stream`: every message it produced, the final
 /// response, the tool executions, usage summed over cycles, and the parsed structured output.
+///
+/// The messages are shared (`Arc<Message>`), not copied, with whoever else keeps them: an
+/// agent's state appends the very same messages, so a step's messages exist once however many
+/// owners see them. Reading goes through `Deref` (`turn.messages[0].text()`); `&*m` or
+/// [`Turn::messages`] gives the `&Message` a pattern match needs. The JSON form is a plain
+/// list of messages (the `Arc` is invisible).
+///
+/// # Examples
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use weft_provider::{llm, LlmOptions, Message};
+///
+/// let model = weft_provider::adapters::scripted::model(
+///     weft_provider::adapters::scripted::Script::texts(["Hello!"]),
+/// );
+/// let turn = llm(LlmOptions::new(model))?.generate(&[], "Hi").await?;
+/// assert!(turn.messages[0].is_user());
+/// assert!(matches!(turn.messages().nth(1), Some(Message::Assistant(reply)) if reply.text_content() == "Hello!"));
+/// assert_eq!(serde_json::to_value(&turn)?["messages"][1]["type"], "assistant");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Turn {
     /// The turn's messages in order: the user input, each assistant tool-call message and
     /// tool-result message, and the final assistant message.
-    pub messages: Vec<Message>,
-    /// The final assistant message (also the last of `messages`). Its JSON carries
-    /// `"type": "assistant"` like every message (Appendix A.3).
+    #[serde(with = "shared_messages")]
+    pub messages: Vec<Arc<Message>>,
+    /// The final assistant message (also the last assistant message of `messages`, shared
+    /// with it). Reads as an [`AssistantMessage`]; its JSON carries `"type": "assistant"` like
+    /// every message (Appendix A.3).
     #[serde(with = "tagged_assistant")]
-    pub response: AssistantMessage,
+    pub response: TurnResponse,
     /// Every tool execution, in completion order within a round and round order overall.
     pub tool_executions: Vec<crate::tool::ToolExecution>,
     /// Usage summed over all cycles.
@@ -140,6 +168,11 @@ impl Turn {
         }
     }
 
+    /// The turn's messages as `&Message`, in order.
+    pub fn messages(&self) -> impl DoubleEndedIterator<Item = &Message> + ExactSizeIterator + '_ {
+        self.messages.iter().map(|m| &**m)
+    }
+
     /// The final response's text.
     pub fn text(&self) -> String {
         self.response.text_content()
@@ -153,10 +186,132 @@ impl Turn {
     }
 }
 
+/// The final assistant message of a [`Turn`]: it reads as an [`AssistantMessage`] (through
+/// `Deref`) and is the very message the turn's `messages` hold, shared instead of copied.
+///
+/// # Examples
+///
+/// ```
+/// use weft_provider::{AssistantMessage, Message, TurnResponse};
+///
+/// let response = TurnResponse::from(AssistantMessage::text("Hi"));
+/// assert_eq!(response.text_content(), "Hi");          // an AssistantMessage to read
+/// assert!(response.message().is_assistant());           // and a shared Message
+/// assert_eq!(response.clone().into_assistant(), AssistantMessage::clone(&response));
+/// ```
+#[derive(Clone)]
+pub struct TurnResponse(Arc<Message>);
+
+impl TurnResponse {
+    /// The response as the shared message of the turn's `messages`.
+    pub fn message(&self) -> &Arc<Message> {
+        &self.0
+    }
+
+    /// `message` as a response, when it is an assistant message.
+    ///
+    /// # Errors
+    /// The message itself when it is not an assistant message.
+    pub fn from_message(message: Arc<Message>) -> Result<Self, Arc<Message>> {
+        match &*message {
+            Message::Assistant(_) => Ok(TurnResponse(message)),
+            _ => Err(message),
+        }
+    }
+
+    /// The assistant message, moved out when nothing else shares it, else copied.
+    pub fn into_assistant(self) -> AssistantMessage {
+        match Arc::try_unwrap(self.0) {
+            Ok(Message::Assistant(message)) => message,
+            Ok(_) => AssistantMessage::clone(no_response()),
+            Err(shared) => match &*shared {
+                Message::Assistant(message) => message.clone(),
+                _ => AssistantMessage::clone(no_response()),
+            },
+        }
+    }
+}
+
+/// What a `TurnResponse` would read as if it held no assistant message (its constructors make
+/// that impossible).
+fn no_response() -> &'static AssistantMessage {
+    static EMPTY: std::sync::LazyLock<AssistantMessage> = std::sync::LazyLock::new(|| {
+        AssistantMessage::new(Vec::new(), Vec::new(), crate::MessageOptions::default())
+            .unwrap_or_else(|_| AssistantMessage::text(""))
+    });
+    &EMPTY
+}
+
+impl std::ops::Deref for TurnResponse {
+    type Target = AssistantMessage;
+
+    fn deref(&self) -> &AssistantMessage {
+        match &*self.0 {
+            Message::Assistant(message) => message,
+            _ => no_response(),
+        }
+    }
+}
+
+impl From<AssistantMessage> for TurnResponse {
+    fn from(message: AssistantMessage) -> Self {
+        TurnResponse(Arc::new(Message::Assistant(message)))
+    }
+}
+
+impl PartialEq for TurnResponse {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || **self == **other
+    }
+}
+
+impl PartialEq<AssistantMessage> for TurnResponse {
+    fn eq(&self, other: &AssistantMessage) -> bool {
+        **self == *other
+    }
+}
+
+impl std::fmt::Debug for TurnResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        AssistantMessage::fmt(self, f)
+    }
+}
+
+/// Shared messages in JSON: a plain list of messages.
+mod shared_messages {
+    use std::sync::Arc;
+
+    use serde::ser::SerializeSeq as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::message::Message;
+
+    pub(super) fn serialize<S: Serializer>(
+        messages: &[Arc<Message>],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(messages.len()))?;
+        for message in messages {
+            seq.serialize_element(&**message)?;
+        }
+        seq.end()
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<Arc<Message>>, D::Error> {
+        Ok(Vec::<Message>::deserialize(deserializer)?
+            .into_iter()
+            .map(Arc::new)
+            .collect())
+    }
+}
+
 /// Serializes an assistant message with its `type` tag, as `Message` does.
 mod tagged_assistant {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+    use super::TurnResponse;
     use crate::message::{AssistantMessage, Message};
 
     #[derive(Serialize)]
@@ -166,7 +321,7 @@ mod tagged_assistant {
     }
 
     pub(super) fn serialize<S: Serializer>(
-        message: &AssistantMessage,
+        message: &TurnResponse,
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
         Tagged::Assistant(message).serialize(serializer)
@@ -174,13 +329,13 @@ mod tagged_assistant {
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
-    ) -> Result<AssistantMessage, D::Error> {
+    ) -> Result<TurnResponse, D::Error> {
         let mut value = serde_json::Value::deserialize(deserializer)?;
         if let Some(map) = value.as_object_mut() {
             map.entry("type").or_insert_with(|| "assistant".into());
         }
         match serde_json::from_value::<Message>(value).map_err(serde::de::Error::custom)? {
-            Message::Assistant(message) => Ok(message),
+            Message::Assistant(message) => Ok(message.into()),
             other => Err(serde::de::Error::custom(format!(
                 "response must be an assistant message, not {:?}",
                 other.message_type()

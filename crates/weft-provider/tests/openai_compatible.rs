@@ -104,7 +104,7 @@ async fn tool_output_exchange_matches_recorded_requests() {
     assert_eq!(meta["finish_reason"], "tool_calls");
 
     // Cycle 2: we answer the call ourselves.
-    let mut history = first.messages.clone();
+    let mut history: Vec<Message> = first.messages().cloned().collect();
     history.push(Message::ToolResult(ToolResultMessage::new(vec![
         ToolResult {
             tool_call_id: "call_iXFttys57ap0o16JSlC8yhYo".into(),

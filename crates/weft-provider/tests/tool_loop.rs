@@ -59,7 +59,10 @@ async fn upp_099_a_turn_without_tools_has_two_messages_and_one_cycle() {
     assert!(turn.messages[0].is_user() && turn.messages[1].is_assistant());
     assert_eq!(turn.cycles, 1);
     assert!(turn.tool_executions.is_empty());
-    assert_eq!(turn.messages[1], Message::Assistant(turn.response.clone()));
+    assert_eq!(
+        *turn.messages[1],
+        Message::Assistant((*turn.response).clone())
+    );
 }
 
 #[tokio::test]
@@ -90,7 +93,7 @@ async fn upp_046_049_098_100_tool_rounds_collect_messages_usage_and_cycles() {
     let turn = instance.generate(&history, "go").await.unwrap();
     assert_eq!(history.len(), 2, "UPP-004: history untouched");
     assert_eq!(turn.cycles, 3);
-    let kinds: Vec<_> = turn.messages.iter().map(Message::message_type).collect();
+    let kinds: Vec<_> = turn.messages().map(Message::message_type).collect();
     use weft_provider::MessageType::{Assistant, ToolResult, User};
     assert_eq!(
         kinds,
@@ -170,7 +173,7 @@ async fn upp_051_calls_of_one_round_run_in_parallel_and_results_keep_call_order(
     .tool(make("slow_b", barrier)))
     .unwrap();
     let turn = instance.generate(&[], "go").await.unwrap();
-    let Message::ToolResult(results) = &turn.messages[2] else {
+    let Message::ToolResult(results) = &*turn.messages[2] else {
         panic!()
     };
     assert_eq!(results.results[0].tool_call_id, "a");

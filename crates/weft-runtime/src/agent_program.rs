@@ -210,7 +210,7 @@ impl ExecutionStrategy for DurableLoop {
             // Finished before the crash: the answer is in the checkpoint.
             let turn = Turn {
                 messages: Vec::new(),
-                response: answer.clone(),
+                response: answer.clone().into(),
                 tool_executions: Vec::new(),
                 usage: TokenUsage::default(),
                 cycles: 0,

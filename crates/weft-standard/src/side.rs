@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use weft_agent::execution::{StepOutcome, Steps};
 use weft_agent::{AgentError, AgentState, ExecutionContext, ExecutionResult, ExecutionStrategy};
-use weft_provider::{LlmInstance, Message, Tool, ToolResult, Turn};
+use weft_provider::{LlmInstance, Message, Tool, ToolResult, Turn, TurnResponse};
 use weft_runtime::event::{EventKind, Side};
 use weft_runtime::ledger::RunContext;
 use weft_runtime::observer::RunObserver;
@@ -142,17 +142,17 @@ impl StopPlan {
     pub(crate) fn ended_in(&self, state: &AgentState, steps: u64) -> Option<TurnEnd> {
         let count = state.message_count();
         let last = state.message(count.checked_sub(1)?)?;
-        let messages: Vec<Message> = match last {
-            Message::Assistant(_) => vec![last.clone()],
+        let messages: Vec<Arc<Message>> = match last {
+            Message::Assistant(_) => vec![Arc::new(last.clone())],
             Message::ToolResult(_) => match state.message(count.checked_sub(2)?)? {
-                call @ Message::Assistant(_) => vec![call.clone(), last.clone()],
+                call @ Message::Assistant(_) => {
+                    vec![Arc::new(call.clone()), Arc::new(last.clone())]
+                }
                 _ => return None,
             },
             _ => return None,
         };
-        let Some(Message::Assistant(response)) = messages.first().cloned() else {
-            return None;
-        };
+        let response = TurnResponse::from_message(messages.first()?.clone()).ok()?;
         let turn = Turn {
             messages,
             response,
@@ -174,7 +174,7 @@ fn text_of(value: &Value) -> String {
 }
 
 fn last_results(turn: &Turn) -> &[ToolResult] {
-    match turn.messages.last() {
+    match turn.messages.last().map(|m| &**m) {
         Some(Message::ToolResult(results)) => &results.results,
         _ => &[],
     }

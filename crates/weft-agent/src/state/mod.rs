@@ -303,11 +303,15 @@ impl AgentState {
         next
     }
 
-    /// Appends several messages.
+    /// Appends several messages: owned `Message`s, or `Arc<Message>`s shared with their other
+    /// owners (a [`weft_provider::Turn`]'s messages), which are then not copied.
     #[must_use]
-    pub fn with_messages(&self, messages: impl IntoIterator<Item = Message>) -> Self {
+    pub fn with_messages<M: Into<Arc<Message>>>(
+        &self,
+        messages: impl IntoIterator<Item = M>,
+    ) -> Self {
         let mut next = self.derive();
-        next.messages.extend(messages.into_iter().map(Arc::new));
+        next.messages.extend(messages.into_iter().map(Into::into));
         next
     }
 
@@ -372,7 +376,7 @@ impl AgentState {
     pub(crate) fn with_step_result(
         &self,
         step: u64,
-        messages: impl IntoIterator<Item = Message>,
+        messages: impl IntoIterator<Item = Arc<Message>>,
         traces: Vec<SubagentExecutionTrace>,
     ) -> Self {
         self.clone().into_step_result(step, messages, traces)
@@ -384,13 +388,13 @@ impl AgentState {
     pub(crate) fn into_step_result(
         self,
         step: u64,
-        messages: impl IntoIterator<Item = Message>,
+        messages: impl IntoIterator<Item = Arc<Message>>,
         traces: Vec<SubagentExecutionTrace>,
     ) -> Self {
         let mut next = self;
         next.id = StateId::new();
         next.step = step;
-        next.messages.extend(messages.into_iter().map(Arc::new));
+        next.messages.extend(messages);
         if !traces.is_empty() {
             Arc::make_mut(&mut next.extras)
                 .subagent_traces

@@ -116,7 +116,9 @@ pub struct Steps<'a> {
     pub(crate) committed: AgentState,
     /// The state of the step in progress (step number, reasoning, plan changes).
     pub(crate) state: AgentState,
-    step_messages: Vec<Message>,
+    /// The step's messages, shared with the turns that made them and, at the step's end,
+    /// with the new state (never copied).
+    step_messages: Vec<Arc<Message>>,
     step_turn: Option<Turn>,
     total: Option<Turn>,
     pending_input: Option<Message>,
@@ -157,12 +159,12 @@ impl TurnExt for Turn {
 
 /// Whether the turn's last response asked for tools and they ran (not manual mode).
 pub(crate) fn tools_ran(turn: &Turn) -> bool {
-    turn.response.has_tool_calls() && turn.messages.last().is_some_and(Message::is_tool_result)
+    turn.response.has_tool_calls() && turn.messages.last().is_some_and(|m| m.is_tool_result())
 }
 
 /// The tool results of the turn's last round.
 pub(crate) fn last_results(turn: &Turn) -> &[ToolResult] {
-    match turn.messages.last() {
+    match turn.messages.last().map(|m| &**m) {
         Some(Message::ToolResult(results)) => &results.results,
         _ => &[],
     }
@@ -376,7 +378,10 @@ impl<'a> Steps<'a> {
         if self.ctx.signal.is_cancelled() {
             return Err(self.cancelled());
         }
-        let mut inputs = Vec::with_capacity(extra.len() + 1 + self.inbox.len());
+        // Sized exactly: most steps have no new input, and then nothing is allocated.
+        let mut inputs = Vec::with_capacity(
+            extra.len() + usize::from(self.pending_input.is_some()) + self.inbox.len(),
+        );
         if let Some(input) = &self.pending_input {
             inputs.push(InferenceInput::Message(input.clone()));
         }
@@ -433,7 +438,7 @@ impl<'a> Steps<'a> {
     fn history(&self) -> Vec<Message> {
         let mut history = Vec::with_capacity(self.state.message_count() + self.step_messages.len());
         history.extend(self.state.messages().cloned());
-        history.extend(self.step_messages.iter().cloned());
+        history.extend(self.step_messages.iter().map(|m| (**m).clone()));
         history
     }
 

@@ -474,7 +474,7 @@ impl StepObserver for ProfileObserver {
 }
 
 fn last_results(turn: &Turn) -> &[ToolResult] {
-    match turn.messages.last() {
+    match turn.messages.last().map(|m| &**m) {
         Some(Message::ToolResult(results)) => &results.results,
         _ => &[],
     }
