@@ -407,19 +407,24 @@ impl ExecutionStrategy for SideTurn {
                     )
                     .await;
                 match compressed {
-                    Ok(Some(history)) => steps.replace_history(history),
+                    Ok(Some(compressed)) => {
+                        // The summary call is a model call of the run: its tokens count.
+                        if let Some(usage) = &compressed.summary_usage {
+                            steps.add_usage(usage);
+                        }
+                        steps.replace_history(compressed.history);
+                    }
                     Ok(None) => {}
                     Err(error) => {
                         if let Some(profile) = &self.profile {
                             profile.failed().await;
                         }
+                        // A failed summary falls back to truncate: only a stopping run
+                        // (its signal cancelled) ends here.
                         return Err(match error {
-                            CompressionError::Summary(e) if ctx.signal.is_cancelled() => {
-                                let _ = e;
-                                AgentError::Cancelled {
-                                    state: Box::new(steps.committed().clone()),
-                                }
-                            }
+                            _ if ctx.signal.is_cancelled() => AgentError::Cancelled {
+                                state: Box::new(steps.committed().clone()),
+                            },
                             CompressionError::Summary(e) => AgentError::Upp(e),
                             other => AgentError::Config(other.to_string()),
                         });
