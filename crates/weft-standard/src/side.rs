@@ -224,6 +224,8 @@ pub(crate) struct SopTurn {
     pub(crate) executor: Arc<weft_runtime::profile::sop::SopExecutor>,
     /// The role's tools the prompt lacked, and `advance_phase`.
     pub(crate) extra: Vec<Tool>,
+    /// The session turn (its checkpoints keep the workflow's progress for it).
+    pub(crate) turn: u64,
 }
 
 /// The MCP servers of a side's prompt, and the tools it offers besides theirs.
@@ -435,12 +437,7 @@ impl ExecutionStrategy for SideTurn {
                 profile.before_step(taken).await.map_err(illegal)?;
             }
             let deadline = self.profile.as_ref().and_then(|p| p.grace_deadline());
-            let stepping = async {
-                match &offered {
-                    Some(llm) => steps.step_with(llm).await,
-                    None => steps.step().await,
-                }
-            };
+            let stepping = self.step(&mut steps, offered.as_ref().unwrap_or(&ctx.llm));
             let stepped = match deadline {
                 Some(deadline) => tokio::time::timeout_at(deadline, stepping).await.ok(),
                 None => Some(stepping.await),
@@ -513,6 +510,39 @@ impl ExecutionStrategy for SideTurn {
 }
 
 impl SideTurn {
+    /// One step with `llm`. With an SOP workflow the step is counted in it before its
+    /// checkpoint, which keeps the workflow's progress after the step: a resumed turn goes on
+    /// in its phase, its steps there counted.
+    async fn step(
+        &self,
+        steps: &mut Steps<'_>,
+        llm: &LlmInstance,
+    ) -> Result<StepOutcome, AgentError> {
+        let (Some(sop), Some(profile)) = (&self.sop, &self.profile) else {
+            return steps.step_with(llm).await;
+        };
+        let step = steps.begin_step().await;
+        let turn = match steps.call(llm, Vec::new()).await {
+            Ok(turn) => turn,
+            Err(AgentError::Cancelled { .. }) if steps.is_suspended() => {
+                return Ok(StepOutcome::Suspended);
+            }
+            Err(error) => return Err(error),
+        };
+        steps.act_and_observe(step, &turn);
+        profile.count_step(&turn).await;
+        let mark = crate::runtime_profile::SopMark {
+            turn: sop.turn,
+            progress: sop.executor.progress(),
+        };
+        steps.set_metadata(
+            weft_runtime::profile::sop::SOP_PROGRESS_KEY,
+            serde_json::to_value(mark).unwrap_or(Value::Null),
+        );
+        steps.end_step(step).await;
+        Ok(StepOutcome::of(turn))
+    }
+
     fn ended(&self, end: Option<TurnEnd>) {
         if let (Some(end), Ok(mut slot)) = (end, self.end.lock()) {
             *slot = Some(end);

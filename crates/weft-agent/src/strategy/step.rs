@@ -70,6 +70,19 @@ pub enum StepOutcome {
     Suspended,
 }
 
+impl StepOutcome {
+    /// How the step whose model call gave `turn` ended: [`StepOutcome::Continue`] when its
+    /// tools ran, [`StepOutcome::Final`] otherwise (for a strategy that drives the parts of a
+    /// step itself: [`Steps::begin_step`], [`Steps::call`], [`Steps::end_step`]).
+    pub fn of(turn: Turn) -> StepOutcome {
+        if tools_ran(&turn) {
+            StepOutcome::Continue(turn)
+        } else {
+            StepOutcome::Final(turn)
+        }
+    }
+}
+
 /// How a step ended, for loops that do not look at the step's turn ([`Steps::advance`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepProgress {
@@ -308,11 +321,7 @@ impl<'a> Steps<'a> {
         };
         self.act_and_observe(step, &turn);
         self.end_step(step).await;
-        Ok(if tools_ran(&turn) {
-            StepOutcome::Continue(turn)
-        } else {
-            StepOutcome::Final(turn)
-        })
+        Ok(StepOutcome::of(turn))
     }
 
     /// [`Steps::step`] for a loop that does not look at the step's turn (the `loop()`
