@@ -250,8 +250,29 @@ async fn summarize_replaces_the_middle_keeps_what_the_spec_keeps_and_expands() {
         .unwrap();
     assert_eq!(rows, 10);
 
-    // `weft runs show --expand` restores what the summary replaced.
+    // The summary call is a model call of the run: the last checkpoint's usage total (and
+    // the run's) counts it — input 100 + 300 + 900 + 120 (the summary) + 200, output 5 × 10.
+    let (input, output): (i64, i64) = db
+        .query_row(
+            "SELECT usage_input_tokens, usage_output_tokens FROM checkpoints ORDER BY step DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((input, output), (1620, 50));
     let run = run_id(&events);
+    let record = weft(p, &["runs", "show", &run, "--json"], &url).await;
+    let record: Value = serde_json::from_slice(&record.stdout).unwrap();
+    assert_eq!(
+        (
+            &record["usage"]["input_tokens"],
+            &record["usage"]["output_tokens"]
+        ),
+        (&json!(1620), &json!(50)),
+        "{record}"
+    );
+
+    // `weft runs show --expand` restores what the summary replaced.
     let shown = weft(p, &["runs", "show", &run, "--expand"], &url).await;
     assert_eq!(shown.status.code(), Some(0), "{}", text(&shown));
     let shown_text = text(&shown);
@@ -432,4 +453,67 @@ async fn a_resume_after_a_compression_replays_the_recorded_summary_and_calls() {
         "the recorded answers were replayed, not asked again"
     );
     assert_eq!(std::fs::read_to_string(p.join("out.md")).unwrap(), "done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_summary_call_falls_back_to_truncate_and_the_run_goes_on() {
+    // The summary request fails (the provider answers 400: not retried); the compression
+    // truncates instead, says why in its event, and the task completes.
+    for strategy in ["summarize", "hybrid"] {
+        let mut replies = reads();
+        replies.push(Reply::json(
+            400,
+            &json!({"error": {"message": "summaries are off today", "type": "invalid_request_error"}}),
+        ));
+        replies.push(complete());
+        let server = ReplayServer::start(replies).await;
+        let url = format!("{}/v1", server.url());
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        project(
+            p,
+            &format!("maxTokens = 1000\npreserveLastN = 1\ncompressionStrategy = \"{strategy}\"\n"),
+            10,
+        );
+        let out = weft(p, &["run", "--json", "Read a.md, b.md and c.md"], &url).await;
+        assert_eq!(out.status.code(), Some(0), "{strategy}: {}", text(&out));
+        let events = events(&out);
+        let found = compressions(&events);
+        assert_eq!(found.len(), 1, "{strategy}: {found:?}");
+        let c = &found[0];
+        assert_eq!(c["strategy"], "truncate", "{c}");
+        assert_eq!(c["fallbackFrom"], strategy, "{c}");
+        assert!(
+            c["reason"]
+                .as_str()
+                .unwrap()
+                .contains("summaries are off today"),
+            "{c}"
+        );
+        let received = server.received();
+        assert_eq!(
+            received.len(),
+            5,
+            "three steps, the failed summary, the last step"
+        );
+        // The last call reads the truncation note instead of the middle.
+        let said = messages(&received[4].json());
+        let roles: Vec<&str> = said.iter().map(|(r, _)| r.as_str()).collect();
+        assert_eq!(
+            roles,
+            ["system", "user", "user", "assistant", "tool"],
+            "{said:?}"
+        );
+        assert!(
+            said[2].1.contains("4 earlier messages were removed"),
+            "{said:?}"
+        );
+        assert!(!received[4].json().to_string().contains(ALPHA));
+        let end = events
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "run_end")
+            .unwrap();
+        assert_eq!(end["payload"]["status"], "completed", "{end}");
+    }
 }

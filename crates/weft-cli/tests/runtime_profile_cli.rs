@@ -839,6 +839,70 @@ fn secret_patterns_never_reach_the_store() {
     assert!(!text(&events).contains("ACME-424242"));
 }
 
+/// Every byte of the project's store files (the database and its journal).
+fn stored_bytes(p: &Path) -> String {
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(p.join(".weft")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            bytes.extend(std::fs::read(path).unwrap());
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[test]
+fn secret_patterns_hold_for_a_resumed_run() {
+    // The write waits for a person (interactive mode); everything with the secret — the
+    // file read, the summary — happens in the resumed process.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    project(
+        p,
+        "[runtime.policy]\nsecretPatterns = [\"ACME-[0-9]{6}\"]\n",
+        json!([
+            calls(&[call(
+                "w1",
+                "write_file",
+                json!({"path": "out.txt", "content": "checked"})
+            )]),
+            calls(&[call("r1", "read_file", json!({"path": "vault.txt"}))]),
+            calls(&[call(
+                "c1",
+                "complete_task",
+                json!({"summary": "the key is ACME-424242"})
+            )]),
+        ]),
+    );
+    std::fs::write(p.join("vault.txt"), "key ACME-424242\n").unwrap();
+    let out = weft(p, &["run", "--json", "check the vault"]);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let events = events(&out);
+    let run = events[0]["runId"].as_str().unwrap().to_owned();
+    let decision = events
+        .iter()
+        .find(|e| e["type"] == "decision_pending")
+        .and_then(|e| e["payload"]["decision"].as_str())
+        .unwrap()
+        .to_owned();
+    let approved = weft(p, &["approve", &run, &decision]);
+    assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
+    let resumed = weft(p, &["resume", &run, "--json"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    // The resumed process read the secret and the model said it; the records hold none of it.
+    let logged = text(&weft(p, &["events", &run, "--json"]));
+    assert!(!logged.contains("ACME-424242"), "{logged}");
+    assert!(logged.contains("key [REDACTED]"), "{logged}");
+    let stored = stored_bytes(p);
+    assert!(
+        !stored.contains("ACME-424242"),
+        "a secret reached the store"
+    );
+    assert!(stored.contains("the key is [REDACTED]"));
+    let shown = weft(p, &["runs", "show", &run, "--json"]);
+    assert!(!text(&shown).contains("ACME-424242"), "{}", text(&shown));
+}
+
 #[test]
 fn a_subagent_never_has_more_than_its_parents_policy() {
     let dir = tempfile::tempdir().unwrap();

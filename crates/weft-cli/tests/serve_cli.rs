@@ -328,3 +328,59 @@ fn sigterm_stops_the_server_and_leaves_the_run_resumable() {
     assert_eq!(shown["status"], "completed", "{shown}");
     assert_eq!(shown["output"], "late answer", "{shown}");
 }
+
+#[test]
+fn a_served_run_records_nothing_matching_the_projects_secret_patterns() {
+    // The chat message and the model's answer carry a secret of the project's own shape.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    scripted_project(
+        p,
+        "name = \"served\"\n[runtime.policy]\nsecretPatterns = [\"ACME-[0-9]{6}\"]\n",
+        &[],
+        &json!({"responses": [{"toolCalls": [{"id": "c1", "name": "complete_task",
+            "arguments": {"summary": "stored ACME-424242 for you"}}]}]}),
+    );
+    let served = Served::start(p, &[]);
+    let (addr, token) = (served.addr(), served.token());
+    let bearer = format!("Bearer {token}");
+    let body = json!({"id": "t1", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "my key is ACME-123456"}]}
+    ], "trigger": "submit-message"})
+    .to_string();
+    let reply = http(
+        &addr,
+        "POST",
+        "/api/chat",
+        &[("Authorization", &bearer)],
+        &body,
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let (status, stderr) = served.terminate();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let listed: Value =
+        serde_json::from_slice(&weft(p, &["runs", "list", "--json"]).stdout).unwrap();
+    let run = listed[0]["run_id"]
+        .as_str()
+        .expect("the served run")
+        .to_owned();
+    let shown = weft(p, &["runs", "show", &run, "--json"]);
+    let shown_text = text(&shown);
+    assert!(shown_text.contains("\"completed\""), "{shown_text}");
+    assert!(
+        shown_text.contains("stored [REDACTED] for you"),
+        "{shown_text}"
+    );
+    let mut bytes = Vec::new();
+    for entry in std::fs::read_dir(p.join(".weft")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            bytes.extend(std::fs::read(path).unwrap());
+        }
+    }
+    let stored = String::from_utf8_lossy(&bytes);
+    assert!(
+        !stored.contains("ACME-424242") && !stored.contains("ACME-123456"),
+        "a secret reached the store"
+    );
+}

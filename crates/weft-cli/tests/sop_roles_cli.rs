@@ -530,3 +530,124 @@ async fn an_agent_takes_its_own_role_over_the_projects() {
     let (failed, reason) = result_of(&events, "w1");
     assert!(failed && !p.join("x.txt").exists(), "{reason}");
 }
+
+/// `weft approve RUN DECISION` for the run's pending decision printed by `--json`, then
+/// `weft resume RUN --json`.
+async fn approve_and_resume(p: &Path, first: &[Value]) -> Output {
+    let run = first[0]["runId"].as_str().unwrap().to_owned();
+    let decision = first
+        .iter()
+        .find(|e| e["type"] == "decision_pending")
+        .and_then(|e| e["payload"]["decision"].as_str())
+        .expect("a pending decision")
+        .to_owned();
+    let approved = weft(p, &["approve", &run, &decision], &[]).await;
+    assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
+    weft(p, &["resume", &run, "--json"], &[]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_coder_goes_on_in_the_phase_it_was_paused_in() {
+    // Interactive mode: write_file waits for a person. The coder is in its third phase
+    // (implement) when the run suspends; the resumed run goes on there — the write runs, the
+    // workflow moves on to verify and the task completes.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let script = json!({"responses": [
+        call("a1", "advance_phase", json!({})),
+        call("a2", "advance_phase", json!({})),
+        call("w1", "write_file", json!({"path": "tests/check.sh", "content": "exit 0\n"})),
+        call("a3", "advance_phase", json!({})),
+        call("c1", "complete_task", json!({"summary": "implemented and verified"})),
+    ]});
+    common::scripted_project(
+        p,
+        "[project]\ntestCommand = \"sh tests/check.sh\"\n[runtime]\nrole = \"coder\"\n",
+        &["read_file"],
+        &script,
+    );
+    let out = weft(p, &["run", "--json", "build it"], &[]).await;
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let first = events(&out);
+    let phases = |events: &[Value]| -> Vec<String> {
+        of_type(events, "sop_phase")
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}:{}",
+                    e["phase"].as_str().unwrap(),
+                    e["trigger"].as_str().unwrap()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        phases(&first),
+        [
+            "understand:start",
+            "plan:advance_phase",
+            "implement:advance_phase"
+        ]
+    );
+    let resumed = approve_and_resume(p, &first).await;
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    let events = events(&resumed);
+    // The workflow goes on in implement: the write is one of its tools.
+    assert_eq!(
+        phases(&events),
+        ["implement:resume", "verify:advance_phase"]
+    );
+    assert!(!result_of(&events, "w1").0, "{}", text(&resumed));
+    assert_eq!(
+        std::fs::read_to_string(p.join("tests/check.sh")).unwrap(),
+        "exit 0\n"
+    );
+    let end = run_end(&events);
+    assert_eq!(end["status"], "completed", "{end}");
+    assert_eq!(end["output"], "implemented and verified");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_phase_keeps_the_steps_it_took() {
+    // maxReactLoop 3: one step in "look" before the pause, the paused write is the second,
+    // the read after the resume the third — then the executor moves to "close", where the
+    // next read is refused. Counted from zero again, "look" would still hold it.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let script = json!({"responses": [
+        call("r1", "read_file", json!({"path": "notes.md"})),
+        call("w1", "write_file", json!({"path": "sorted.md", "content": "sorted"})),
+        call("r2", "read_file", json!({"path": "notes.md"})),
+        call("r3", "read_file", json!({"path": "notes.md"})),
+        call("c1", "complete_task", json!({"summary": "sorted"})),
+    ]});
+    common::scripted_project(
+        p,
+        "[runtime]\nrole = \"triage\"\n[runtime.roles.triage]\nmaxReactLoop = 3\n\
+         phases = [{name = \"look\", allowedTools = [\"read_file\", \"write_file\"]}, {name = \"close\"}]\n",
+        &["read_file", "write_file"],
+        &script,
+    );
+    std::fs::write(p.join("notes.md"), "# notes\n").unwrap();
+    let out = weft(p, &["run", "--json", "triage"], &[]).await;
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    let resumed = approve_and_resume(p, &events(&out)).await;
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    let events = events(&resumed);
+    assert!(!result_of(&events, "w1").0);
+    assert!(!result_of(&events, "r2").0);
+    let (failed, reason) = result_of(&events, "r3");
+    assert!(failed && reason.contains("\"close\" phase"), "{reason}");
+    let phases: Vec<String> = of_type(&events, "sop_phase")
+        .iter()
+        .map(|e| {
+            format!(
+                "{}:{}",
+                e["phase"].as_str().unwrap(),
+                e["trigger"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(phases, ["look:resume", "close:max_react_loop"]);
+    assert_eq!(run_end(&events)["status"], "completed");
+}

@@ -69,6 +69,18 @@ pub trait Sessions: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// What the store must redact from a run of `program` besides its own redactor (e.g. a
+    /// project's runtime profile `secretPatterns`), with a key naming it: added to the store
+    /// ([`Store::add_redactor`]) before the run records anything, by a new run and by a
+    /// resumed one alike. `None` (the default): nothing more.
+    fn redactor(
+        &self,
+        program: &SessionProgram,
+    ) -> Option<(String, Arc<dyn weft_store::Redactor>)> {
+        let _ = program;
+        None
+    }
+
     /// The model references (`PROVIDER:MODEL`) a run of `program` may call, so a cost
     /// budget can be checked against their prices before the run starts. Empty (the
     /// default) when they cannot be known: such a run with a cost budget is refused.
@@ -745,6 +757,7 @@ impl Runtime {
                 .resolve(&agent.model)
                 .map_err(|e| RunError::Agent(e.to_string()))?;
         }
+        self.add_redactor(&spec);
         if let (Program::Session(program), Some(sessions)) = (&spec.program, &self.sessions) {
             sessions.admit(program, &self.store, thread).await?;
         }
@@ -769,6 +782,16 @@ impl Runtime {
         ))
     }
 
+    /// Adds the redactor the sessions ask for a run of `spec` ([`Sessions::redactor`]) to
+    /// the store, before the run records anything.
+    fn add_redactor(&self, spec: &RunSpec) {
+        if let (Program::Session(program), Some(sessions)) = (&spec.program, &self.sessions)
+            && let Some((key, redactor)) = sessions.redactor(program)
+        {
+            self.store.add_redactor(&key, redactor);
+        }
+    }
+
     /// Goes on with `run_id` from its latest checkpoint, re-using every recorded response
     /// and tool result.
     ///
@@ -790,6 +813,7 @@ impl Runtime {
             run: run_id.to_owned(),
             message: e.to_string(),
         })?;
+        self.add_redactor(&spec);
         if record.status == RunStatus::Completed {
             let end = RunEnd::Completed {
                 output: record.output.clone().unwrap_or_default(),

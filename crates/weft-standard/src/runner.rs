@@ -40,13 +40,45 @@ pub fn changed_since_start(program: &SessionProgram) -> Vec<String> {
     }
 }
 
+/// The project of `program`: the snapshot the run recorded, else the folder's files.
+fn project_of(program: &SessionProgram) -> Result<Project, crate::ProjectError> {
+    match &program.project {
+        Some(snapshot) => Project::from_snapshot(snapshot, program.project_folder()),
+        None => Project::load(program.project_folder()),
+    }
+}
+
 #[async_trait]
 impl Sessions for StandardSessions {
+    /// The project's runtime profile `secretPatterns` ([`Project::secret_patterns`]): every
+    /// run of the project — `weft run`, `weft resume`, `weft serve` — records nothing that
+    /// matches them.
+    fn redactor(
+        &self,
+        program: &SessionProgram,
+    ) -> Option<(String, std::sync::Arc<dyn weft_store::Redactor>)> {
+        let patterns = project_of(program).ok()?.secret_patterns();
+        if patterns.is_empty() {
+            return None;
+        }
+        // The project was validated when it loaded: its patterns compile.
+        match weft_runtime::profile::redact::PatternRedactor::new(
+            std::sync::Arc::new(weft_store::NoRedaction),
+            &patterns,
+        ) {
+            Ok(redactor) => Some((
+                format!("secretPatterns\n{}", patterns.join("\n")),
+                std::sync::Arc::new(redactor),
+            )),
+            Err(error) => {
+                tracing::warn!(%error, "the project's secretPatterns do not compile");
+                None
+            }
+        }
+    }
+
     fn models(&self, program: &SessionProgram) -> Vec<String> {
-        let project = match &program.project {
-            Some(snapshot) => Project::from_snapshot(snapshot, program.project_folder()),
-            None => Project::load(program.project_folder()),
-        };
+        let project = project_of(program);
         project.map_or_else(
             |_| Vec::new(),
             |p| p.models_of(&program.agent, program.model_override.as_deref()),
@@ -59,11 +91,8 @@ impl Sessions for StandardSessions {
         store: &weft_store::Store,
         thread: Option<&str>,
     ) -> Result<(), RunError> {
-        let project = match &program.project {
-            Some(snapshot) => Project::from_snapshot(snapshot, program.project_folder()),
-            None => Project::load(program.project_folder()),
-        }
-        .map_err(|e| RunError::Agent(format!("the run's project: {e}")))?;
+        let project =
+            project_of(program).map_err(|e| RunError::Agent(format!("the run's project: {e}")))?;
         let Some(agent) = project.agent(&program.agent) else {
             return Ok(());
         };
@@ -74,11 +103,8 @@ impl Sessions for StandardSessions {
     }
 
     async fn run(&self, program: &SessionProgram, run: ActiveRun) -> Result<ProgramEnd, RunError> {
-        let project = match &program.project {
-            Some(snapshot) => Project::from_snapshot(snapshot, program.project_folder()),
-            None => Project::load(program.project_folder()),
-        }
-        .map_err(|e| RunError::Agent(format!("the run's project: {e}")))?;
+        let project =
+            project_of(program).map_err(|e| RunError::Agent(format!("the run's project: {e}")))?;
         let agent = project.agent(&program.agent).ok_or_else(|| {
             RunError::Agent(format!("the project has no agent {:?}", program.agent))
         })?;

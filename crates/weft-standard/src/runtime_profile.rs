@@ -37,6 +37,7 @@ use weft_provider::{ExecutionMode, LlmModel, Provider, Tool};
 use weft_runtime::approval::ToolPolicy;
 use weft_runtime::ledger::RunContext;
 use weft_runtime::profile::routing::{Candidate, RoutedModel, RoutingConfig};
+use weft_runtime::profile::sop::{SOP_PROGRESS_KEY, SopProgress};
 use weft_runtime::profile::{COMPLETE_TASK, PolicyMode, RuntimeProfile};
 
 use crate::definition::{AgentDefinition, AgentType};
@@ -189,14 +190,36 @@ pub(crate) fn offered(profile: &RuntimeProfile, tools: Vec<Tool>) -> Vec<Tool> {
     tools
 }
 
+/// Where a turn's SOP workflow stood after a step, as the step's checkpoint keeps it (under
+/// [`SOP_PROGRESS_KEY`]): the session turn it belongs to and the workflow's progress.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct SopMark {
+    pub(crate) turn: u64,
+    #[serde(flatten)]
+    pub(crate) progress: SopProgress,
+}
+
+impl SopMark {
+    /// The progress `state` (a checkpoint's) keeps for the session turn `turn`: a resumed
+    /// turn's; `None` for a new turn (its workflow starts at the first phase).
+    pub(crate) fn resumed(state: &weft_agent::AgentState, turn: u64) -> Option<SopProgress> {
+        let mark: SopMark =
+            serde_json::from_value(state.metadata().get(SOP_PROGRESS_KEY)?.clone()).ok()?;
+        (mark.turn == turn).then_some(mark.progress)
+    }
+}
+
 /// The SOP workflow of an agent turn whose profile names a role (§7): the role's built-in
 /// tools the prompt lacks (those the policy offers) and `advance_phase` are added to `tools`.
+/// A resumed turn goes on from `resumed` (the progress its checkpoint kept).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn sop_turn(
     profile: &RuntimeProfile,
     project: &Project,
     workspace: &weft_tools::Workspace,
     run: Option<std::sync::Arc<weft_runtime::ledger::RunContext>>,
     side: weft_runtime::event::Side,
+    (turn, resumed): (u64, Option<SopProgress>),
     tools: &mut Vec<Tool>,
 ) -> Option<crate::side::SopTurn> {
     use std::sync::Arc;
@@ -223,9 +246,22 @@ pub(crate) fn sop_turn(
         test_command,
     ));
     let executor = Arc::new(SopExecutor::new(role, checker, run, Some(side)));
+    if let Some(progress) = &resumed
+        && !executor.restore(progress)
+    {
+        tracing::warn!(
+            role = %progress.role,
+            phase = %progress.phase,
+            "the checkpoint's SOP progress is not the role's; the workflow starts at its first phase"
+        );
+    }
     extra.push(executor.advance_tool());
     tools.extend(extra.iter().cloned());
-    Some(crate::side::SopTurn { executor, extra })
+    Some(crate::side::SopTurn {
+        executor,
+        extra,
+        turn,
+    })
 }
 
 /// How many calls of one response run at once: one in `interactive` mode (the others are

@@ -526,6 +526,10 @@ impl Driver<'_> {
                 &self.workspace,
                 durable_run.clone(),
                 side,
+                (
+                    turn_no,
+                    crate::runtime_profile::SopMark::resumed(state, turn_no),
+                ),
                 &mut tools,
             )
         });

@@ -224,6 +224,8 @@ pub(crate) struct SopTurn {
     pub(crate) executor: Arc<weft_runtime::profile::sop::SopExecutor>,
     /// The role's tools the prompt lacked, and `advance_phase`.
     pub(crate) extra: Vec<Tool>,
+    /// The session turn (its checkpoints keep the workflow's progress for it).
+    pub(crate) turn: u64,
 }
 
 /// The MCP servers of a side's prompt, and the tools it offers besides theirs.
@@ -407,19 +409,24 @@ impl ExecutionStrategy for SideTurn {
                     )
                     .await;
                 match compressed {
-                    Ok(Some(history)) => steps.replace_history(history),
+                    Ok(Some(compressed)) => {
+                        // The summary call is a model call of the run: its tokens count.
+                        if let Some(usage) = &compressed.summary_usage {
+                            steps.add_usage(usage);
+                        }
+                        steps.replace_history(compressed.history);
+                    }
                     Ok(None) => {}
                     Err(error) => {
                         if let Some(profile) = &self.profile {
                             profile.failed().await;
                         }
+                        // A failed summary falls back to truncate: only a stopping run
+                        // (its signal cancelled) ends here.
                         return Err(match error {
-                            CompressionError::Summary(e) if ctx.signal.is_cancelled() => {
-                                let _ = e;
-                                AgentError::Cancelled {
-                                    state: Box::new(steps.committed().clone()),
-                                }
-                            }
+                            _ if ctx.signal.is_cancelled() => AgentError::Cancelled {
+                                state: Box::new(steps.committed().clone()),
+                            },
                             CompressionError::Summary(e) => AgentError::Upp(e),
                             other => AgentError::Config(other.to_string()),
                         });
@@ -433,12 +440,13 @@ impl ExecutionStrategy for SideTurn {
                 narrowed = profile.step_llm(offered.as_ref().unwrap_or(&ctx.llm))?;
             }
             let deadline = self.profile.as_ref().and_then(|p| p.grace_deadline());
-            let stepping = async {
-                match narrowed.as_ref().or(offered.as_ref()) {
-                    Some(llm) => steps.step_with(llm).await,
-                    None => steps.step().await,
-                }
-            };
+            let stepping = self.step(
+                &mut steps,
+                narrowed
+                    .as_ref()
+                    .or(offered.as_ref())
+                    .unwrap_or(&ctx.llm),
+            );
             let stepped = match deadline {
                 Some(deadline) => tokio::time::timeout_at(deadline, stepping).await.ok(),
                 None => Some(stepping.await),
@@ -511,6 +519,39 @@ impl ExecutionStrategy for SideTurn {
 }
 
 impl SideTurn {
+    /// One step with `llm`. With an SOP workflow the step is counted in it before its
+    /// checkpoint, which keeps the workflow's progress after the step: a resumed turn goes on
+    /// in its phase, its steps there counted.
+    async fn step(
+        &self,
+        steps: &mut Steps<'_>,
+        llm: &LlmInstance,
+    ) -> Result<StepOutcome, AgentError> {
+        let (Some(sop), Some(profile)) = (&self.sop, &self.profile) else {
+            return steps.step_with(llm).await;
+        };
+        let step = steps.begin_step().await;
+        let turn = match steps.call(llm, Vec::new()).await {
+            Ok(turn) => turn,
+            Err(AgentError::Cancelled { .. }) if steps.is_suspended() => {
+                return Ok(StepOutcome::Suspended);
+            }
+            Err(error) => return Err(error),
+        };
+        steps.act_and_observe(step, &turn);
+        profile.count_step(&turn).await;
+        let mark = crate::runtime_profile::SopMark {
+            turn: sop.turn,
+            progress: sop.executor.progress(),
+        };
+        steps.set_metadata(
+            weft_runtime::profile::sop::SOP_PROGRESS_KEY,
+            serde_json::to_value(mark).unwrap_or(Value::Null),
+        );
+        steps.end_step(step).await;
+        Ok(StepOutcome::of(turn))
+    }
+
     fn ended(&self, end: Option<TurnEnd>) {
         if let (Some(end), Ok(mut slot)) = (end, self.end.lock()) {
             *slot = Some(end);

@@ -230,6 +230,8 @@ struct Shared {
 #[derive(Debug, Default)]
 struct KnownSecrets {
     values: std::sync::RwLock<Vec<String>>,
+    /// Redactors added while the store is open ([`Store::add_redactor`]), by key.
+    redactors: std::sync::RwLock<Vec<(String, Arc<dyn Redactor>)>>,
 }
 
 /// The configured redactor, then every [`KnownSecrets`] value.
@@ -247,6 +249,11 @@ impl Redactor for Layered {
                 weft_provider::redact::redact_json(value, Some(secret));
             }
         }
+        if let Ok(added) = self.known.redactors.read() {
+            for (_, redactor) in added.iter() {
+                redactor.redact(value);
+            }
+        }
     }
 
     fn may_redact(&self, serialized: &str) -> bool {
@@ -255,6 +262,11 @@ impl Redactor for Layered {
                 known.iter().any(|secret| {
                     weft_provider::redact::may_contain_secret(serialized, Some(secret))
                 })
+            })
+            || self.known.redactors.read().is_ok_and(|added| {
+                added
+                    .iter()
+                    .any(|(_, redactor)| redactor.may_redact(serialized))
             })
     }
 }
@@ -482,6 +494,36 @@ impl Store {
             && !values.iter().any(|v| v == secret)
         {
             values.push(secret.to_owned());
+        }
+    }
+
+    /// Adds `redactor` after the configured one, for everything the store writes from now on
+    /// (events, the tool ledger, checkpoints, run records), in every clone of the store: a
+    /// run's own secret patterns, added before the run records anything. `key` names it: a
+    /// redactor with a key already added is not added again (every run of a project adds the
+    /// project's).
+    ///
+    /// ```
+    /// # async fn demo() -> Result<(), weft_store::StoreError> {
+    /// # #[derive(Debug)]
+    /// # struct Acme;
+    /// # impl weft_store::Redactor for Acme {
+    /// #     fn redact(&self, value: &mut serde_json::Value) {
+    /// #         if let serde_json::Value::String(s) = value { *s = s.replace("ACME-1", "[REDACTED]"); }
+    /// #     }
+    /// # }
+    /// let store = weft_store::Store::open("sqlite::memory:").await?;
+    /// store.add_redactor("acme", std::sync::Arc::new(Acme));
+    /// let mut value = serde_json::json!("ACME-1");
+    /// store.redactor().redact(&mut value);
+    /// assert_eq!(value, "[REDACTED]");
+    /// # Ok(()) }
+    /// ```
+    pub fn add_redactor(&self, key: &str, redactor: Arc<dyn Redactor>) {
+        if let Ok(mut added) = self.shared.known_secrets.redactors.write()
+            && !added.iter().any(|(k, _)| k == key)
+        {
+            added.push((key.to_owned(), redactor));
         }
     }
 

@@ -70,6 +70,19 @@ pub enum StepOutcome {
     Suspended,
 }
 
+impl StepOutcome {
+    /// How the step whose model call gave `turn` ended: [`StepOutcome::Continue`] when its
+    /// tools ran, [`StepOutcome::Final`] otherwise (for a strategy that drives the parts of a
+    /// step itself: [`Steps::begin_step`], [`Steps::call`], [`Steps::end_step`]).
+    pub fn of(turn: Turn) -> StepOutcome {
+        if tools_ran(&turn) {
+            StepOutcome::Continue(turn)
+        } else {
+            StepOutcome::Final(turn)
+        }
+    }
+}
+
 /// How a step ended, for loops that do not look at the step's turn ([`Steps::advance`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepProgress {
@@ -126,6 +139,8 @@ pub struct Steps<'a> {
     inbox: Vec<Message>,
     rounds: u32,
     base_usage: TokenUsage,
+    /// Usage of model calls the strategy made between steps ([`Steps::add_usage`]).
+    extra_usage: TokenUsage,
     observer: Option<Arc<dyn StepObserver>>,
     suspended: bool,
     /// The history as the provider takes it, kept between model calls so a step costs no
@@ -195,6 +210,7 @@ impl<'a> Steps<'a> {
             conversation: None,
             rounds: 0,
             base_usage: TokenUsage::default(),
+            extra_usage: TokenUsage::default(),
             observer: None,
             suspended: false,
         }
@@ -215,6 +231,28 @@ impl<'a> Steps<'a> {
         self
     }
 
+    /// Counts `usage` — a model call the strategy made between steps, e.g. a context
+    /// compression's summary — in the run's usage: the next checkpoints record it and the
+    /// execution's result ([`Steps::finish`]) includes it.
+    ///
+    /// ```
+    /// # use weft_agent::execution::Steps;
+    /// # fn demo(steps: &mut Steps<'_>) {
+    /// let summary = weft_provider::TokenUsage {
+    ///     input_tokens: 120,
+    ///     output_tokens: 10,
+    ///     ..Default::default()
+    /// };
+    /// steps.add_usage(&summary);
+    /// # }
+    /// ```
+    pub fn add_usage(&mut self, usage: &TokenUsage) {
+        let mut usage = usage.clone();
+        // Not a cycle of any step: the per-cycle list is the steps' own.
+        usage.cycles = None;
+        self.extra_usage.merge(&usage);
+    }
+
     /// Who hears step boundaries and says when a step must be given up (see
     /// [`StepObserver`]).
     #[must_use]
@@ -231,6 +269,19 @@ impl<'a> Steps<'a> {
     /// The last committed state.
     pub fn committed(&self) -> &AgentState {
         &self.committed
+    }
+
+    /// Whether the last model call was given up because a call waits for a decision (the
+    /// [`StepOutcome::Suspended`] of [`Steps::step`], for a strategy that drives the parts of
+    /// a step itself).
+    pub fn is_suspended(&self) -> bool {
+        self.suspended
+    }
+
+    /// Sets `key` of the metadata of the step in progress: the state [`Steps::end_step`]
+    /// commits and checkpoints carries it (a strategy's own progress, restored on resume).
+    pub fn set_metadata(&mut self, key: &str, value: serde_json::Value) {
+        self.state = self.state.with_metadata(key, value);
     }
 
     /// Replaces the history between steps (context compression): the committed state and
@@ -272,11 +323,7 @@ impl<'a> Steps<'a> {
         };
         self.act_and_observe(step, &turn);
         self.end_step(step).await;
-        Ok(if tools_ran(&turn) {
-            StepOutcome::Continue(turn)
-        } else {
-            StepOutcome::Final(turn)
-        })
+        Ok(StepOutcome::of(turn))
     }
 
     /// [`Steps::step`] for a loop that does not look at the step's turn (the `loop()`
@@ -527,6 +574,7 @@ impl<'a> Steps<'a> {
         // the checkpoint and the observer: not computed when nobody reads it.
         let usage = (checkpointing || self.observer.is_some()).then(|| {
             let mut usage = self.base_usage.clone();
+            usage.merge(&self.extra_usage);
             if let Some(total) = &self.total {
                 usage.merge(&total.usage);
             }
@@ -557,10 +605,13 @@ impl<'a> Steps<'a> {
     /// [`AgentError::Strategy`] when no model call was made.
     pub fn finish(self) -> Result<GenerateResult, AgentError> {
         match self.total {
-            Some(turn) => Ok(GenerateResult {
-                turn,
-                state: self.committed,
-            }),
+            Some(mut turn) => {
+                turn.usage.merge(&self.extra_usage);
+                Ok(GenerateResult {
+                    turn,
+                    state: self.committed,
+                })
+            }
             None => Err(AgentError::Strategy {
                 name: self.ctx.agent.execution_name().to_owned(),
                 message: "the run ended before any model call".into(),

@@ -51,25 +51,12 @@ pub(crate) fn store_url(url: Option<&str>, project: Option<&Path>) -> anyhow::Re
 
 /// Opens the store at `url`, creating it if needed (`weft run`). Besides key-shaped text,
 /// the values of this process's secret variables (`…_KEY`, `…_TOKEN`, `…_PASSWORD`, …) are
-/// redacted from everything the store records.
+/// redacted from everything the store records; a run adds its project's runtime profile
+/// `secretPatterns` when it starts or resumes (weft-standard's sessions).
 pub(crate) async fn open_or_create(url: &StoreUrl) -> anyhow::Result<Store> {
-    open_redacting(url, &[]).await
-}
-
-/// [`open_or_create`], also redacting the text matching `patterns` (a project's runtime
-/// profile `secretPatterns`, validated when the project loaded).
-pub(crate) async fn open_redacting(url: &StoreUrl, patterns: &[String]) -> anyhow::Result<Store> {
-    let base: std::sync::Arc<dyn weft_store::Redactor> = std::sync::Arc::new(
+    let redactor: std::sync::Arc<dyn weft_store::Redactor> = std::sync::Arc::new(
         weft_store::DefaultRedactor::with_secrets_from(std::env::vars()),
     );
-    let redactor: std::sync::Arc<dyn weft_store::Redactor> = if patterns.is_empty() {
-        base
-    } else {
-        std::sync::Arc::new(
-            weft_runtime::profile::redact::PatternRedactor::new(base, patterns)
-                .context("the project's secretPatterns")?,
-        )
-    };
     let options = StoreOptions {
         redactor: Some(redactor),
         ..StoreOptions::default()

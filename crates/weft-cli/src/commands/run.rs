@@ -317,7 +317,9 @@ async fn drive(
     started: &mut Started,
 ) -> anyhow::Result<ExitCode> {
     let store_url = super::location::store_url(args.store.as_deref(), Some(project.dir()))?;
-    let store = super::location::open_redacting(&store_url, &project.secret_patterns()).await?;
+    // The project's secretPatterns: added by the runtime when the run starts (the
+    // sessions' redactor), as for `weft resume` and `weft serve`.
+    let store = super::location::open_or_create(&store_url).await?;
     super::confine::announce(project, args.sandbox);
     let side_a = &agent.side_a;
     let prompt_a = project.prompt(&side_a.prompt).context("side A's prompt")?;

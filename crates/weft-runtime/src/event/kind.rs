@@ -490,6 +490,13 @@ pub enum EventKind {
         /// The message that stands for them (the summary or the truncation note).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         summary_id: Option<String>,
+        /// The configured strategy when it could not be used and `truncate` was (its
+        /// summary call failed); `None`: the configured strategy compressed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fallback_from: Option<String>,
+        /// Why the configured strategy could not be used (the summary call's error).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
         /// The side (`dual_ai` sessions).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         side: Option<Side>,

@@ -414,6 +414,9 @@ pub enum CompressionError {
     /// The summary was empty.
     #[error("the context compression's summary call gave no text")]
     EmptySummary,
+    /// No model could be built for the summary call.
+    #[error("no model could be built for the context compression's summary call")]
+    NoModel,
 }
 
 /// One compression, from `history` (the committed state's, at `agent_step`) counted at
@@ -816,13 +819,19 @@ impl ContextManager {
     }
 
     /// Before a model call on `state`'s history (the committed state, at its step) with
-    /// `pending` messages to add, offered by `llm`: the compressed history when the tokens
-    /// pass the trigger and something can be replaced, `None` otherwise. `summarizer` builds
-    /// the summary model (the step's model without tools, with the given system prompt) when
-    /// a summary is needed. Counting costs O(messages since the last count), not O(history).
+    /// `pending` messages to add, offered by `llm`: the compression made when the tokens
+    /// pass the trigger and something can be replaced (its history to go on with, and the
+    /// summary call's usage, which the caller counts in the run's), `None` otherwise.
+    /// `summarizer` builds the summary model (the step's model without tools, with the given
+    /// system prompt) when a summary is needed. Counting costs O(messages since the last
+    /// count), not O(history).
+    ///
+    /// A summary that cannot be made — its call failed (a provider error, a timeout), it was
+    /// empty, or there is no model for it — does not stop the run: the history is truncated
+    /// instead, and the `compression` event says so (`fallbackFrom`, `reason`).
     ///
     /// # Errors
-    /// [`CompressionError`]: the summary call failed.
+    /// [`CompressionError`]: the summary call was cancelled (the run is stopping).
     pub async fn before_call(
         &self,
         state: &weft_agent::AgentState,
@@ -830,7 +839,7 @@ impl ContextManager {
         llm: &LlmInstance,
         summarizer: impl FnOnce(&str) -> Option<LlmInstance>,
         signal: tokio_util::sync::CancellationToken,
-    ) -> Result<Option<Vec<Message>>, CompressionError> {
+    ) -> Result<Option<Compressed>, CompressionError> {
         let model = format!("{}:{}", llm.model().provider(), llm.model().model_id());
         let (limit, limit_source) = self.config.limit_for(&model);
         let trigger = self.config.trigger(limit);
@@ -842,32 +851,37 @@ impl ContextManager {
         let agent_step = state.step();
         let history = history.as_slice();
         let needs_model = self.config.compression_strategy != CompressionStrategy::Truncate;
-        let summary_llm = if needs_model {
-            summarizer(SUMMARY_INSTRUCTIONS)
-        } else {
-            None
-        };
-        let summary_llm = match (summary_llm, needs_model) {
-            (Some(llm), _) => llm,
-            (None, true) => {
-                tracing::warn!("no model for the context compression's summary");
-                return Ok(None);
-            }
-            (None, false) => llm.clone(),
-        };
+        let summary_llm = needs_model
+            .then(|| summarizer(SUMMARY_INSTRUCTIONS))
+            .flatten();
         let generation = generation(history) + 1;
-        let Some(compressed) = compress(
-            &self.config,
+        let at = Attempt {
             history,
             agent_step,
             generation,
-            counted.tokens,
-            trigger,
-            &summary_llm,
-            signal,
-        )
-        .await?
-        else {
+            before: counted.tokens,
+            target: trigger,
+            signal: &signal,
+        };
+        let made = match &summary_llm {
+            Some(summarizer) => at.compress(&self.config, summarizer).await,
+            None if needs_model => Err(CompressionError::NoModel),
+            None => at.compress(&self.config, llm).await,
+        };
+        let (compressed, fallback) = match made {
+            Ok(compressed) => (compressed, None),
+            Err(error) if signal.is_cancelled() => return Err(error),
+            Err(error) => {
+                tracing::warn!(%error, "the context compression falls back to truncate");
+                let truncate = ContextConfig {
+                    compression_strategy: CompressionStrategy::Truncate,
+                    ..self.config.clone()
+                };
+                // Truncating asks no model: it cannot fail.
+                (at.compress(&truncate, llm).await?, Some(error.to_string()))
+            }
+        };
+        let Some(compressed) = compressed else {
             tracing::warn!(
                 tokens = counted.tokens,
                 trigger,
@@ -890,11 +904,46 @@ impl ContextManager {
                 agent_step,
                 replaced: serde_json::to_value(&compressed.replaced).unwrap_or(Value::Null),
                 summary_id: compressed.summary_id.clone(),
+                fallback_from: fallback
+                    .is_some()
+                    .then(|| self.config.compression_strategy.as_str().to_owned()),
+                reason: fallback,
                 side: self.side,
             })
             .await;
         }
-        Ok(Some(compressed.history))
+        Ok(Some(compressed))
+    }
+}
+
+/// The arguments of [`compress`] one compression shares between its attempts (the
+/// configured strategy, then `truncate`).
+struct Attempt<'a> {
+    history: &'a [Message],
+    agent_step: u64,
+    generation: u64,
+    before: u64,
+    target: u64,
+    signal: &'a tokio_util::sync::CancellationToken,
+}
+
+impl Attempt<'_> {
+    async fn compress(
+        &self,
+        config: &ContextConfig,
+        summarizer: &LlmInstance,
+    ) -> Result<Option<Compressed>, CompressionError> {
+        compress(
+            config,
+            self.history,
+            self.agent_step,
+            self.generation,
+            self.before,
+            self.target,
+            summarizer,
+            self.signal.clone(),
+        )
+        .await
     }
 }
 

@@ -67,6 +67,9 @@ struct Progress {
     warned_after: u64,
     /// What the SOP workflow tells the model before the next step (a phase it was moved to).
     notice: Option<Message>,
+    /// The SOP workflow's verdict on the step now ending, when it was taken before the
+    /// step's checkpoint ([`Orchestrator::count_step`]).
+    counted: Option<StepVerdict>,
 }
 
 /// One agent task under the profile.
@@ -101,6 +104,7 @@ impl Orchestrator {
                 warning: None,
                 warned_after: 0,
                 notice: None,
+                counted: None,
             }),
             sop: None,
         }
@@ -264,14 +268,7 @@ impl Orchestrator {
         }
         // The completion contract: an accepted complete_task (alone; the policy stage
         // refused it otherwise, so its result is an error).
-        let results = last_results(turn);
-        let accepted = calls.iter().find(|call| {
-            call.tool_name == COMPLETE_TASK
-                && results
-                    .iter()
-                    .any(|r| r.tool_call_id == call.tool_call_id && !r.is_error)
-        });
-        if let Some(call) = accepted {
+        if let Some(call) = accepted(turn) {
             self.fire(Trigger::CompleteTask).await?;
             self.flags.set_recovering(false);
             let args = &call.arguments;
@@ -331,20 +328,48 @@ impl Orchestrator {
                 .await
             }
             RunState::Observation => match &self.sop {
-                Some(sop) => match sop.after_step().await {
-                    StepVerdict::Continue => Ok(Next::Continue),
-                    StepVerdict::Advanced(text) => {
-                        self.with(|p| p.notice = Some(Message::user(text)));
-                        Ok(Next::Continue)
-                    }
-                    StepVerdict::Failed(why) => {
-                        self.fire(Trigger::Failed).await?;
-                        Ok(Next::Error(self.with_partial(&why)))
+                Some(sop) => match self.with(|p| p.counted.take()) {
+                    Some(verdict) => self.sop_verdict(verdict).await,
+                    None => {
+                        let verdict = sop.after_step(turn).await;
+                        self.sop_verdict(verdict).await
                     }
                 },
                 None => Ok(Next::Continue),
             },
             _ => Ok(Next::Continue),
+        }
+    }
+
+    /// Counts the step that produced `turn` in the SOP workflow (the step counted, the
+    /// phase moved when it used its `maxReactLoop`) before the step's checkpoint is made, so
+    /// the checkpoint holds the workflow's progress after the step
+    /// ([`SopExecutor::progress`]); [`Orchestrator::after_step`] then acts on the verdict.
+    /// Only a step that goes on in the workflow counts: not one in recovery, one that ended
+    /// the task with `complete_task`, or one without calls.
+    pub async fn count_step(&self, turn: &Turn) {
+        let Some(sop) = &self.sop else {
+            return;
+        };
+        let calls = &turn.response.tool_calls;
+        if self.state() != RunState::Thinking || calls.is_empty() || accepted(turn).is_some() {
+            return;
+        }
+        let verdict = sop.after_step(turn).await;
+        self.with(|p| p.counted = Some(verdict));
+    }
+
+    async fn sop_verdict(&self, verdict: StepVerdict) -> Result<Next, IllegalTransition> {
+        match verdict {
+            StepVerdict::Continue => Ok(Next::Continue),
+            StepVerdict::Advanced(text) => {
+                self.with(|p| p.notice = Some(Message::user(text)));
+                Ok(Next::Continue)
+            }
+            StepVerdict::Failed(why) => {
+                self.fire(Trigger::Failed).await?;
+                Ok(Next::Error(self.with_partial(&why)))
+            }
         }
     }
 
@@ -471,6 +496,18 @@ impl StepObserver for ProfileObserver {
     fn suspended(&self) -> bool {
         self.inner.as_ref().is_some_and(|inner| inner.suspended())
     }
+}
+
+/// The step's `complete_task` call that was accepted (alone; the policy stage refused it
+/// otherwise, so its result is an error).
+fn accepted(turn: &Turn) -> Option<&weft_provider::ToolCall> {
+    let results = last_results(turn);
+    turn.response.tool_calls.iter().find(|call| {
+        call.tool_name == COMPLETE_TASK
+            && results
+                .iter()
+                .any(|r| r.tool_call_id == call.tool_call_id && !r.is_error)
+    })
 }
 
 fn last_results(turn: &Turn) -> &[ToolResult] {

@@ -49,7 +49,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use weft_provider::{Tool, ToolContext, ToolError};
+use weft_provider::{Message, Tool, ToolContext, ToolError, Turn};
 
 use super::COMPLETE_TASK;
 use crate::event::{EventKind, Side};
@@ -389,6 +389,53 @@ struct Progress {
     advanced: bool,
     /// Whether the `start` event was logged.
     started: bool,
+    /// The workflow goes on from a checkpoint's progress ([`SopExecutor::restore`]).
+    restored: bool,
+}
+
+/// The metadata key under which a checkpoint's state keeps where the task's SOP workflow
+/// stands ([`SopProgress`]), so a resumed task goes on in its phase.
+pub const SOP_PROGRESS_KEY: &str = "weftSop";
+
+/// Where an SOP workflow stands after a step: its role, the current phase and the steps
+/// taken in it. Every checkpoint of the task keeps it (the caller stores it under
+/// [`SOP_PROGRESS_KEY`]); [`SopExecutor::restore`] goes on from it.
+///
+/// ```
+/// use std::sync::Arc;
+/// use weft_runtime::profile::sop::{GateCheck, GateChecker, GateVerdict, SopExecutor, SopRole};
+///
+/// #[derive(Debug)]
+/// struct Pass;
+/// #[async_trait::async_trait]
+/// impl GateChecker for Pass {
+///     async fn check(&self, _: GateCheck) -> GateVerdict {
+///         GateVerdict { passed: true, detail: String::new() }
+///     }
+/// }
+/// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+/// let coder = SopRole::builtin("coder").expect("a built-in role");
+/// let before = SopExecutor::new(coder.clone(), Arc::new(Pass), None, None);
+/// before.advance("advance_phase").await.expect("no gate after understand");
+/// let saved = before.progress();
+/// assert_eq!((saved.phase.as_str(), saved.steps), ("plan", 0));
+///
+/// // A resumed task: a new executor goes on in the saved phase.
+/// let after = SopExecutor::new(coder, Arc::new(Pass), None, None);
+/// assert!(after.restore(&saved));
+/// assert_eq!(after.phase(), 1);
+/// # });
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SopProgress {
+    /// The role's name.
+    pub role: String,
+    /// The current phase's name.
+    pub phase: String,
+    /// The steps taken in it.
+    pub steps: u32,
 }
 
 /// The SOP workflow of one agent task (see the module's documentation).
@@ -430,8 +477,45 @@ impl SopExecutor {
                 steps: 0,
                 advanced: false,
                 started: false,
+                restored: false,
             }),
         }
+    }
+
+    /// Where the workflow stands (for the step's checkpoint).
+    pub fn progress(&self) -> SopProgress {
+        let (index, steps) = self.with(|p| (p.phase, p.steps));
+        SopProgress {
+            role: self.role.name.clone(),
+            phase: self
+                .phase_def(index)
+                .map(|p| p.name.clone())
+                .unwrap_or_default(),
+            steps,
+        }
+    }
+
+    /// Goes on from `progress` (a checkpoint's): its phase and the steps taken in it.
+    /// `false` (nothing changed) when it is another role's or names no phase of the role.
+    pub fn restore(&self, progress: &SopProgress) -> bool {
+        let Some(index) = (progress.role == self.role.name)
+            .then(|| {
+                self.role
+                    .phases
+                    .iter()
+                    .position(|p| p.name == progress.phase)
+            })
+            .flatten()
+        else {
+            return false;
+        };
+        self.with(|p| {
+            p.phase = index;
+            p.steps = progress.steps;
+            p.advanced = false;
+            p.restored = true;
+        });
+        true
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Progress) -> T) -> T {
@@ -480,12 +564,16 @@ impl SopExecutor {
         self.role.instructions(self.phase())
     }
 
-    /// Logs the first phase (once).
+    /// Logs the phase the task starts in (once): the first (`start`), or the one a
+    /// restored workflow goes on in (`resume`).
     pub async fn start(&self) {
-        if self.with(|p| std::mem::replace(&mut p.started, true)) {
+        let (started, restored, index) =
+            self.with(|p| (std::mem::replace(&mut p.started, true), p.restored, p.phase));
+        if started {
             return;
         }
-        self.log_phase(None, 0, "start").await;
+        let trigger = if restored { "resume" } else { "start" };
+        self.log_phase(None, index, trigger).await;
     }
 
     /// Why a call of `tool` may not run in the current phase, if it may not.
@@ -639,9 +727,21 @@ impl SopExecutor {
         })
     }
 
-    /// A step ended in the workflow: counts it against `maxReactLoop`; at the limit the
-    /// executor advances (the gates still run first) or, when it cannot, fails the task.
-    pub async fn after_step(&self) -> StepVerdict {
+    /// A step (`turn`) ended in the workflow: counts it against `maxReactLoop`; at the
+    /// limit the executor advances (the gates still run first) or, when it cannot, fails the
+    /// task. An `advance_phase` call of the step whose result was replayed from the run's
+    /// record (a resumed step: the tool did not run again) moves the phase as it did when it
+    /// ran — its gates passed then.
+    pub async fn after_step(&self, turn: &Turn) -> StepVerdict {
+        let index = self.phase();
+        if !self.with(|p| p.advanced) && !self.is_last(index) && advanced_in(turn) {
+            self.with(|p| {
+                p.phase = index + 1;
+                p.steps = 0;
+                p.advanced = true;
+            });
+            self.log_phase(Some(index), index + 1, ADVANCE_PHASE).await;
+        }
         let (index, steps) = self.with(|p| {
             if std::mem::take(&mut p.advanced) {
                 (p.phase, 0)
@@ -701,6 +801,20 @@ impl SopExecutor {
             },
         )
     }
+}
+
+/// Whether `turn` called `advance_phase` and the call succeeded.
+fn advanced_in(turn: &Turn) -> bool {
+    let Some(Message::ToolResult(results)) = turn.messages.last() else {
+        return false;
+    };
+    turn.response.tool_calls.iter().any(|call| {
+        call.tool_name == ADVANCE_PHASE
+            && results
+                .results
+                .iter()
+                .any(|r| r.tool_call_id == call.tool_call_id && !r.is_error)
+    })
 }
 
 #[cfg(test)]
@@ -809,13 +923,87 @@ mod tests {
         let mut reviewer = SopRole::builtin("reviewer").unwrap();
         reviewer.max_react_loop = 2;
         let sop = SopExecutor::new(reviewer, Arc::new(Fixed(true)), None, None);
-        assert_eq!(sop.after_step().await, StepVerdict::Continue);
-        assert!(matches!(sop.after_step().await, StepVerdict::Advanced(_)));
+        let read = step("read_file", false);
+        assert_eq!(sop.after_step(&read).await, StepVerdict::Continue);
+        assert!(matches!(
+            sop.after_step(&read).await,
+            StepVerdict::Advanced(_)
+        ));
         assert_eq!(sop.phase(), 1);
         sop.advance("t").await.unwrap();
         // The step that advanced does not count for the new phase.
-        assert_eq!(sop.after_step().await, StepVerdict::Continue);
-        assert_eq!(sop.after_step().await, StepVerdict::Continue);
-        assert!(matches!(sop.after_step().await, StepVerdict::Failed(_)));
+        assert_eq!(sop.after_step(&read).await, StepVerdict::Continue);
+        assert_eq!(sop.after_step(&read).await, StepVerdict::Continue);
+        assert!(matches!(
+            sop.after_step(&read).await,
+            StepVerdict::Failed(_)
+        ));
+    }
+
+    /// A step that called `tool`, whose result failed or not.
+    fn step(tool: &str, failed: bool) -> Turn {
+        use weft_provider::{
+            AssistantMessage, MessageOptions, ToolCall, ToolResult, ToolResultMessage,
+        };
+        let response = AssistantMessage::new(
+            Vec::new(),
+            vec![ToolCall::new("c1", tool, json!({}))],
+            MessageOptions::default(),
+        )
+        .unwrap();
+        Turn {
+            messages: vec![
+                Message::Assistant(response.clone()),
+                Message::ToolResult(ToolResultMessage::new(vec![ToolResult {
+                    tool_call_id: "c1".into(),
+                    result: json!("ok"),
+                    is_error: failed,
+                }])),
+            ],
+            response,
+            tool_executions: Vec::new(),
+            usage: weft_provider::TokenUsage::default(),
+            cycles: 0,
+            data: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn progress_survives_a_new_executor_and_a_replayed_advance_moves_the_phase() {
+        let coder = SopRole::builtin("coder").unwrap();
+        let first = SopExecutor::new(coder.clone(), Arc::new(Fixed(true)), None, None);
+        first.advance("t").await.unwrap();
+        first.after_step(&step(ADVANCE_PHASE, false)).await;
+        first.after_step(&step("read_file", false)).await;
+        let saved = first.progress();
+        assert_eq!(
+            saved,
+            SopProgress {
+                role: "Coder".into(),
+                phase: "plan".into(),
+                steps: 1
+            }
+        );
+        let resumed = SopExecutor::new(coder.clone(), Arc::new(Fixed(true)), None, None);
+        assert!(resumed.restore(&saved));
+        assert_eq!(resumed.progress(), saved);
+        // Another role's progress is not taken.
+        let other = SopExecutor::new(
+            SopRole::builtin("reviewer").unwrap(),
+            Arc::new(Fixed(true)),
+            None,
+            None,
+        );
+        assert!(!other.restore(&saved));
+        assert_eq!(other.phase(), 0);
+        // The step's advance_phase result came from the record (the tool did not run): the
+        // phase moves all the same; a failed one does not move it.
+        resumed.after_step(&step(ADVANCE_PHASE, true)).await;
+        assert_eq!(resumed.progress().phase, "plan");
+        resumed.after_step(&step(ADVANCE_PHASE, false)).await;
+        assert_eq!(
+            (resumed.progress().phase.as_str(), resumed.progress().steps),
+            ("implement", 0)
+        );
     }
 }
