@@ -442,10 +442,7 @@ impl ExecutionStrategy for SideTurn {
             let deadline = self.profile.as_ref().and_then(|p| p.grace_deadline());
             let stepping = self.step(
                 &mut steps,
-                narrowed
-                    .as_ref()
-                    .or(offered.as_ref())
-                    .unwrap_or(&ctx.llm),
+                narrowed.as_ref().or(offered.as_ref()).unwrap_or(&ctx.llm),
             );
             let stepped = match deadline {
                 Some(deadline) => tokio::time::timeout_at(deadline, stepping).await.ok(),
