@@ -433,7 +433,7 @@ async fn upp_134_after_call_returning_nothing_keeps_the_result() {
         [("echo".to_owned(), json!({"x": 7}))]
     );
     assert_eq!(turn.tool_executions[0].result, json!({"x": 7}));
-    let Message::ToolResult(sent) = &turn.messages[2] else {
+    let Message::ToolResult(sent) = &*turn.messages[2] else {
         panic!("no tool result message: {:?}", turn.messages)
     };
     assert_eq!(sent.results[0].result, json!({"x": 7}), "sent unchanged");
@@ -1046,7 +1046,7 @@ async fn upp_140_142_native_tool_outputs_become_blocks_and_the_rest_is_kept() {
         .generate(&[], "draw a cat")
         .await
         .unwrap();
-    let message = Message::Assistant(turn.response.clone());
+    let message = Message::Assistant(turn.response.clone().into_assistant());
     let images = message.images();
     assert_eq!(images.len(), 1);
     assert_eq!(images[0].mime_type, "image/png");
@@ -1083,7 +1083,7 @@ async fn upp_140_142_native_tool_outputs_become_blocks_and_the_rest_is_kept() {
         .generate(&[], "run it")
         .await
         .unwrap();
-    let message = Message::Assistant(turn.response.clone());
+    let message = Message::Assistant(turn.response.clone().into_assistant());
     assert_eq!(message.images().len(), 1);
     assert_eq!(message.audio()[0].data, Blob(vec![1, 2, 3]));
     assert_eq!(

@@ -805,7 +805,7 @@ impl SopExecutor {
 
 /// Whether `turn` called `advance_phase` and the call succeeded.
 fn advanced_in(turn: &Turn) -> bool {
-    let Some(Message::ToolResult(results)) = turn.messages.last() else {
+    let Some(Message::ToolResult(results)) = turn.messages.last().map(AsRef::as_ref) else {
         return false;
     };
     turn.response.tool_calls.iter().any(|call| {
@@ -953,14 +953,15 @@ mod tests {
         .unwrap();
         Turn {
             messages: vec![
-                Message::Assistant(response.clone()),
+                Message::Assistant(response.clone()).into(),
                 Message::ToolResult(ToolResultMessage::new(vec![ToolResult {
                     tool_call_id: "c1".into(),
                     result: json!("ok"),
                     is_error: failed,
-                }])),
+                }]))
+                .into(),
             ],
-            response,
+            response: response.into(),
             tool_executions: Vec::new(),
             usage: weft_provider::TokenUsage::default(),
             cycles: 0,
