@@ -22,7 +22,7 @@
 //! sent, so a project's own setting is never silently replaced.
 //!
 //! **Nothing to choose from.** When a request offers no tools, no choice is sent at all
-//! (the APIs refuse a tool choice without tools); [`crate::llm`] refuses `Required` and
+//! (the APIs refuse a tool choice without tools); [`crate::llm()`] refuses `Required` and
 //! `Tool(name)` when the named tool is not offered (`INVALID_REQUEST`).
 //!
 //! **Anthropic with extended thinking.** The Messages API refuses a forced choice (`any`,
