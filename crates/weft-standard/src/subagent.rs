@@ -316,12 +316,8 @@ async fn start_in_background(
         parent_communication: Some("implicit".into()),
         agent: name.to_owned(),
     };
-    use weft_store::Subagents as _;
-    durable
-        .store
-        .register_child(durable.run.thread_id(), &entry, args, Some(&call_site))
-        .await
-        .map_err(|e| ToolError::transient(format!("the subagent {name} could not start: {e}")))?;
+    // The child's thread is recorded before its registry entry: whoever sees the child in
+    // the registry can address its thread (terminate it, read its state) at once.
     crate::background::note_pending(
         durable,
         &reference,
@@ -330,6 +326,12 @@ async fn start_in_background(
     )
     .await
     .map_err(|e| ToolError::transient(format!("the subagent {name} could not start: {e}")))?;
+    use weft_store::Subagents as _;
+    durable
+        .store
+        .register_child(durable.run.thread_id(), &entry, args, Some(&call_site))
+        .await
+        .map_err(|e| ToolError::transient(format!("the subagent {name} could not start: {e}")))?;
     spawn_child(
         parent,
         name,
