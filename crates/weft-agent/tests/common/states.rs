@@ -190,7 +190,16 @@ fn tool_call() -> BoxedStrategy<ToolCall> {
         .boxed()
 }
 
-/// A message of any kind, with its id, timestamp and (maybe) metadata.
+/// `id` made unique: UPP gives every message a unique id, and the SQL store keeps a thread's
+/// history once, keyed by message id (two different messages generated with the same short
+/// id would break the invariant the store relies on, not the store).
+fn unique(id: String) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{id}-{n}")
+}
+
+/// A message of any kind, with a unique id, a timestamp and (maybe) metadata.
 pub fn message() -> BoxedStrategy<Message> {
     let id = "[a-z0-9-]{1,12}";
     prop_oneof![
@@ -202,7 +211,7 @@ pub fn message() -> BoxedStrategy<Message> {
         )
             .prop_map(|(id, content, timestamp, metadata)| {
                 Message::User(UserMessage {
-                    id,
+                    id: unique(id),
                     content,
                     timestamp,
                     metadata,
@@ -217,7 +226,7 @@ pub fn message() -> BoxedStrategy<Message> {
         )
             .prop_map(|(id, content, tool_calls, timestamp, metadata)| {
                 Message::Assistant(AssistantMessage {
-                    id,
+                    id: unique(id),
                     content,
                     tool_calls,
                     timestamp,
@@ -232,7 +241,7 @@ pub fn message() -> BoxedStrategy<Message> {
         )
             .prop_map(|(id, results, timestamp, metadata)| {
                 Message::ToolResult(ToolResultMessage {
-                    id,
+                    id: unique(id),
                     results: results
                         .into_iter()
                         .map(|(tool_call_id, result, is_error)| ToolResult {
