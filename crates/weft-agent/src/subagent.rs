@@ -31,8 +31,8 @@ use weft_provider::{
 
 use crate::agent::{Agent, RunOptions};
 use crate::error::AgentError;
-use crate::strategy::StepObserver;
 use crate::state::{AgentState, SubagentExecutionTrace, ToolExecutionTrace, new_id};
+use crate::strategy::StepObserver;
 use crate::stream::{AgentStreamEvent, EventSink, UapEventType};
 
 /// The execution context a strategy hands to tools (UAP-1.0 §3.4, §8.4).

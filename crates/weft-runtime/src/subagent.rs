@@ -164,7 +164,9 @@ impl OpenChild for OpenSubagent {
             agent.flush_checkpoints().await;
             if outcome == ChildOutcome::Interrupted {
                 // The call stays pending (uncertain): a resume goes on with the child.
-                return Err(ToolError::new(format!("the sub-agent {name} was interrupted")));
+                return Err(ToolError::new(format!(
+                    "the sub-agent {name} was interrupted"
+                )));
             }
             if child.is_suspended() {
                 // A call of the child waits for a decision: so does the parent's call (the

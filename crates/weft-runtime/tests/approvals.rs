@@ -534,11 +534,11 @@ fn delegating_spec(dir: &Path, policy: ToolPolicy) -> RunSpec {
 }
 
 /// The run's policy binds a sub-agent's calls too: hooks deny them, and a call that needs
-/// approval is asked of the same person — or refused when nobody can answer — never run
-/// unapproved.
+/// approval is asked of the same person — or, when nobody can answer now, becomes a pending
+/// decision of the run (the sub-agent is a child run of it) — never run unapproved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sub_agents_calls_pass_the_runs_hooks_and_approvals() {
-    // Approval without anyone to ask: refused, not run.
+    // Approval without anyone to ask: the run suspends with the sub-agent's decision.
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
     let outcome = Runtime::new(store.clone())
@@ -552,19 +552,17 @@ async fn a_sub_agents_calls_pass_the_runs_hooks_and_approvals() {
         .outcome()
         .await
         .unwrap();
-    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert_eq!(outcome.exit_code(), 4, "{outcome:?}");
     assert!(
         !dir.path().join("out.txt").exists(),
         "the sub-agent's call did not run"
     );
-    let refused: Vec<Value> = event_types(&store, &outcome.run_id)
-        .await
-        .into_iter()
-        .filter(|(k, _)| k == "tool_call_refused")
-        .map(|(_, p)| p)
-        .collect();
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!(refused[0]["subAgent"], true);
+    let RunEnd::AwaitingDecision { decisions } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(decisions.len(), 1, "{decisions:?}");
+    assert_eq!(decisions[0].tool_name, "append_line");
+    assert_eq!(decisions[0].tool_call_id, "child-1");
 
     // The same with a person who approves: it runs.
     let dir = tempfile::tempdir().unwrap();

@@ -189,10 +189,7 @@ async fn a_sub_agent_tool_in_a_run_is_a_child_run() {
     // The child's steps and calls are in the run's log under `parent/delegate`; the
     // parent's own call under the parent's path.
     let events = events(&store, &outcome.run_id).await;
-    let (_, parent) = events
-        .iter()
-        .find(|(kind, _)| kind == "run_start")
-        .unwrap();
+    let (_, parent) = events.iter().find(|(kind, _)| kind == "run_start").unwrap();
     assert!(!parent.contains('/'), "{events:?}");
     let path = format!("{parent}/delegate");
     let of = |agent: &str| -> Vec<&str> {
@@ -235,7 +232,11 @@ async fn a_sub_agents_approval_suspends_the_run_and_the_resume_does_not_ask_its_
         "{outcome:?}"
     );
     assert!(!dir.path().join("out.txt").exists(), "not run unapproved");
-    assert_eq!(server.received().len(), 1, "the sub-agent's model was asked once");
+    assert_eq!(
+        server.received().len(),
+        1,
+        "the sub-agent's model was asked once"
+    );
     let decisions = runtime.decisions(&outcome.run_id).await.unwrap();
     assert_eq!(decisions.len(), 1, "{decisions:?}");
     assert_eq!(decisions[0].tool_name, "append_line");
