@@ -558,8 +558,7 @@ impl weft_agent::ChildRunner for RecordingRunner {
 /// agent as the runner opens it — its steps reported to the runner's observer, the child
 /// ended with its outcome — and its UAP-1.0 events still reach the parent's stream.
 #[tokio::test]
-async fn inside_a_run_a_sub_agent_tool_runs_as_a_child_run_with_its_events_in_the_parent_stream()
-{
+async fn inside_a_run_a_sub_agent_tool_runs_as_a_child_run_with_its_events_in_the_parent_stream() {
     let runner = Arc::new(RecordingRunner {
         opened: Mutex::default(),
         steps: Arc::default(),
@@ -583,7 +582,11 @@ async fn inside_a_run_a_sub_agent_tool_runs_as_a_child_run_with_its_events_in_th
     let result = stream.result().await.unwrap();
     assert_eq!(result.turn.text(), "parent done");
     assert_eq!(*runner.opened.lock().unwrap(), ["explorer parent_call"]);
-    assert_eq!(*runner.steps.lock().unwrap(), [1, 2], "the child's two steps");
+    assert_eq!(
+        *runner.steps.lock().unwrap(),
+        [1, 2],
+        "the child's two steps"
+    );
     assert_eq!(
         *runner.ended.lock().unwrap(),
         [weft_agent::ChildOutcome::Succeeded]

@@ -618,8 +618,8 @@ fn hand_written_registry(dir: &Path) -> ToolRegistry {
     let config = json!({"out": dir.join("out.txt"), "log": dir.join("log.txt")});
     registry.register("delegate", move |_config: &Value| {
         let writer = weft_store::testing::append_line_tool(&config)?;
-        let model = weft_provider::adapters::scripted::model(
-            weft_provider::adapters::scripted::Script {
+        let model =
+            weft_provider::adapters::scripted::model(weft_provider::adapters::scripted::Script {
                 fresh_ids: false,
                 responses: vec![
                     weft_provider::adapters::scripted::ScriptedResponse::tool_call(
@@ -629,8 +629,7 @@ fn hand_written_registry(dir: &Path) -> ToolRegistry {
                     ),
                     weft_provider::adapters::scripted::ScriptedResponse::text("child done"),
                 ],
-            },
-        );
+            });
         let child = weft_agent::agent(weft_agent::AgentOptions::new(model).tool(writer))
             .map_err(|e| e.to_string())?;
         Ok(weft_provider::Tool::new(
