@@ -21,7 +21,7 @@ use crate::error::AgentError;
 use crate::middleware::MiddlewareContext;
 use crate::options::AgentOptions;
 use crate::state::{AgentState, SESSION_ID_KEY, new_id};
-use crate::strategy::ExecutionContext;
+use crate::strategy::{ExecutionContext, StepObserver};
 use crate::stream::{AgentStreamResult, EventSink};
 use crate::subagent::ToolExecutionContext;
 
@@ -70,7 +70,7 @@ impl AgentInput for UserMessage {
 }
 
 /// Per-call options of [`Agent::generate_with`] / [`Agent::stream_with`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunOptions {
     /// Aborts the run when cancelled.
     pub signal: CancellationToken,
@@ -78,6 +78,20 @@ pub struct RunOptions {
     pub parent_context: Option<Arc<ToolExecutionContext>>,
     /// Whether to save checkpoints (when the agent has a store). `query` turns this off.
     pub checkpoints: bool,
+    /// Who hears the run's steps ([`StepObserver`]): the built-in strategies' steps report
+    /// to it (a runtime logs them, and gives up a step whose call waits for a decision).
+    pub observer: Option<Arc<dyn StepObserver>>,
+}
+
+impl fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("signal", &self.signal)
+            .field("parent_context", &self.parent_context)
+            .field("checkpoints", &self.checkpoints)
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
 }
 
 impl Default for RunOptions {
@@ -86,6 +100,7 @@ impl Default for RunOptions {
             signal: CancellationToken::new(),
             parent_context: None,
             checkpoints: true,
+            observer: None,
         }
     }
 }
@@ -429,7 +444,8 @@ impl Agent {
             sink.clone(),
             session_id,
             options.parent_context.clone(),
-        );
+        )
+        .with_observer(options.observer.clone());
         let execution = &self.inner.options.execution;
         let result = if streaming {
             let mut inner = execution.clone().stream(ctx);

@@ -96,7 +96,10 @@ pub use strategy::{ExecutionContext, ExecutionStrategy};
 pub use stream::{
     AgentStreamEvent, AgentStreamResult, EventSink, EventSource, UapEvent, UapEventType,
 };
-pub use subagent::{SubagentEmitter, SubagentSource, SubagentTool, ToolExecutionContext};
+pub use subagent::{
+    ChildOutcome, ChildRunner, ChildRuns, OpenChild, SubagentEmitter, SubagentSource, SubagentTool,
+    ToolExecutionContext,
+};
 pub use thread_tree::{ThreadNode, ThreadNodeJson, ThreadTree, ThreadTreeError, ThreadTreeJson};
 
 /// Execution strategies (UAP-1.0 §5): `loop`, `react`, `plan`, and the trait for your own.

@@ -7,6 +7,14 @@
 //! * [`SubagentTool`] builds a `Tool` that runs an agent with event propagation
 //!   (`subagent_start` / `subagent_event` / `subagent_end`) and trace collection.
 //! * [`SubagentEmitter`] is the low-level helper for hand-written sub-agent tools.
+//! * [`ChildRunner`] / [`ChildRuns`]: how a runtime that runs the calling agent makes each
+//!   sub-agent a **child run** of its run (`weft-runtime` implements it; this crate never
+//!   depends on the runtime). When a tool call's `ToolContext::extensions` hold a
+//!   [`ChildRuns`], [`SubagentTool`] runs its agent as the child run opens it — its model
+//!   calls recorded, its tool calls through the run's whole pipeline, its steps observed —
+//!   and ends the child with the outcome. Without one (a bare [`Agent`]) the sub-agent runs
+//!   on its own, its tool calls passing the parent's inherited layers
+//!   ([`ToolExecutionContext::tool_layers`]).
 //!
 //! A parent's `stop_condition` is never passed to a sub-agent (UAP-144): the child runs with
 //! its own options only.
@@ -16,6 +24,7 @@ use std::sync::Arc;
 
 use futures_util::StreamExt as _;
 use serde_json::{Value, json};
+use weft_provider::tool::BoxFuture;
 use weft_provider::{
     ModelReference, ProviderConfig, TokenUsage, Tool, ToolContext, ToolError, Turn,
 };
@@ -23,6 +32,7 @@ use weft_provider::{
 use crate::agent::{Agent, RunOptions};
 use crate::error::AgentError;
 use crate::state::{AgentState, SubagentExecutionTrace, ToolExecutionTrace, new_id};
+use crate::strategy::StepObserver;
 use crate::stream::{AgentStreamEvent, EventSink, UapEventType};
 
 /// The execution context a strategy hands to tools (UAP-1.0 §3.4, §8.4).
@@ -64,6 +74,78 @@ impl ToolExecutionContext {
             current = parent.parent.as_deref();
         }
         depth
+    }
+}
+
+/// How a child run of a sub-agent ended, for [`OpenChild::end`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildOutcome {
+    /// The sub-agent's agent returned its result.
+    Succeeded,
+    /// It failed (or gave up a step whose call waits for a decision: the runner knows
+    /// which).
+    Failed,
+    /// It was stopped from outside (the run's signal): whether its last call had its
+    /// effect is unknown, so the child stays open and a resume goes on with it.
+    Interrupted,
+}
+
+/// A runtime that runs sub-agents as child runs of its run (implemented by `weft-runtime`).
+///
+/// [`SubagentTool`] finds it in its call's `ToolContext::extensions` (as [`ChildRuns`]) and
+/// asks it to [open](ChildRunner::open) the child: the runtime gives back the sub-agent's
+/// agent bound to the child run and, once the agent has run, [ends](OpenChild::end) it.
+pub trait ChildRunner: Send + Sync {
+    /// Opens the child run of the sub-agent `name` (its type) running `agent`, for the tool
+    /// call `call` (whose extensions carry the call's position in the run).
+    ///
+    /// # Errors
+    /// When the child cannot be opened (storage, a model that cannot be bound): the call
+    /// fails with it.
+    fn open<'a>(
+        &'a self,
+        name: &'a str,
+        agent: &'a Agent,
+        call: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Box<dyn OpenChild>, ToolError>>;
+
+    /// The calling agent's model as the runtime binds it for a child (not wrapped for its
+    /// own recording): what a sub-agent that inherits its model gets (UAP-073).
+    fn model(&self) -> &ModelReference;
+}
+
+/// A child run opened by a [`ChildRunner`].
+pub trait OpenChild: Send {
+    /// The sub-agent's agent bound to the child run.
+    fn agent(&self) -> &Agent;
+
+    /// Who hears the child's steps ([`RunOptions::observer`]).
+    fn observer(&self) -> Option<Arc<dyn StepObserver>>;
+
+    /// Ends the child run with `outcome`.
+    ///
+    /// # Errors
+    /// When the call must not end now: the child waits for a person's decision (the run
+    /// suspends and the call runs again on resume), or it was interrupted. The error is
+    /// the call's.
+    fn end(self: Box<Self>, outcome: ChildOutcome) -> BoxFuture<'static, Result<(), ToolError>>;
+}
+
+/// The [`ChildRunner`] of the run a tool call belongs to, in its `ToolContext::extensions`
+/// (a runtime adds it to the tools of every agent it runs, at every depth).
+#[derive(Clone)]
+pub struct ChildRuns(pub Arc<dyn ChildRunner>);
+
+impl fmt::Debug for ChildRuns {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ChildRuns(..)")
+    }
+}
+
+impl ChildRuns {
+    /// The child runner of the tool call `context`, if it runs inside a runtime's run.
+    pub fn from_tool(context: &ToolContext) -> Option<&ChildRuns> {
+        context.extensions.get::<ChildRuns>()
     }
 }
 
@@ -380,6 +462,7 @@ async fn run_subagent(
     context: ToolContext,
 ) -> Result<Value, ToolError> {
     let parent = ToolExecutionContext::from_tool(&context).cloned();
+    let runs = ChildRuns::from_tool(&context).cloned();
     let sink = parent
         .as_ref()
         .map(|p| p.events.clone())
@@ -387,12 +470,21 @@ async fn run_subagent(
     let emitter = SubagentEmitter::start(&sink, &subagent_type, &context.tool_call_id, &prompt);
     let child = match &source {
         SubagentSource::Agent(agent) => Ok(agent.clone()),
-        SubagentSource::Inherit(factory) => match &parent {
-            Some(parent) => {
-                factory(&parent.parent_model, &parent.parent_config).map_err(|e| e.to_string())
+        SubagentSource::Inherit(factory) => {
+            // Inside a run, the parent's model as the runtime binds it (the parent's own is
+            // wrapped to record under the parent's thread).
+            let model = runs.as_ref().map(|r| r.0.model().clone());
+            match &parent {
+                Some(parent) => factory(
+                    model.as_ref().unwrap_or(&parent.parent_model),
+                    &parent.parent_config,
+                )
+                .map_err(|e| e.to_string()),
+                None => {
+                    Err("this sub-agent inherits its model but runs outside an agent".to_owned())
+                }
             }
-            None => Err("this sub-agent inherits its model but runs outside an agent".to_owned()),
-        },
+        }
     };
     let child = match child {
         Ok(child) => child,
@@ -401,10 +493,35 @@ async fn run_subagent(
             return Err(ToolError::new(message));
         }
     };
+    // Inside a runtime's run: a child run of it.
+    let opened = match &runs {
+        Some(runs) => match runs.0.open(&subagent_type, &child, &context).await {
+            Ok(opened) => Some(opened),
+            Err(error) => {
+                emitter.end(Err(&error.message));
+                return Err(error);
+            }
+        },
+        None => None,
+    };
+    let (child, observer, parent) = match &opened {
+        Some(opened) => {
+            // The child run's agent has the run's layers for its own context already.
+            let parent = parent.map(|mut p| {
+                p.tool_layers.clear();
+                p
+            });
+            (opened.agent().clone(), opened.observer(), parent)
+        }
+        None => (child, None, parent),
+    };
+    let signal = context.signal.child_token();
     let options = RunOptions {
-        signal: context.signal.child_token(),
+        signal: signal.clone(),
         parent_context: parent.map(Arc::new),
-        checkpoints: false,
+        // A child run's conversation is checkpointed under its thread.
+        checkpoints: opened.is_some(),
+        observer,
     };
     let initial = AgentState::initial();
     let result = if sink.is_streaming() {
@@ -418,6 +535,19 @@ async fn run_subagent(
             .generate_with(prompt.as_str(), &initial, options)
             .await
     };
+    if let Some(opened) = opened {
+        // (A step given up for a decision ends the agent too: the runner knows it by the
+        // decision, whatever the agent returned.)
+        let outcome = match &result {
+            _ if signal.is_cancelled() => ChildOutcome::Interrupted,
+            Ok(_) => ChildOutcome::Succeeded,
+            Err(_) => ChildOutcome::Failed,
+        };
+        if let Err(error) = opened.end(outcome).await {
+            emitter.end(Err(&error.message));
+            return Err(error);
+        }
+    }
     match result {
         Ok(result) => {
             let text = result.turn.text();

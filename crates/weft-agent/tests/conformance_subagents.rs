@@ -487,3 +487,116 @@ async fn sub_agent_without_parent_context_still_runs() {
     assert_eq!(out, json!("found it"));
     let _ = ScriptedResponse::default();
 }
+
+/// A [`weft_agent::ChildRunner`] that records what it is asked: the sub-agent's agent as
+/// given, an observer counting steps, the outcome it is ended with.
+struct RecordingRunner {
+    opened: Mutex<Vec<String>>,
+    steps: Arc<Mutex<Vec<u64>>>,
+    ended: Arc<Mutex<Vec<weft_agent::ChildOutcome>>>,
+    model: weft_provider::ModelReference,
+}
+
+struct StepCounter(Arc<Mutex<Vec<u64>>>);
+
+#[async_trait::async_trait]
+impl weft_agent::execution::StepObserver for StepCounter {
+    async fn step_started(&self, step: u64, _state: &AgentState) {
+        self.0.lock().unwrap().push(step);
+    }
+}
+
+struct Opened {
+    agent: weft_agent::Agent,
+    steps: Arc<Mutex<Vec<u64>>>,
+    ended: Arc<Mutex<Vec<weft_agent::ChildOutcome>>>,
+}
+
+impl weft_agent::OpenChild for Opened {
+    fn agent(&self) -> &weft_agent::Agent {
+        &self.agent
+    }
+    fn observer(&self) -> Option<Arc<dyn weft_agent::execution::StepObserver>> {
+        Some(Arc::new(StepCounter(self.steps.clone())))
+    }
+    fn end(
+        self: Box<Self>,
+        outcome: weft_agent::ChildOutcome,
+    ) -> weft_provider::tool::BoxFuture<'static, Result<(), weft_provider::ToolError>> {
+        self.ended.lock().unwrap().push(outcome);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+impl weft_agent::ChildRunner for RecordingRunner {
+    fn open<'a>(
+        &'a self,
+        name: &'a str,
+        agent: &'a weft_agent::Agent,
+        call: &'a ToolContext,
+    ) -> weft_provider::tool::BoxFuture<
+        'a,
+        Result<Box<dyn weft_agent::OpenChild>, weft_provider::ToolError>,
+    > {
+        self.opened
+            .lock()
+            .unwrap()
+            .push(format!("{name} {}", call.tool_call_id));
+        let opened = Opened {
+            agent: agent.clone(),
+            steps: self.steps.clone(),
+            ended: self.ended.clone(),
+        };
+        Box::pin(async move { Ok(Box::new(opened) as Box<dyn weft_agent::OpenChild>) })
+    }
+    fn model(&self) -> &weft_provider::ModelReference {
+        &self.model
+    }
+}
+
+/// Inside a runtime's run (a `ChildRuns` in the call's extensions) a `SubagentTool` runs its
+/// agent as the runner opens it — its steps reported to the runner's observer, the child
+/// ended with its outcome — and its UAP-1.0 events still reach the parent's stream.
+#[tokio::test]
+async fn inside_a_run_a_sub_agent_tool_runs_as_a_child_run_with_its_events_in_the_parent_stream() {
+    let runner = Arc::new(RecordingRunner {
+        opened: Mutex::default(),
+        steps: Arc::default(),
+        ended: Arc::default(),
+        model: script(vec![text("inherited")]),
+    });
+    let parent = agent(
+        AgentOptions::new(script(vec![
+            call("parent_call", "explore", json!({"query": "main"})),
+            text("parent done"),
+        ]))
+        .tool(explore_tool())
+        .tool_extension(weft_agent::ChildRuns(runner.clone())),
+    )
+    .unwrap();
+    let mut stream = parent.stream("go", &AgentState::initial());
+    let mut events = Vec::new();
+    while let Some(e) = stream.next().await {
+        events.push(e);
+    }
+    let result = stream.result().await.unwrap();
+    assert_eq!(result.turn.text(), "parent done");
+    assert_eq!(*runner.opened.lock().unwrap(), ["explorer parent_call"]);
+    assert_eq!(
+        *runner.steps.lock().unwrap(),
+        [1, 2],
+        "the child's two steps"
+    );
+    assert_eq!(
+        *runner.ended.lock().unwrap(),
+        [weft_agent::ChildOutcome::Succeeded]
+    );
+    let sub = subagent_events(&events);
+    assert_eq!(sub.first().unwrap().event_type, UapEventType::SubagentStart);
+    assert_eq!(sub.last().unwrap().event_type, UapEventType::SubagentEnd);
+    assert_eq!(sub.last().unwrap().data["result"], "found it");
+    assert!(
+        sub.iter()
+            .all(|e| e.data["parentToolCallId"] == "parent_call")
+    );
+}

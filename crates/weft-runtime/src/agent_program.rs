@@ -86,6 +86,18 @@ pub(crate) async fn run(
         .resolve(&program.model)
         .map_err(|e| RunError::Agent(e.to_string()))?;
     let thread = active.record.thread_id.clone();
+    let mode = match active.spec.durability {
+        Durability::Sync => CheckpointMode::Sync,
+        Durability::Async => CheckpointMode::Async,
+    };
+    // Its sub-agent tools run their agents as child runs of the run.
+    let child_runs = crate::subagent::SubagentRuns::extension(
+        active.ledger.clone(),
+        program.policy.clone(),
+        active.store.clone(),
+        mode,
+        model.clone(),
+    );
     let model = active
         .model(&model, &thread)
         .map_err(|e| RunError::Agent(e.to_string()))?;
@@ -99,10 +111,8 @@ pub(crate) async fn run(
         .tools(tools)
         .execution(strategy)
         .checkpoints(active.store.clone())
-        .checkpoint_mode(match active.spec.durability {
-            Durability::Sync => CheckpointMode::Sync,
-            Durability::Async => CheckpointMode::Async,
-        })
+        .checkpoint_mode(mode)
+        .tool_extension(child_runs)
         .session_id(thread);
     for layer in crate::pipeline::layers(&active.ledger, &program.policy) {
         options = options.tool_layer(layer);

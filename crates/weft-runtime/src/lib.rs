@@ -16,7 +16,8 @@
 //!   with its response, so a later price change never rewrites what a run cost;
 //! * child runs ([`child`]): a tool call running another agent (a subagent) in its own child
 //!   thread, inside the run's ledger, budget, event log and trace; delegation
-//!   ([`delegation`]: `delegate_to_agent`, spec §5.4) is one configuration of them;
+//!   ([`delegation`]: `delegate_to_agent`, spec §5.4) and UAP-1.0 sub-agent tools
+//!   ([`subagent`]: a `weft_agent::SubagentTool` called in a run) are configurations of them;
 //! * the run tree's message bus ([`bus`]: in-process publish/subscribe by topic, spec §4.2);
 //! * ownership ([`ownership`]): an OS lock (a dead owner on this machine is known at once),
 //!   a lease with heartbeat (owners elsewhere), and fenced writes (a stale owner stops).
@@ -55,6 +56,7 @@ pub mod profile;
 pub mod recorded;
 pub mod run;
 pub mod spec;
+pub mod subagent;
 pub mod thread_state;
 pub mod trace;
 pub mod transcript;

@@ -343,10 +343,13 @@ impl ToolLayer for ApprovalLayer {
     }
 }
 
-/// The approval stage for a sub-agent's calls: the same policy, asked of the same person.
-/// A sub-agent's step cannot be given up and taken again like the run's own (its model
-/// responses are not recorded), so when nobody can answer now the call is refused — the
-/// model hears why — rather than run without the approval the policy asks for.
+/// The approval stage for the calls of a sub-agent the runtime does not run as a child run
+/// (a hand-written sub-agent tool that runs its agent itself with a `parent_context`; a
+/// `SubagentTool` is a child run, [`crate::subagent`], whose calls pass [`ApprovalLayer`]):
+/// the same policy, asked of the same person. Such a sub-agent's step cannot be given up and
+/// taken again like the run's own (its model responses are not recorded), so when nobody can
+/// answer now the call is refused — the model hears why — rather than run without the
+/// approval the policy asks for.
 struct ChildApprovalLayer {
     run: Arc<RunContext>,
     policy: ToolPolicy,

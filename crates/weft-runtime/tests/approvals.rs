@@ -534,11 +534,11 @@ fn delegating_spec(dir: &Path, policy: ToolPolicy) -> RunSpec {
 }
 
 /// The run's policy binds a sub-agent's calls too: hooks deny them, and a call that needs
-/// approval is asked of the same person — or refused when nobody can answer — never run
-/// unapproved.
+/// approval is asked of the same person — or, when nobody can answer now, becomes a pending
+/// decision of the run (the sub-agent is a child run of it) — never run unapproved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sub_agents_calls_pass_the_runs_hooks_and_approvals() {
-    // Approval without anyone to ask: refused, not run.
+    // Approval without anyone to ask: the run suspends with the sub-agent's decision.
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
     let outcome = Runtime::new(store.clone())
@@ -552,19 +552,17 @@ async fn a_sub_agents_calls_pass_the_runs_hooks_and_approvals() {
         .outcome()
         .await
         .unwrap();
-    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert_eq!(outcome.exit_code(), 4, "{outcome:?}");
     assert!(
         !dir.path().join("out.txt").exists(),
         "the sub-agent's call did not run"
     );
-    let refused: Vec<Value> = event_types(&store, &outcome.run_id)
-        .await
-        .into_iter()
-        .filter(|(k, _)| k == "tool_call_refused")
-        .map(|(_, p)| p)
-        .collect();
-    assert_eq!(refused.len(), 1, "{refused:?}");
-    assert_eq!(refused[0]["subAgent"], true);
+    let RunEnd::AwaitingDecision { decisions } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(decisions.len(), 1, "{decisions:?}");
+    assert_eq!(decisions[0].tool_name, "append_line");
+    assert_eq!(decisions[0].tool_call_id, "child-1");
 
     // The same with a person who approves: it runs.
     let dir = tempfile::tempdir().unwrap();
@@ -611,4 +609,83 @@ async fn a_sub_agents_calls_pass_the_runs_hooks_and_approvals() {
         !dir.path().join("out.txt").exists(),
         "the hook stopped the sub-agent's call"
     );
+}
+
+/// A registry with `delegate`: a hand-written sub-agent tool that runs its agent itself
+/// (with the call's `ToolExecutionContext` as its parent context), not a `SubagentTool`.
+fn hand_written_registry(dir: &Path) -> ToolRegistry {
+    let mut registry = ToolRegistry::with_builtins();
+    let config = json!({"out": dir.join("out.txt"), "log": dir.join("log.txt")});
+    registry.register("delegate", move |_config: &Value| {
+        let writer = weft_store::testing::append_line_tool(&config)?;
+        let model =
+            weft_provider::adapters::scripted::model(weft_provider::adapters::scripted::Script {
+                fresh_ids: false,
+                responses: vec![
+                    weft_provider::adapters::scripted::ScriptedResponse::tool_call(
+                        "child-1",
+                        "append_line",
+                        json!({"line": "from the sub-agent"}),
+                    ),
+                    weft_provider::adapters::scripted::ScriptedResponse::text("child done"),
+                ],
+            });
+        let child = weft_agent::agent(weft_agent::AgentOptions::new(model).tool(writer))
+            .map_err(|e| e.to_string())?;
+        Ok(weft_provider::Tool::new(
+            "delegate",
+            "Hands a task to a helper agent.",
+            json!({"type": "object", "properties": {"prompt": {"type": "string"}}}),
+            move |_args: Value, context: weft_provider::ToolContext| {
+                let child = child.clone();
+                async move {
+                    let parent = weft_agent::ToolExecutionContext::from_tool(&context).cloned();
+                    let options = weft_agent::RunOptions {
+                        parent_context: parent.map(Arc::new),
+                        checkpoints: false,
+                        ..weft_agent::RunOptions::default()
+                    };
+                    child
+                        .generate_with("write a line", &weft_agent::AgentState::initial(), options)
+                        .await
+                        .map(|result| Value::String(result.turn.text()))
+                        .map_err(|e| weft_provider::ToolError::new(e.to_string()))
+                }
+            },
+        ))
+    });
+    registry
+}
+
+/// A sub-agent the runtime does not run as a child run (a hand-written tool running its
+/// agent itself) still passes the run's approval stage: with nobody to ask, its call is
+/// refused (logged as a sub-agent's refusal), never run unapproved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_written_sub_agents_call_needing_approval_is_refused_when_nobody_can_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let outcome = Runtime::new(store.clone())
+        .with_tools(hand_written_registry(dir.path()))
+        .start(
+            delegating_spec(dir.path(), ToolPolicy::requiring(["append_line"])),
+            false,
+        )
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert!(
+        !dir.path().join("out.txt").exists(),
+        "the sub-agent's call did not run"
+    );
+    let refused: Vec<Value> = event_types(&store, &outcome.run_id)
+        .await
+        .into_iter()
+        .filter(|(k, _)| k == "tool_call_refused")
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["subAgent"], true);
 }

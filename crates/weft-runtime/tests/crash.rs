@@ -5,7 +5,12 @@
 //! when it was in flight at a kill (it is the killed process's last execution), never a call
 //! whose result was recorded; the final state equals the uninterrupted run's.
 //!
-//! Seed: `WEFT_CRASH_SEED` (printed); kills: `WEFT_CRASH_KILLS` (default 50).
+//! The same with the calls made by a UAP-1.0 sub-agent (a child run of the run): the child's
+//! side effects are recorded and replayed like the run's own, so a kill mid-child repeats
+//! nothing, and the child's conversation ends the same.
+//!
+//! Seed: `WEFT_CRASH_SEED` (printed); kills: `WEFT_CRASH_KILLS` (default 50; 15 with a
+//! sub-agent).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::{HashMap, HashSet};
@@ -13,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use weft_store::{RunStatus, Runs, Store, ToolLedger};
+use weft_store::{AgentStatus, Lineage as _, RunStatus, Runs, Store, ToolLedger};
 
 const BIN: &str = env!("CARGO_BIN_EXE_weft-runtime-durable-run");
 const CALLS: usize = 20;
@@ -34,27 +39,56 @@ fn write_script(dir: &Path) -> PathBuf {
     path
 }
 
+/// The parent's script when a sub-agent makes the calls: one `delegate` call, then the end.
+fn write_parent_script(dir: &Path) -> PathBuf {
+    let path = dir.join("parent.json");
+    std::fs::write(
+        &path,
+        json!({"responses": [
+            {"toolCalls": [{"id": "delegate-1", "name": "delegate", "arguments": {"prompt": "Write the lines."}}]},
+            {"text": "delegated"}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    path
+}
+
 struct Case {
     store_url: String,
     script: PathBuf,
+    /// The sub-agent's script, when a sub-agent makes the calls.
+    child_script: Option<PathBuf>,
     out: PathBuf,
     log: PathBuf,
 }
 
 impl Case {
-    fn new(dir: &Path, db: &Path, name: &str) -> Case {
+    fn new(dir: &Path, db: &Path, name: &str, subagent: bool) -> Case {
+        let script = write_script(dir);
+        let (script, child_script) = if subagent {
+            (write_parent_script(dir), Some(script))
+        } else {
+            (script, None)
+        };
         Case {
             store_url: format!("sqlite:{}", db.display()),
-            script: write_script(dir),
+            script,
+            child_script,
             out: dir.join(format!("{name}.out")),
             log: dir.join(format!("{name}.log")),
         }
     }
 
     async fn create(&self) -> String {
-        let out = tokio::process::Command::new(BIN)
+        let mut command = tokio::process::Command::new(BIN);
+        command
             .args(["start", "--store", &self.store_url, "--script"])
-            .arg(&self.script)
+            .arg(&self.script);
+        if let Some(child) = &self.child_script {
+            command.arg("--child-script").arg(child);
+        }
+        let out = command
             .arg("--out")
             .arg(&self.out)
             .arg("--log")
@@ -118,6 +152,33 @@ fn lines(path: &Path) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_at_random_points_then_resume() {
+    crash_and_resume(false, 50).await;
+}
+
+/// The calls are a sub-agent's (a child run): killed anywhere — mid-child included — and
+/// resumed, every line is written once, only a call in flight at a kill runs again, and
+/// the run's and the child's final conversations equal the uninterrupted run's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_sub_agent_then_resume() {
+    crash_and_resume(true, 15).await;
+}
+
+/// The child thread's final conversation (normalized) and its lineage node's status, when
+/// the run has a sub-agent.
+async fn child_state(store: &Store, run: &str) -> Option<(Value, AgentStatus)> {
+    let node = store
+        .lineage(run)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|n| n.depth == 1)?;
+    let cp = store.latest_checkpoint(&node.id).await.unwrap().unwrap();
+    let mut messages = serde_json::to_value(&cp.checkpoint.state).unwrap()["messages"].take();
+    normalize(&mut messages);
+    Some((messages, node.status))
+}
+
+async fn crash_and_resume(subagent: bool, kills_default: usize) {
     let seed: u64 = std::env::var("WEFT_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -125,14 +186,14 @@ async fn sigkill_at_random_points_then_resume() {
     let kills_wanted: usize = std::env::var("WEFT_CRASH_KILLS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(50);
+        .unwrap_or(kills_default);
     eprintln!("crash test seed: {seed} (WEFT_CRASH_SEED={seed} reproduces the kill schedule)");
     let mut rng = fastrand::Rng::with_seed(seed);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("weft.db");
 
     // The uninterrupted reference run.
-    let reference = Case::new(dir.path(), &db, "reference");
+    let reference = Case::new(dir.path(), &db, "reference", subagent);
     let run = reference.create().await;
     let output = reference.resume(&run, false).output().await.unwrap();
     assert!(
@@ -142,6 +203,8 @@ async fn sigkill_at_random_points_then_resume() {
     );
     let store = Store::open(&reference.store_url).await.unwrap();
     let (expected_state, expected_steps) = final_state(&store, &run).await;
+    let expected_child = child_state(&store, &run).await;
+    assert_eq!(expected_child.is_some(), subagent);
     let expected_lines: Vec<String> = (0..CALLS)
         .map(|i| format!("call-{i:02} line {i}"))
         .collect();
@@ -152,7 +215,7 @@ async fn sigkill_at_random_points_then_resume() {
     let mut runs_done = 0usize;
     let mut approvals = 0usize;
     while kills < kills_wanted && runs_done < 40 {
-        let case = Case::new(dir.path(), &db, &format!("crash{runs_done}"));
+        let case = Case::new(dir.path(), &db, &format!("crash{runs_done}"), subagent);
         let run = case.create().await;
         let mut killed_pids: HashSet<u32> = HashSet::new();
         let mut rerun = false;
@@ -264,6 +327,14 @@ async fn sigkill_at_random_points_then_resume() {
             state, expected_state,
             "final state of run {run} (seed {seed})"
         );
+        if let Some((expected, _)) = &expected_child {
+            let (state, status) = child_state(&store, &run).await.unwrap();
+            assert_eq!(status, AgentStatus::Completed, "run {run} (seed {seed})");
+            assert_eq!(
+                &state, expected,
+                "the sub-agent's final state of run {run} (seed {seed})"
+            );
+        }
     }
     eprintln!(
         "crash test: {kills} kills over {runs_done} runs, {approvals} uncertain-call approvals (seed {seed})"

@@ -122,6 +122,7 @@ pub struct ExecutionContext {
     pub session_id: Option<String>,
     base_llm: LlmInstance,
     parent: Option<Arc<ToolExecutionContext>>,
+    observer: Option<step::SharedObserver>,
 }
 
 impl ExecutionContext {
@@ -153,9 +154,23 @@ impl ExecutionContext {
             session_id,
             base_llm,
             parent,
+            observer: None,
         };
         ctx.llm = ctx.base_llm.with_tool_extensions(ctx.extensions());
         ctx
+    }
+
+    /// The same context whose steps report to `observer` ([`Steps::new`] takes it; `None`:
+    /// nobody).
+    #[must_use]
+    pub fn with_observer(mut self, observer: Option<Arc<dyn StepObserver>>) -> Self {
+        self.observer = observer.map(step::SharedObserver);
+        self
+    }
+
+    /// Who hears this execution's steps ([`crate::RunOptions::observer`]).
+    pub fn observer(&self) -> Option<&Arc<dyn StepObserver>> {
+        self.observer.as_ref().map(|o| &o.0)
     }
 
     /// The resolved tools.

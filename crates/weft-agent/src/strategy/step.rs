@@ -58,6 +58,16 @@ pub trait StepObserver: Send + Sync {
     }
 }
 
+/// A [`StepObserver`] held by an [`ExecutionContext`] (which is `Debug`).
+#[derive(Clone)]
+pub(crate) struct SharedObserver(pub(crate) Arc<dyn StepObserver>);
+
+impl std::fmt::Debug for SharedObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StepObserver")
+    }
+}
+
 /// How a step ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepOutcome {
@@ -196,7 +206,8 @@ impl std::fmt::Debug for Steps<'_> {
 
 impl<'a> Steps<'a> {
     /// The steps of `ctx`'s execution, from `ctx.state`, with `ctx.input` as the first
-    /// model call's new message.
+    /// model call's new message, reporting to the context's observer
+    /// ([`ExecutionContext::observer`]) if it has one.
     pub fn new(ctx: &'a ExecutionContext) -> Self {
         Steps {
             ctx,
@@ -211,7 +222,7 @@ impl<'a> Steps<'a> {
             rounds: 0,
             base_usage: TokenUsage::default(),
             extra_usage: TokenUsage::default(),
-            observer: None,
+            observer: ctx.observer().cloned(),
             suspended: false,
         }
     }

@@ -3,9 +3,13 @@
 //! ```text
 //! weft-runtime-durable-run start  --store URL --script PATH --out FILE --log FILE
 //!                               [--delay-ms N] [--durability sync|async] [--idempotent]
+//!                               [--child-script PATH]
 //! weft-runtime-durable-run resume --store URL RUN [--rerun-uncertain]
 //! ```
 //! Exit codes: those of `weft resume` (0 completed, 1 failed, 2 usage, 3 needs approval).
+//!
+//! With `--child-script`, the agent's one tool is `delegate`: a UAP-1.0 `SubagentTool` whose
+//! agent (its model scripted by that file) has `append_line` — the calls run in a child run.
 
 use std::process::ExitCode;
 
@@ -58,7 +62,9 @@ async fn report(handle: Result<RunHandle, weft_runtime::RunError>) -> Result<Exi
 async fn main_async(args: Vec<String>) -> Result<ExitCode, String> {
     let store_url = flag(&args, "--store").ok_or("--store is required")?;
     let store = Store::open(&store_url).await.map_err(|e| e.to_string())?;
-    let runtime = Runtime::new(store).with_tools(ToolRegistry::with_builtins());
+    let mut registry = ToolRegistry::with_builtins();
+    registry.register("delegate", delegate_tool);
+    let runtime = Runtime::new(store).with_tools(registry);
     match args.first().map(String::as_str) {
         Some("start") => {
             let program = AgentProgram {
@@ -68,12 +74,17 @@ async fn main_async(args: Vec<String>) -> Result<ExitCode, String> {
                 ),
                 system: Some("Append every line you are asked to.".into()),
                 tools: vec![ToolSpec {
-                    name: "append_line".into(),
+                    name: if flag(&args, "--child-script").is_some() {
+                        "delegate".into()
+                    } else {
+                        "append_line".into()
+                    },
                     config: json!({
                         "out": flag(&args, "--out").ok_or("--out")?,
                         "log": flag(&args, "--log").ok_or("--log")?,
                         "delay_ms": flag(&args, "--delay-ms").and_then(|d| d.parse::<u64>().ok()).unwrap_or(0),
                         "idempotent": args.iter().any(|a| a == "--idempotent"),
+                        "script": flag(&args, "--child-script"),
                     }),
                 }],
                 max_steps: None,
@@ -119,6 +130,31 @@ async fn main_async(args: Vec<String>) -> Result<ExitCode, String> {
         }
         _ => Err("usage: weft-runtime-durable-run start|resume --store URL …".into()),
     }
+}
+
+/// `delegate`: a sub-agent whose agent (scripted by `config.script`) has `append_line`
+/// (configured by the rest of `config`).
+fn delegate_tool(config: &serde_json::Value) -> Result<weft_provider::Tool, String> {
+    let script = config["script"]
+        .as_str()
+        .ok_or("config.script (the sub-agent's script) is required")?;
+    let model = weft_runtime::default_providers()
+        .resolve(&format!("scripted-turns:{script}"))
+        .map_err(|e| e.to_string())?;
+    let writer = weft_store::testing::append_line_tool(config)?;
+    let child = weft_agent::agent(
+        weft_agent::AgentOptions::new(model)
+            .system("Append every line you are asked to.")
+            .tool(writer),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(weft_agent::SubagentTool::new(
+        "delegate",
+        "Hands the lines to a helper agent.",
+        json!({"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}),
+        child,
+    )
+    .build())
 }
 
 fn main() -> ExitCode {
