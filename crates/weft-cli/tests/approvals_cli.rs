@@ -9,6 +9,8 @@
 
 mod common;
 
+use common::{output_text, weft};
+
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -31,24 +33,6 @@ fn project(dir: &Path, extra: &str) {
     );
 }
 
-fn weft(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("WEFT_DATABASE_URL")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn json_lines(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -61,7 +45,7 @@ fn run_end(out: &Output) -> Value {
     json_lines(out)
         .into_iter()
         .rfind(|e| e["type"] == "run_end")
-        .unwrap_or_else(|| panic!("no run_end: {}", text(out)))
+        .unwrap_or_else(|| panic!("no run_end: {}", output_text(out)))
 }
 
 #[test]
@@ -70,8 +54,8 @@ fn without_a_terminal_the_run_suspends_and_approve_then_resume_runs_the_call_onc
     let p = dir.path().join("p");
     project(&p, "");
     let out = weft(dir.path(), &["run", "p", "go"]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
-    let all = text(&out);
+    assert_eq!(out.status.code(), Some(4), "{}", output_text(&out));
+    let all = output_text(&out);
     let run = all
         .lines()
         .find_map(|l| l.strip_prefix("run "))
@@ -93,7 +77,7 @@ fn without_a_terminal_the_run_suspends_and_approve_then_resume_runs_the_call_onc
     assert_eq!(decisions[0]["status"], "pending");
     assert_eq!(decisions[0]["toolCallId"], "w1");
     let id = decisions[0]["id"].as_str().unwrap().to_owned();
-    let human = text(&weft(&p, &["runs", "show", &run]));
+    let human = output_text(&weft(&p, &["runs", "show", &run]));
     assert!(
         human.contains("pending decisions:") && human.contains(&id),
         "{human}"
@@ -102,16 +86,16 @@ fn without_a_terminal_the_run_suspends_and_approve_then_resume_runs_the_call_onc
     // An unknown id is a usage error naming the pending ones.
     let wrong = weft(&p, &["approve", &run, "d-00000000"]);
     assert_eq!(wrong.status.code(), Some(2));
-    assert!(text(&wrong).contains(&id), "{}", text(&wrong));
+    assert!(output_text(&wrong).contains(&id), "{}", output_text(&wrong));
 
     let approve = weft(&p, &["approve", &run, &id]);
-    assert_eq!(approve.status.code(), Some(0), "{}", text(&approve));
-    assert!(text(&approve).contains(&format!("weft resume {run}")));
+    assert_eq!(approve.status.code(), Some(0), "{}", output_text(&approve));
+    assert!(output_text(&approve).contains(&format!("weft resume {run}")));
 
     // The resume runs w1, then suspends on w2 (decided here by call id, with the flags of
     // `weft resume`).
     let second = weft(&p, &["resume", &run, "--json"]);
-    assert_eq!(second.status.code(), Some(4), "{}", text(&second));
+    assert_eq!(second.status.code(), Some(4), "{}", output_text(&second));
     assert_eq!(
         std::fs::read_to_string(p.join("note.txt")).unwrap(),
         "one\n"
@@ -121,7 +105,7 @@ fn without_a_terminal_the_run_suspends_and_approve_then_resume_runs_the_call_onc
     assert_eq!(end["decisions"][0]["toolCallId"], "w2");
 
     let done = weft(&p, &["resume", &run, "--approve", "w2", "--json"]);
-    assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+    assert_eq!(done.status.code(), Some(0), "{}", output_text(&done));
     assert_eq!(run_end(&done)["output"], "written");
     assert_eq!(
         std::fs::read_to_string(p.join("other.txt")).unwrap(),
@@ -157,12 +141,12 @@ fn a_denied_call_reaches_the_model_with_the_reason_and_shows_in_runs_show() {
         &script,
     );
     let out = weft(&p, &["run", "--no-input", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", output_text(&out));
     let run = run_end(&out)["runId"].as_str().unwrap().to_owned();
     let deny = weft(&p, &["deny", &run, "w1", "--reason", "keep the tree clean"]);
-    assert_eq!(deny.status.code(), Some(0), "{}", text(&deny));
+    assert_eq!(deny.status.code(), Some(0), "{}", output_text(&deny));
     let done = weft(&p, &["resume", &run, "--json"]);
-    assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+    assert_eq!(done.status.code(), Some(0), "{}", output_text(&done));
     assert!(!p.join("note.txt").exists(), "a denied call never runs");
     let results: Vec<Value> = json_lines(&done)
         .into_iter()
@@ -177,7 +161,7 @@ fn a_denied_call_reaches_the_model_with_the_reason_and_shows_in_runs_show() {
             .contains("keep the tree clean"),
         "{results:?}"
     );
-    let human = text(&weft(&p, &["runs", "show", &run]));
+    let human = output_text(&weft(&p, &["runs", "show", &run]));
     assert!(
         human.contains("refused calls")
             && human.contains("approval")
@@ -201,7 +185,7 @@ fn a_project_hook_denies_a_call_with_exit_2_and_the_model_reads_its_stderr() {
         &script,
     );
     let out = weft(&p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert!(!p.join("ran.txt").exists());
     let result = json_lines(&out)
         .into_iter()
@@ -249,7 +233,7 @@ fn on_a_terminal_weft_run_asks_inline_and_approve_runs_the_call_exactly_once() {
     let p = dir.path().join("p");
     project(&p, "");
     let out = on_a_terminal(&p, "run go", "y\ny\n");
-    let all = text(&out);
+    let all = output_text(&out);
     assert_eq!(out.status.code(), Some(0), "{all}");
     assert!(all.contains("approve? [y]es / [n]o"), "{all}");
     assert_eq!(
@@ -272,7 +256,7 @@ fn on_a_terminal_a_denial_with_a_reason_reaches_the_model_and_a_resume_never_ask
     project(&p, "");
     // Deny the first call with a reason; leave the second undecided (Enter): the run suspends.
     let out = on_a_terminal(&p, "run go", "n\nnot that file\n\n");
-    let all = text(&out);
+    let all = output_text(&out);
     assert_eq!(out.status.code(), Some(4), "{all}");
     assert!(!p.join("note.txt").exists());
     let run = all
@@ -284,7 +268,7 @@ fn on_a_terminal_a_denial_with_a_reason_reaches_the_model_and_a_resume_never_ask
     // The resume (no terminal) does not ask about w1 again: its denial is recorded; it
     // suspends on w2 only.
     let resumed = weft(&p, &["resume", &run, "--json"]);
-    assert_eq!(resumed.status.code(), Some(4), "{}", text(&resumed));
+    assert_eq!(resumed.status.code(), Some(4), "{}", output_text(&resumed));
     let end = run_end(&resumed);
     let pending: Vec<&str> = end["decisions"]
         .as_array()
@@ -351,14 +335,14 @@ fn a_dual_ai_side_b_call_waiting_for_approval_resumes_in_side_b() {
     let p = dir.path().join("pair");
     write_pair(&p);
     let out = weft(&p, &["run", "--json", "task"]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", output_text(&out));
     let end = run_end(&out);
     let run = end["runId"].as_str().unwrap().to_owned();
     assert_eq!(end["decisions"][0]["toolName"], "done");
     let approve = weft(&p, &["approve", &run, "d1"]);
-    assert_eq!(approve.status.code(), Some(0), "{}", text(&approve));
+    assert_eq!(approve.status.code(), Some(0), "{}", output_text(&approve));
     let done = weft(&p, &["resume", &run, "--json"]);
-    assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+    assert_eq!(done.status.code(), Some(0), "{}", output_text(&done));
     let turns: Vec<(Value, Value)> = json_lines(&done)
         .into_iter()
         .filter(|e| e["type"] == "side_turn_start")
@@ -397,7 +381,7 @@ fn with_gates_on_for_runs_a_force_push_and_an_edit_outside_a_worktree_are_refuse
         &script,
     );
     let out = weft(&p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let results: Vec<(String, bool, String)> = json_lines(&out)
         .into_iter()
         .filter(|e| e["type"] == "tool_call_end")
@@ -434,7 +418,7 @@ fn with_completion_gates_a_run_is_done_only_when_its_checks_pass() {
     let lazy = json!({"responses": [{"text": "all done!"}]});
     common::scripted_project(&p, config, &["write_file"], &lazy);
     let out = weft(&p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     let end = run_end(&out);
     let error = end["error"].as_str().unwrap();
     assert!(
@@ -451,6 +435,6 @@ fn with_completion_gates_a_run_is_done_only_when_its_checks_pass() {
     ]});
     common::scripted_project(&p, config, &["write_file"], &diligent);
     let out = weft(&p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert_eq!(run_end(&out)["output"], "all done!");
 }

@@ -6,8 +6,10 @@
 
 mod common;
 
+use common::weft;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// A project whose model asks for a command on every answer and never stops on its own;
 /// each answer costs 10 + 1 tokens.
@@ -21,15 +23,6 @@ fn runaway(dir: &Path, budget: &str) {
         .collect();
     let script = serde_json::json!({"responses": responses});
     common::scripted_project(dir, budget, &["run_command"], &script);
-}
-
-fn weft(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("WEFT_DATABASE_URL")
-        .output()
-        .unwrap()
 }
 
 fn calls(dir: &Path) -> usize {

@@ -7,6 +7,10 @@
 //! --expand` restores what was replaced from the checkpoints that hold it.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod common;
+
+use common::output_text;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -30,14 +34,6 @@ async fn weft(cwd: &Path, args: &[&str], url: &str) -> Output {
     })
     .await
     .expect("join")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn chunk(delta: Value, finish: Value, usage: Option<Value>) -> String {
@@ -181,7 +177,7 @@ async fn summarize_replaces_the_middle_keeps_what_the_spec_keeps_and_expands() {
         10,
     );
     let out = weft(p, &["run", "--json", "Read a.md, b.md and c.md"], &url).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = events(&out);
 
     // One compression, before the fourth step's model call, counted from the provider's
@@ -274,8 +270,8 @@ async fn summarize_replaces_the_middle_keeps_what_the_spec_keeps_and_expands() {
 
     // `weft runs show --expand` restores what the summary replaced.
     let shown = weft(p, &["runs", "show", &run, "--expand"], &url).await;
-    assert_eq!(shown.status.code(), Some(0), "{}", text(&shown));
-    let shown_text = text(&shown);
+    assert_eq!(shown.status.code(), Some(0), "{}", output_text(&shown));
+    let shown_text = output_text(&shown);
     assert!(
         shown_text.contains("compression 1 (summarize, summary) at step 3: 4 message(s) replaced"),
         "{shown_text}"
@@ -291,7 +287,7 @@ async fn summarize_replaces_the_middle_keeps_what_the_spec_keeps_and_expands() {
     assert!(replaced[1].to_string().contains(ALPHA));
     // Without the flag, nothing of it.
     let plain = weft(p, &["runs", "show", &run], &url).await;
-    assert!(!text(&plain).contains("compressed history"));
+    assert!(!output_text(&plain).contains("compressed history"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,8 +307,8 @@ async fn truncate_and_hybrid_compress_without_a_summary_call() {
         let p = dir.path().join("bad");
         project(&p, setting, 10);
         let out = weft(&p, &["run", "hi"], "http://127.0.0.1:9").await;
-        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-        assert!(text(&out).contains(key), "{}", text(&out));
+        assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+        assert!(output_text(&out).contains(key), "{}", output_text(&out));
     }
 
     // truncate: the middle goes, a note says so; no summary call.
@@ -327,7 +323,7 @@ async fn truncate_and_hybrid_compress_without_a_summary_call() {
         10,
     );
     let out = weft(&p, &["run", "--json", "Read a.md, b.md and c.md"], &url).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let found = compressions(&events(&out));
     assert_eq!(found.len(), 1);
     assert_eq!(found[0]["strategy"], "truncate");
@@ -357,7 +353,7 @@ async fn truncate_and_hybrid_compress_without_a_summary_call() {
         1600,
     );
     let out = weft(&p, &["run", "--json", "Read a.md, b.md and c.md"], &url).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = events(&out);
     let found = compressions(&events);
     assert_eq!(found.len(), 1, "{found:?}");
@@ -387,7 +383,7 @@ async fn truncate_and_hybrid_compress_without_a_summary_call() {
     assert!(said[7].1.contains(GAMMA), "the current turn's result stays");
     let run = run_id(&events);
     let shown = weft(&p, &["runs", "show", &run, "--expand"], &url).await;
-    let shown_text = text(&shown);
+    let shown_text = output_text(&shown);
     assert!(
         shown_text.contains("compression 1 (hybrid, cleared) at step 3: 1 message(s) replaced"),
         "{shown_text}"
@@ -424,7 +420,7 @@ async fn a_resume_after_a_compression_replays_the_recorded_summary_and_calls() {
     )
     .unwrap();
     let out = weft(p, &["run", "--json", "Read a.md, b.md and c.md"], &url).await;
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", output_text(&out));
     let events = events(&out);
     assert_eq!(compressions(&events).len(), 1);
     assert_eq!(server.received().len(), 5);
@@ -435,14 +431,19 @@ async fn a_resume_after_a_compression_replays_the_recorded_summary_and_calls() {
         .map(|e| e["payload"]["decision"].as_str().unwrap().to_owned())
         .expect("a pending decision");
     let approved = weft(p, &["approve", &run, &decision], &url).await;
-    assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        output_text(&approved)
+    );
 
     // The resume starts from the last checkpoint (before the compression), counts by
     // estimate, compresses the same history again — and the summary and the write_file call
     // come from the run's record: only the last step asks the model (the run keeps its
     // endpoint).
     let resumed = weft(p, &["resume", &run, "--json"], &url).await;
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(resumed.status.code(), Some(0), "{}", output_text(&resumed));
     let resumed_events = self::events(&resumed);
     let found = compressions(&resumed_events);
     assert_eq!(found.len(), 1, "{found:?}");
@@ -476,7 +477,12 @@ async fn a_failed_summary_call_falls_back_to_truncate_and_the_run_goes_on() {
             10,
         );
         let out = weft(p, &["run", "--json", "Read a.md, b.md and c.md"], &url).await;
-        assert_eq!(out.status.code(), Some(0), "{strategy}: {}", text(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{strategy}: {}",
+            output_text(&out)
+        );
         let events = events(&out);
         let found = compressions(&events);
         assert_eq!(found.len(), 1, "{strategy}: {found:?}");

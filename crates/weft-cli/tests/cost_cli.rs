@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::weft;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -38,15 +40,6 @@ fn command(id: &str, command: &str) -> Value {
 fn two_calls(dir: &Path, extra: &str) {
     let script = json!({"responses": [command("c1", "echo hi"), answer(json!({"text": "done"}))]});
     common::scripted_project(&dir.join("p"), extra, &["run_command"], &script);
-}
-
-fn weft(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("WEFT_DATABASE_URL")
-        .output()
-        .unwrap()
 }
 
 fn text(bytes: &[u8]) -> String {

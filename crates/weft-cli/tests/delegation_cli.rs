@@ -7,29 +7,12 @@
 
 mod common;
 
+use common::{output_text, weft};
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::{Value, json};
-
-fn weft(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("WEFT_DATABASE_URL")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 fn call(id: &str, name: &str, arguments: Value) -> Value {
     json!({"toolCalls": [{"id": id, "name": name, "arguments": arguments}]})
@@ -178,7 +161,7 @@ fn delegation_runs_a_child_with_its_own_thread_and_returns_its_result() {
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = events(&out);
     assert_eq!(run_end(&events)["output"], "delegated the note");
     // The child's usage rolls up into the run's (the parent's own calls report none).
@@ -303,7 +286,7 @@ fn bad_delegation_input_is_a_tool_error_the_model_reads() {
         json!([complete("c2", "never")]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = events(&out);
     let errors = errors(&events, "delegate_to_agent");
     assert_eq!(errors.len(), 3, "{errors:?}");
@@ -341,7 +324,7 @@ fn a_child_has_only_its_roles_tools_that_its_parent_has_unless_granted() {
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert!(!p.join("x.txt").exists());
     let events = events(&out);
     let refused = errors(&events, "write_file");
@@ -369,7 +352,7 @@ fn a_child_has_only_its_roles_tools_that_its_parent_has_unless_granted() {
     ]);
     project(p, "", &["read_file"], parent.clone(), child.clone());
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert!(!p.join("x.txt").exists());
     assert_eq!(errors(&events_of(&out), "write_file")[0].0, "a/coder");
 
@@ -384,7 +367,7 @@ fn a_child_has_only_its_roles_tools_that_its_parent_has_unless_granted() {
         child,
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert_eq!(std::fs::read_to_string(p.join("x.txt")).unwrap(), "yes\n");
 }
 
@@ -420,7 +403,7 @@ fn delegation_stops_at_max_depth_3() {
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let depths: Vec<i64> = lineage(p).into_iter().map(|(_, d, _, _)| d).collect();
     assert_eq!(depths, [1, 2, 3]);
     let events = events(&out);
@@ -455,7 +438,7 @@ fn an_agent_delegates_at_most_max_children_tasks() {
         json!([complete("c2", "found it")]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert_eq!(lineage(p).len(), 2);
     let events = events(&out);
     let errors = errors(&events, "delegate_to_agent");
@@ -478,7 +461,7 @@ fn without_a_delegation_table_the_tool_is_not_offered() {
         ]}),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = events(&out);
     let refused: Vec<&Value> = events
         .iter()
@@ -513,7 +496,7 @@ fn a_delegated_childs_approval_surfaces_on_the_root_run_and_runs_once_when_appro
     .unwrap();
     // No terminal: nobody can approve now, so the whole run suspends (exit 4), nothing written.
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", output_text(&out));
     assert!(!p.join("x.txt").exists());
     let events = events(&out);
     let pending = events
@@ -532,9 +515,14 @@ fn a_delegated_childs_approval_surfaces_on_the_root_run_and_runs_once_when_appro
     let run = events[0]["runId"].as_str().unwrap().to_owned();
     let decision = pending["payload"]["decision"].as_str().unwrap().to_owned();
     let approved = weft(p, &["approve", &run, &decision]);
-    assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        output_text(&approved)
+    );
     let resumed = weft(p, &["resume", &run, "--json"]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(resumed.status.code(), Some(0), "{}", output_text(&resumed));
     assert_eq!(std::fs::read_to_string(p.join("x.txt")).unwrap(), "x");
     let resumed = events_of(&resumed);
     assert_eq!(run_end(&resumed)["output"], "the coder wrote x");

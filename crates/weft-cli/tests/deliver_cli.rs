@@ -7,21 +7,14 @@
 
 mod common;
 
+use common::weft;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
 
 const LADDER: &str = "[project]\ntestCommand = \"sh check.sh\"\n\n[completion]\nbuild = \"true\"\nlint = \"false\"\noptional = [\"lint\"]\n";
-
-fn weft(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("WEFT_DATABASE_URL")
-        .output()
-        .expect("weft runs")
-}
 
 /// A project whose agent makes `calls` in its first step, then says "done"; the test rung
 /// passes when answer.txt holds 42.

@@ -9,8 +9,10 @@
 
 mod common;
 
+use common::{output_text, weft};
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
@@ -62,36 +64,18 @@ fn demo_server_in(python: &(PathBuf, PathBuf), servers: &Path, extra: &str) -> S
     )
 }
 
-fn weft(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("WEFT_DATABASE_URL")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn run_end(out: &Output) -> Value {
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .map(common::flat)
         .rfind(|e| e["type"] == "run_end")
-        .unwrap_or_else(|| panic!("no run_end: {}", text(out)))
+        .unwrap_or_else(|| panic!("no run_end: {}", output_text(out)))
 }
 
 fn show(p: &Path, run: &str) -> Value {
     let out = weft(p, &["runs", "show", run, "--json"]);
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", output_text(&out)))
 }
 
 fn call<'a>(shown: &'a Value, tool: &str) -> &'a Value {
@@ -117,7 +101,7 @@ fn a_run_calls_mcp_tools_through_the_ledger_and_is_offered_a_tool_added_mid_run(
     common::scripted_project(&p, &demo_server(&python, ""), &["mcp:demo"], &script);
     std::fs::write(dir.path().join("outside.txt"), "SECRET-OUTSIDE").unwrap();
     let out = weft(dir.path(), &["run", "p", "go", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let end = run_end(&out);
     assert_eq!(end["output"], "done");
     let shown = show(&p, end["runId"].as_str().unwrap());
@@ -138,7 +122,7 @@ fn a_run_calls_mcp_tools_through_the_ledger_and_is_offered_a_tool_added_mid_run(
     assert!(
         String::from_utf8_lossy(&events.stdout).contains("mcp_tools_changed"),
         "{}",
-        text(&events)
+        output_text(&events)
     );
 }
 
@@ -153,7 +137,7 @@ fn an_mcp_server_crashing_mid_call_leaves_the_call_uncertain_and_the_run_stops()
     ]});
     common::scripted_project(&p, &demo_server(&python, ""), &["mcp:demo"], &script);
     let out = weft(dir.path(), &["run", "p", "go", "--json"]);
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
     let end = run_end(&out);
     let run = end["runId"].as_str().unwrap().to_owned();
     assert_eq!(
@@ -171,13 +155,13 @@ fn an_mcp_server_crashing_mid_call_leaves_the_call_uncertain_and_the_run_stops()
     let id = decisions[0]["id"].as_str().unwrap().to_owned();
     // A resume stops on it again until someone decides (the same decision, not a new one).
     let again = weft(&p, &["resume", &run]);
-    assert_eq!(again.status.code(), Some(3), "{}", text(&again));
+    assert_eq!(again.status.code(), Some(3), "{}", output_text(&again));
     assert_eq!(show(&p, &run)["decisions"].as_array().unwrap().len(), 1);
     // Denied: the call is not run again; the model hears why and the run completes.
     let deny = weft(&p, &["deny", &run, &id, "--reason", "do not crash twice"]);
-    assert_eq!(deny.status.code(), Some(0), "{}", text(&deny));
+    assert_eq!(deny.status.code(), Some(0), "{}", output_text(&deny));
     let resumed = weft(&p, &["resume", &run, "--json"]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(resumed.status.code(), Some(0), "{}", output_text(&resumed));
     assert_eq!(run_end(&resumed)["output"], "after the crash");
     assert_eq!(
         std::fs::read_to_string(p.join("crash.log")).unwrap(),
@@ -202,7 +186,7 @@ fn an_mcp_tool_needing_approval_suspends_the_run_and_a_trusted_read_only_tool_is
     );
     common::scripted_project(&p, &config, &["mcp:demo"], &script);
     let out = weft(dir.path(), &["run", "p", "go", "--json"]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", output_text(&out));
     let run = run_end(&out)["runId"].as_str().unwrap().to_owned();
     let shown = show(&p, &run);
     let note = call(&shown, "demo__read_note");
@@ -215,7 +199,7 @@ fn an_mcp_tool_needing_approval_suspends_the_run_and_a_trusted_read_only_tool_is
     let id = decisions[0]["id"].as_str().unwrap().to_owned();
     assert_eq!(weft(&p, &["approve", &run, &id]).status.code(), Some(0));
     let resumed = weft(&p, &["resume", &run, "--json"]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(resumed.status.code(), Some(0), "{}", output_text(&resumed));
     let shown = show(&p, &run);
     assert_eq!(call(&shown, "demo__echo")["result"]["result"], "approved?");
 }
@@ -231,8 +215,8 @@ fn a_prompt_naming_an_undeclared_mcp_server_is_a_load_error() {
         &json!({"responses": [{"text": "x"}]}),
     );
     let out = weft(dir.path(), &["run", "p", "go"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let all = output_text(&out);
     assert!(all.contains("there is no MCP server \"nothere\""), "{all}");
     assert!(all.contains("mcpServers.bad_name"), "{all}");
     assert!(all.contains("mcpServers.bad_name.url"), "{all}");
@@ -259,7 +243,7 @@ fn weft_mcp_list_shows_servers_and_their_tools() {
         &json!({"responses": [{"text": "x"}]}),
     );
     let out = weft(dir.path(), &["mcp", "list", "p"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let all = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(all.starts_with("demo (stdio: "), "{all}");
     assert!(all.contains(", trusted)"), "{all}");
@@ -281,9 +265,17 @@ fn weft_mcp_list_shows_servers_and_their_tools() {
         &json!({"responses": [{"text": "x"}]}),
     );
     let out = weft(dir.path(), &["mcp", "list", "p"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(text(&out).contains("broken"), "{}", text(&out));
-    assert!(text(&out).contains("error: "), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("broken"),
+        "{}",
+        output_text(&out)
+    );
+    assert!(
+        output_text(&out).contains("error: "),
+        "{}",
+        output_text(&out)
+    );
 }
 
 #[test]
@@ -314,9 +306,9 @@ fn weft_mcp_serve_runs_an_agent_for_the_python_mcp_client() {
         .env_remove("WEFT_DATABASE_URL")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let answer: Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)));
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", output_text(&out)));
     assert_eq!(answer["tools"][0]["name"], "a");
     assert_eq!(answer["tools"][0]["description"], "Says hello.");
     assert_eq!(
@@ -330,7 +322,7 @@ fn weft_mcp_serve_runs_an_agent_for_the_python_mcp_client() {
     assert!(
         String::from_utf8_lossy(&runs.stdout).contains("completed"),
         "{}",
-        text(&runs)
+        output_text(&runs)
     );
 }
 
@@ -401,8 +393,8 @@ fn router_client(python: &(PathBuf, PathBuf), p: &Path) -> Value {
         .env_remove("WEFT_DATABASE_URL")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", text(&out)))
+    assert!(out.status.success(), "{}", output_text(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", output_text(&out)))
 }
 
 #[test]
@@ -423,7 +415,7 @@ fn the_mcp_router_refuses_a_call_a_required_policy_denies() {
             ".*",
         ],
     );
-    assert!(added.status.success(), "{}", text(&added));
+    assert!(added.status.success(), "{}", output_text(&added));
     let answer = router_client(&python, &p);
     let refused = answer["routed"]["build_log"].as_str().unwrap();
     assert!(
@@ -439,9 +431,10 @@ fn the_mcp_router_refuses_a_call_a_required_policy_denies() {
     );
     let audit = weft(&p, &["policy", "audit"]);
     assert!(
-        text(&audit).contains("mcp__out__build_log") && text(&audit).contains("mcp__out__report"),
+        output_text(&audit).contains("mcp__out__build_log")
+            && output_text(&audit).contains("mcp__out__report"),
         "{}",
-        text(&audit)
+        output_text(&audit)
     );
 }
 

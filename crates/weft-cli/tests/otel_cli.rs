@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::output_text;
+
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -135,14 +137,6 @@ fn weft(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     command.envs(env.iter().copied()).output().unwrap()
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// A span attribute holding JSON text (`gen_ai.input.messages`, …), parsed.
 fn json_attr(span: &Span, key: &str) -> Value {
     let text = attr(span, key).unwrap_or_else(|| panic!("no attribute {key}"));
@@ -186,11 +180,11 @@ fn named<'a>(spans: &'a [(String, Span)], name: &str) -> Vec<&'a Span> {
 
 /// The run id printed by `weft run` (`run ID …`).
 fn run_id(out: &Output) -> String {
-    text(out)
+    output_text(out)
         .lines()
         .find_map(|l| l.strip_prefix("run "))
         .and_then(|l| l.split(' ').next())
-        .unwrap_or_else(|| panic!("no run id: {}", text(out)))
+        .unwrap_or_else(|| panic!("no run id: {}", output_text(out)))
         .to_owned()
 }
 
@@ -219,7 +213,7 @@ fn a_traced_run_exports_invoke_agent_with_chat_and_execute_tool_children() {
             ("OTEL_SERVICE_NAME", "weft-under-test"),
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let spans = receiver.take();
     assert!(
         receiver
@@ -350,7 +344,7 @@ fn message_content_is_recorded_when_the_project_opts_in() {
         ),
     );
     let out = weft(dir.path(), &["run", "p", "please write the note"], &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let spans = receiver.take();
     assert!(
         spans.iter().all(|(service, _)| service == "weft"),
@@ -404,7 +398,7 @@ fn a_resumed_run_continues_the_trace_under_the_first_process_span() {
 
     // The first process suspends on the approval (exit 4).
     let out = weft(dir.path(), &["run", "p", "go"], &env);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", output_text(&out));
     let run = run_id(&out);
     let first = receiver.take();
     let names: Vec<&str> = first.iter().map(|(_, s)| s.name.as_str()).collect();
@@ -441,9 +435,9 @@ fn a_resumed_run_continues_the_trace_under_the_first_process_span() {
     let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
     let decision = shown["decisions"][0]["id"].as_str().unwrap().to_owned();
     let approve = weft(&p, &["approve", &run, &decision], &env);
-    assert_eq!(approve.status.code(), Some(0), "{}", text(&approve));
+    assert_eq!(approve.status.code(), Some(0), "{}", output_text(&approve));
     let resumed = weft(&p, &["resume", &run], &env);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(resumed.status.code(), Some(0), "{}", output_text(&resumed));
     let second = receiver.take();
     let names: Vec<&str> = second.iter().map(|(_, s)| s.name.as_str()).collect();
     let [again] = named(&second, "invoke_agent a")[..] else {
@@ -492,7 +486,7 @@ fn without_an_endpoint_nothing_is_exported_and_a_bad_telemetry_table_is_refused(
     let p = dir.path().join("p");
     project(&p, "");
     let out = weft(dir.path(), &["run", "p", "go"], &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     std::thread::sleep(Duration::from_millis(200));
     assert!(receiver.take().is_empty());
     assert!(receiver.paths.lock().unwrap().is_empty());
@@ -500,8 +494,12 @@ fn without_an_endpoint_nothing_is_exported_and_a_bad_telemetry_table_is_refused(
     let q = dir.path().join("q");
     project(&q, "[telemetry]\nendpont = \"http://127.0.0.1:1\"\n");
     let out = weft(dir.path(), &["run", "q", "go"], &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("telemetry"), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("telemetry"),
+        "{}",
+        output_text(&out)
+    );
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -553,7 +551,7 @@ fn a_run_resumed_after_a_crash_continues_the_trace_stored_with_it() {
     receiver.take();
     let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())];
     let resumed = weft(&p, &["resume", &run, "--rerun-uncertain"], &env);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(resumed.status.code(), Some(0), "{}", output_text(&resumed));
     let spans = receiver.take();
     let names: Vec<&str> = spans.iter().map(|(_, s)| s.name.as_str()).collect();
     let [agent] = named(&spans, "invoke_agent a")[..] else {
@@ -596,7 +594,7 @@ fn a_failed_tool_call_has_an_error_type_and_status() {
         &["run", "p", "go"],
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let spans = receiver.take();
     let [tool] = named(&spans, "execute_tool read_file")[..] else {
         panic!("{spans:#?}")
@@ -653,7 +651,7 @@ fn a_subagents_invoke_agent_span_nests_under_the_parent_calls_execute_tool_span(
         &["run", "p", "go"],
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let spans = receiver.take();
     let one = |name: &str| -> Span {
         let found = named(&spans, name);

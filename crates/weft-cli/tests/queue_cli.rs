@@ -6,20 +6,11 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use common::weft;
+
+use std::process::Output;
 
 use serde_json::{Value, json};
-
-fn weft(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("WEFT_DATABASE_URL")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 fn events(out: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&out.stdout)

@@ -3,19 +3,14 @@
 //! 130 and a resume hint), `weft resume` going on with a session, and a sandbox escape
 //! refused through `weft run`.
 
+mod common;
+
+use common::weft;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
-
-fn weft(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("WEFT_DATABASE_URL")
-        .output()
-        .expect("weft runs")
-}
 
 /// Sends SIGINT to `child`, as Ctrl-C in a terminal does.
 fn ctrl_c(child: &std::process::Child) {

@@ -6,30 +6,13 @@
 
 mod common;
 
+use common::{output_text, weft};
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
 use weft_testkit::{ReplayServer, Reply};
-
-fn weft(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("WEFT_DATABASE_URL")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// A project whose agent `a` (tools `read_file`, `write_file`) answers with `responses`,
 /// with `runtime` appended to `weft.toml`.
@@ -119,7 +102,7 @@ fn a_task_ends_with_complete_task_its_summary_the_output_its_artifacts_registere
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = events(&out);
     assert_eq!(
         transitions(&events),
@@ -156,7 +139,7 @@ fn an_agent_that_stops_without_complete_task_ends_in_error_keeping_its_output() 
     let p = dir.path();
     project(p, "[runtime]\n", json!([{"text": "half of the answer"}]));
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     let events = events(&out);
     assert_eq!(
         transitions(&events),
@@ -180,14 +163,14 @@ fn the_profile_is_off_without_a_table_and_on_with_the_flag() {
     project(p, "", json!([{"text": "an answer"}]));
     // The plain agent layer: a response ends the turn, completed.
     let out = weft(p, &["run", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     // The profile: a response without complete_task is an error.
     let out = weft(p, &["run", "--profile", "runtime", "go"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     assert!(
-        text(&out).contains("without calling complete_task"),
+        output_text(&out).contains("without calling complete_task"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
 }
 
@@ -207,7 +190,7 @@ fn complete_task_with_other_calls_is_refused_and_the_model_tries_again() {
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = events(&out);
     let refused = refusals(&events);
     assert_eq!(refused.len(), 2, "{refused:?}");
@@ -242,7 +225,7 @@ fn interactive_mode_runs_one_call_per_turn_and_refuses_the_others() {
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = events(&out);
     let ended: Vec<&Value> = events
         .iter()
@@ -276,7 +259,7 @@ fn denied_tools_are_not_offered_and_calls_of_them_are_not_run() {
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert!(!p.join("x.txt").exists());
     let events = events(&out);
     let end = events
@@ -313,7 +296,7 @@ fn at_the_turn_limit_a_final_warning_allows_only_complete_task() {
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = events(&out);
     let transitions = transitions(&events);
     assert_eq!(
@@ -349,9 +332,9 @@ fn at_the_turn_limit_a_final_warning_allows_only_complete_task() {
     let run = events[0]["runId"].as_str().unwrap();
     let shown = weft(p, &["runs", "show", run, "--json"]);
     assert!(
-        text(&shown).contains("LAST CALL: 2 of 4"),
+        output_text(&shown).contains("LAST CALL: 2 of 4"),
         "{}",
-        text(&shown)
+        output_text(&shown)
     );
 }
 
@@ -366,7 +349,7 @@ fn a_failed_recovery_ends_in_error_with_the_partial_output() {
         json!([read("r1"), read("r2"), read("r3")]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     let events = events(&out);
     let transitions = transitions(&events);
     assert_eq!(
@@ -402,7 +385,7 @@ fn refused_complete_task_calls_in_every_grace_turn_end_in_error() {
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     let events = events(&out);
     let transitions = transitions(&events);
     assert_eq!(
@@ -514,7 +497,7 @@ async fn the_final_warning_turn_offers_only_complete_task_and_forces_the_call() 
         "[runtime]\nmaxTurns = 2\ngraceTurns = 1\nwarningTemplate = \"LAST CALL: {remaining} of {maxTurns}\"\n",
     );
     let out = weft_async(p, &["run", "--json", "go"]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert_eq!(run_end(&events(&out))["output"], "read the notes");
     let received: Vec<Value> = server.received().iter().map(|r| r.json()).collect();
     assert_eq!(received.len(), 2);
@@ -555,7 +538,7 @@ async fn a_text_reply_to_the_final_warning_ends_in_error_at_once_keeping_the_par
     let p = dir.path();
     http_project(p, &server, "[runtime]\nmaxTurns = 3\ngraceTurns = 2\n");
     let out = weft_async(p, &["run", "--json", "go"]).await;
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     let events = events(&out);
     let transitions = transitions(&events);
     assert_eq!(
@@ -588,9 +571,17 @@ fn a_bad_runtime_table_is_a_load_error_naming_file_and_key() {
     let p = dir.path();
     project(p, "[runtime]\nmaxTurnz = 3\n", json!([]));
     let out = weft(p, &["run", "go"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("weft.toml"), "{}", text(&out));
-    assert!(text(&out).contains("runtime.maxTurnz"), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("weft.toml"),
+        "{}",
+        output_text(&out)
+    );
+    assert!(
+        output_text(&out).contains("runtime.maxTurnz"),
+        "{}",
+        output_text(&out)
+    );
     std::fs::write(
         p.join("weft.toml"),
         "model = \"scripted-turns:script.json\"\n",
@@ -602,16 +593,24 @@ fn a_bad_runtime_table_is_a_load_error_naming_file_and_key() {
     )
     .unwrap();
     let out = weft(p, &["run", "go"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("agents/a.toml"), "{}", text(&out));
-    assert!(text(&out).contains("runtime.policy.mode"), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("agents/a.toml"),
+        "{}",
+        output_text(&out)
+    );
+    assert!(
+        output_text(&out).contains("runtime.policy.mode"),
+        "{}",
+        output_text(&out)
+    );
 }
 
 #[test]
 fn the_runtime_template_runs_end_to_end_without_a_key() {
     let dir = tempfile::tempdir().unwrap();
     let out = weft(dir.path(), &["init", "--template", "runtime", "demo"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let demo = dir.path().join("demo");
     assert!(
         std::fs::read_to_string(demo.join("weft.toml"))
@@ -622,7 +621,7 @@ fn the_runtime_template_runs_end_to_end_without_a_key() {
         dir.path(),
         &["run", "demo", "--json", "Summarize this folder"],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = events(&out);
     assert_eq!(run_end(&events)["output"], "Wrote SUMMARY.md.");
     assert_eq!(
@@ -655,7 +654,7 @@ fn interactive_mode_asks_before_write_file_and_waits_for_the_decision() {
     );
     // No terminal: nobody can approve now, so the run suspends (exit 4) before writing.
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", output_text(&out));
     assert!(!p.join("x.txt").exists());
     let events = events(&out);
     assert!(events.iter().any(|e| e["type"] == "decision_pending"));
@@ -675,9 +674,14 @@ fn interactive_mode_asks_before_write_file_and_waits_for_the_decision() {
         .map(|e| e["payload"]["decision"].as_str().unwrap().to_owned())
         .unwrap();
     let approved = weft(p, &["approve", &run, &decision]);
-    assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        output_text(&approved)
+    );
     let resumed = weft(p, &["resume", &run, "--json"]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(resumed.status.code(), Some(0), "{}", output_text(&resumed));
     assert_eq!(std::fs::read_to_string(p.join("x.txt")).unwrap(), "x");
     assert_eq!(
         transitions(&events_of(&resumed)),
@@ -710,7 +714,7 @@ fn tool_inputs_are_sanitized_before_the_tool_runs() {
         ]),
     );
     let out = weft(p, &["run", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert_eq!(
         std::fs::read_to_string(p.join("drafts/x.txt")).unwrap(),
         "bell and nul gone\n"
@@ -730,7 +734,7 @@ fn a_sandboxed_agent_has_no_filesystem() {
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = events(&out);
     let end = events
         .iter()
@@ -770,7 +774,7 @@ fn the_policy_rules_deny_and_ask_per_call() {
     std::fs::write(p.join(".env"), "TOKEN=abc\n").unwrap();
     let out = weft(p, &["run", "--json", "go"]);
     // The write outside the output root waits for a person: no terminal, so the run suspends.
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", output_text(&out));
     let events = events(&out);
     let refused = refusals(&events);
     assert_eq!(refused.len(), 1, "{refused:?}");
@@ -809,7 +813,7 @@ fn secret_patterns_never_reach_the_store() {
         ]),
     );
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     // The tool ran with the real value; the records hold none of it.
     assert_eq!(
         std::fs::read_to_string(p.join("cfg.txt")).unwrap(),
@@ -836,7 +840,7 @@ fn secret_patterns_never_reach_the_store() {
             "--json",
         ],
     );
-    assert!(!text(&events).contains("ACME-424242"));
+    assert!(!output_text(&events).contains("ACME-424242"));
 }
 
 /// Every byte of the project's store files (the database and its journal).
@@ -876,7 +880,7 @@ fn secret_patterns_hold_for_a_resumed_run() {
     );
     std::fs::write(p.join("vault.txt"), "key ACME-424242\n").unwrap();
     let out = weft(p, &["run", "--json", "check the vault"]);
-    assert_eq!(out.status.code(), Some(4), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", output_text(&out));
     let events = events(&out);
     let run = events[0]["runId"].as_str().unwrap().to_owned();
     let decision = events
@@ -886,11 +890,16 @@ fn secret_patterns_hold_for_a_resumed_run() {
         .unwrap()
         .to_owned();
     let approved = weft(p, &["approve", &run, &decision]);
-    assert_eq!(approved.status.code(), Some(0), "{}", text(&approved));
+    assert_eq!(
+        approved.status.code(),
+        Some(0),
+        "{}",
+        output_text(&approved)
+    );
     let resumed = weft(p, &["resume", &run, "--json"]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(resumed.status.code(), Some(0), "{}", output_text(&resumed));
     // The resumed process read the secret and the model said it; the records hold none of it.
-    let logged = text(&weft(p, &["events", &run, "--json"]));
+    let logged = output_text(&weft(p, &["events", &run, "--json"]));
     assert!(!logged.contains("ACME-424242"), "{logged}");
     assert!(logged.contains("key [REDACTED]"), "{logged}");
     let stored = stored_bytes(p);
@@ -900,7 +909,11 @@ fn secret_patterns_hold_for_a_resumed_run() {
     );
     assert!(stored.contains("the key is [REDACTED]"));
     let shown = weft(p, &["runs", "show", &run, "--json"]);
-    assert!(!text(&shown).contains("ACME-424242"), "{}", text(&shown));
+    assert!(
+        !output_text(&shown).contains("ACME-424242"),
+        "{}",
+        output_text(&shown)
+    );
 }
 
 #[test]
@@ -951,7 +964,7 @@ fn a_subagent_never_has_more_than_its_parents_policy() {
     )
     .unwrap();
     let out = weft(p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert!(!p.join("note.txt").exists());
     let events = events(&out);
     let refused: Vec<&Value> = events

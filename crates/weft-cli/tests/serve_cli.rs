@@ -5,33 +5,17 @@
 
 mod common;
 
+use common::{output_text, weft};
+
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use common::scripted_project;
-
-fn weft(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("WEFT_DATABASE_URL")
-        .env_remove("WEFT_SERVE_TOKEN")
-        .output()
-        .expect("weft runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 /// A `weft serve` child and what its first stdout line said.
 struct Served {
@@ -62,7 +46,7 @@ impl Served {
             Err(e) => {
                 let _ = child.kill();
                 let output = child.wait_with_output().unwrap();
-                panic!("not JSON ({e}): {line:?}\n{}", text(&output));
+                panic!("not JSON ({e}): {line:?}\n{}", output_text(&output));
             }
         };
         Served {
@@ -248,8 +232,12 @@ fn no_auth_is_loopback_only() {
             "0",
         ],
     );
-    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
-    assert!(text(&refused).contains("--no-auth"), "{}", text(&refused));
+    assert_eq!(refused.status.code(), Some(2), "{}", output_text(&refused));
+    assert!(
+        output_text(&refused).contains("--no-auth"),
+        "{}",
+        output_text(&refused)
+    );
 
     let served = Served::start(dir.path(), &["--no-auth"]);
     assert!(served.info["token"].is_null(), "{}", served.info);
@@ -321,7 +309,7 @@ fn sigterm_stops_the_server_and_leaves_the_run_resumable() {
     // Resumable: the next process goes on with it (the model now answers at once).
     project(dir.path(), &json!({"responses": [{"text": "late answer"}]}));
     let resumed = weft(dir.path(), &["resume", &run]);
-    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(resumed.status.code(), Some(0), "{}", output_text(&resumed));
     let shown: Value =
         serde_json::from_slice(&weft(dir.path(), &["runs", "show", &run, "--json"]).stdout)
             .unwrap();
@@ -365,7 +353,7 @@ fn a_served_run_records_nothing_matching_the_projects_secret_patterns() {
         .expect("the served run")
         .to_owned();
     let shown = weft(p, &["runs", "show", &run, "--json"]);
-    let shown_text = text(&shown);
+    let shown_text = output_text(&shown);
     assert!(shown_text.contains("\"completed\""), "{shown_text}");
     assert!(
         shown_text.contains("stored [REDACTED] for you"),

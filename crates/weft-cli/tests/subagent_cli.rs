@@ -5,29 +5,12 @@
 
 mod common;
 
+use common::{output_text, weft};
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
-
-fn weft(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("WEFT_DATABASE_URL")
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
 
 /// `a` calls the `dual_ai` subagent `pair` (its task in `task`); pair's worker writes a file,
 /// then ends the session with `finish`, whose `summary` is the result.
@@ -86,7 +69,7 @@ fn the_live_view_shows_a_subagent_nested_under_the_parents_call() {
     let p = dir.path().join("p");
     project(&p);
     let out = weft(&p, &["run", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     // The child wrote in its own folder (agents §7.1), not in the project's.
     assert!(!p.join("note.txt").exists());
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -152,7 +135,7 @@ fn a_subagents_events_carry_its_agent_path() {
     let p = dir.path().join("p");
     project(&p);
     let out = weft(&p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -170,7 +153,7 @@ fn a_subagents_events_carry_its_agent_path() {
     assert_eq!(started(&events, "finish"), ["a/pair"]);
     // The log holds the same events.
     let logged = weft(&p, &["events", &run, "--json"]);
-    assert_eq!(logged.status.code(), Some(0), "{}", text(&logged));
+    assert_eq!(logged.status.code(), Some(0), "{}", output_text(&logged));
     let logged: Vec<Value> = String::from_utf8_lossy(&logged.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -197,9 +180,9 @@ fn a_subagents_tokens_and_cost_roll_up_into_the_runs() {
     )
     .unwrap();
     let out = weft(&p, &["run", "--pricing", "prices.toml", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     // The lead's 90 in / 3 out ($0.12) and the child's 20 in / 2 out ($0.04).
-    let all = text(&out);
+    let all = output_text(&out);
     assert!(
         all.contains("115 tokens (110 in, 5 out) · $0.1600"),
         "{all}"
@@ -233,7 +216,7 @@ fn a_subagents_thread_exports_as_spawned_from_its_parents() {
     let p = dir.path().join("p");
     project(&p);
     let out = weft(&p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -254,7 +237,12 @@ fn a_subagents_thread_exports_as_spawned_from_its_parents() {
         .map(|(r, _)| r.to_owned())
         .unwrap();
     let exported = weft(&p, &["thread", "export", &child, "-o", "child.json"]);
-    assert_eq!(exported.status.code(), Some(0), "{}", text(&exported));
+    assert_eq!(
+        exported.status.code(),
+        Some(0),
+        "{}",
+        output_text(&exported)
+    );
     let thread: Value =
         serde_json::from_str(&std::fs::read_to_string(p.join("child.json")).unwrap()).unwrap();
     assert_eq!(
@@ -272,10 +260,15 @@ fn a_subagents_thread_exports_as_spawned_from_its_parents() {
     // The child's conversation: its task, then its worker's calls.
     assert_eq!(thread["turns"][0]["parts"][0]["content"], "write the note");
     let valid = weft(&p, &["thread", "validate", "child.json"]);
-    assert_eq!(valid.status.code(), Some(0), "{}", text(&valid));
+    assert_eq!(valid.status.code(), Some(0), "{}", output_text(&valid));
     // The parent's export records the spawn (`thread.spawn`, after the call's result).
     let exported = weft(&p, &["thread", "export", &parent, "-o", "parent.json"]);
-    assert_eq!(exported.status.code(), Some(0), "{}", text(&exported));
+    assert_eq!(
+        exported.status.code(),
+        Some(0),
+        "{}",
+        output_text(&exported)
+    );
     let thread: Value =
         serde_json::from_str(&std::fs::read_to_string(p.join("parent.json")).unwrap()).unwrap();
     let spawns: Vec<&Value> = thread["turns"]
@@ -291,14 +284,14 @@ fn a_subagents_thread_exports_as_spawned_from_its_parents() {
         json!({"threadId": child, "agent": "pair"})
     );
     let valid = weft(&p, &["thread", "validate", "parent.json"]);
-    assert_eq!(valid.status.code(), Some(0), "{}", text(&valid));
+    assert_eq!(valid.status.code(), Some(0), "{}", output_text(&valid));
     // `weft runs show` names the child thread in the transcript.
     let run = events[0]["runId"].as_str().unwrap();
     let show = weft(&p, &["runs", "show", run]);
     assert!(
         String::from_utf8_lossy(&show.stdout).contains(&format!("subagent pair: thread {child}")),
         "{}",
-        text(&show)
+        output_text(&show)
     );
 }
 
@@ -306,12 +299,12 @@ fn a_subagents_thread_exports_as_spawned_from_its_parents() {
 fn the_subagents_template_runs_end_to_end_with_no_key() {
     let dir = tempfile::tempdir().unwrap();
     let out = weft(dir.path(), &["init", "--template", "subagents", "p"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let p = dir.path().join("p");
     // `weft run` returns once the thread is settled: the writer's results arrived and
     // the editor answered them.
     let out = weft(&p, &["run", "--json", "Write a blurb about Weft"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -323,7 +316,7 @@ fn the_subagents_template_runs_end_to_end_with_no_key() {
         .to_owned();
     // The thread's state: one writer instance, done.
     let state = weft(&p, &["thread", "state", &thread]);
-    assert_eq!(state.status.code(), Some(0), "{}", text(&state));
+    assert_eq!(state.status.code(), Some(0), "{}", output_text(&state));
     let state: Value = serde_json::from_slice(&state.stdout).unwrap();
     assert_eq!(state["threadId"], thread.as_str());
     assert_eq!(state["agentId"], "editor");
@@ -347,7 +340,7 @@ fn the_subagents_template_runs_end_to_end_with_no_key() {
     let child = children[0]["reference"].as_str().unwrap().to_owned();
     // Each result reached the editor's conversation once, with the spec's text.
     let export = weft(&p, &["thread", "export", &run]);
-    assert_eq!(export.status.code(), Some(0), "{}", text(&export));
+    assert_eq!(export.status.code(), Some(0), "{}", output_text(&export));
     let exported = String::from_utf8_lossy(&export.stdout).into_owned();
     let first = format!(
         "Subagent (reference: {child}) has returned the following result:\\n\\nWeft runs agents durably: every step is recorded, nothing runs twice."
@@ -381,7 +374,7 @@ fn the_subagents_template_runs_end_to_end_with_no_key() {
     assert!(!silent.is_empty(), "{shown_json:#}");
     // Terminating the instance: its parent's registry says so, and it takes no new run.
     let out = weft(&p, &["thread", "terminate", &child]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let ended: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
         ended["terminated"].as_i64().is_some_and(|t| t > 0),
@@ -394,8 +387,12 @@ fn the_subagents_template_runs_end_to_end_with_no_key() {
         &p,
         &["run", "--continue", &child, "--agent", "writer", "more"],
     );
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("was terminated"), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("was terminated"),
+        "{}",
+        output_text(&out)
+    );
 }
 
 /// Starts `weft run --json go` in `p`, and reads its events until `until` holds for one;
@@ -460,7 +457,7 @@ fn a_background_child_terminated_by_another_process_stops_inside_its_parents_run
         .unwrap();
     // Another process terminates the child.
     let out = weft(&p, &["thread", "terminate", &child]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     // The parent's run ends: completed, its child stopped in flight, nothing reported.
     let ended = run.wait_with_output().unwrap();
     assert_eq!(
@@ -497,7 +494,7 @@ fn a_run_of_a_thread_terminated_by_another_process_stops() {
     let (run, first) = run_until(&p, |_| true);
     let thread = first["payload"]["threadId"].as_str().unwrap().to_owned();
     let out = weft(&p, &["thread", "terminate", &thread]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     // The run, driven by the first process, stops: interrupted (exit code 130).
     let ended = run.wait_with_output().unwrap();
     assert_eq!(
@@ -508,5 +505,5 @@ fn a_run_of_a_thread_terminated_by_another_process_stops() {
     );
     // And its thread takes no new run.
     let out = weft(&p, &["run", "--continue", &thread, "more"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
 }

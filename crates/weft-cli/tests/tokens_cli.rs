@@ -4,21 +4,15 @@
 //! secret (nor does the database file hold one); `revoke` by name or id makes `verify_token`
 //! refuse it; an unknown token, a taken name and a missing project exit 2.
 
+mod common;
+
+use common::weft;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
 use weft_store::{Store, TokenRecord, TokenScope, Tokens as _};
-
-fn weft(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .env_remove("WEFT_DATABASE_URL")
-        .output()
-        .expect("weft runs")
-}
 
 fn say(out: &Output) -> String {
     format!(

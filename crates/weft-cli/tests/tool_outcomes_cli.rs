@@ -6,8 +6,9 @@
 
 mod common;
 
+use common::weft;
+
 use std::path::Path;
-use std::process::Command;
 
 fn project(dir: &Path) {
     let script = serde_json::json!({"responses": [
@@ -18,15 +19,6 @@ fn project(dir: &Path) {
         {"text": "recovered"}
     ]});
     common::scripted_project(dir, "", &["run_command"], &script);
-}
-
-fn weft(cwd: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("WEFT_DATABASE_URL")
-        .output()
-        .unwrap()
 }
 
 #[test]

@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::output_text;
+
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -49,14 +51,6 @@ fn weft(cwd: &Path, args: &[&str]) -> Output {
     weft_with(cwd, args, None)
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 /// Agent `a` declares the required secret `API_TOKEN`; its prompt declares the required
 /// `REGION` and the optional `TIER` (whose value is in the prompt's env). The model runs a
 /// command that prints them, then answers.
@@ -91,8 +85,8 @@ fn required_variables_block_the_run_until_the_thread_has_them() {
 
     // Nothing set: refused before anything is recorded, the names and the way out said.
     let out = weft(&p, &["run", "go"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let said = output_text(&out);
     for expected in [
         "API_TOKEN (secret; The service token)",
         "REGION (Where)",
@@ -107,7 +101,7 @@ fn required_variables_block_the_run_until_the_thread_has_them() {
 
     // `list` names what is missing (exit 3).
     let out = weft(&p, &["variables", "list", "--json"]);
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     let missing: Vec<&str> = listed["variables"]
         .as_array()
@@ -129,7 +123,7 @@ fn required_variables_block_the_run_until_the_thread_has_them() {
             "th-vars",
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let out = weft_with(
         &p,
         &[
@@ -142,10 +136,10 @@ fn required_variables_block_the_run_until_the_thread_has_them() {
         ],
         Some(SECRET),
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let out = weft(&p, &["variables", "list", "--thread", "th-vars", "--json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(!text(&out).contains(SECRET));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert!(!output_text(&out).contains(SECRET));
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     let sources: Vec<(&str, &str)> = listed["variables"]
         .as_array()
@@ -180,7 +174,7 @@ fn required_variables_block_the_run_until_the_thread_has_them() {
     // Now the run starts on the thread; the command sees the declared variables (and only
     // them beyond its allowlist), the secret among them.
     let out = weft(&p, &["run", "--continue", "th-vars", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events = String::from_utf8_lossy(&out.stdout);
     assert!(
         events.contains("region=eu-west-1 tier=gold token="),
@@ -204,10 +198,14 @@ fn required_variables_block_the_run_until_the_thread_has_them() {
 
     // Unset: the run is refused again on that thread.
     let out = weft(&p, &["variables", "unset", "REGION", "--thread", "th-vars"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let out = weft(&p, &["run", "--continue", "th-vars", "again"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("REGION"), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("REGION"),
+        "{}",
+        output_text(&out)
+    );
 }
 
 /// `a` creates the resumable `writer` instance `alice` with the attachment `notes/plan.txt`;
@@ -267,7 +265,7 @@ fn weft_variables_boots_a_deferred_creation_with_its_attachments_and_holds_its_n
     let p = dir.path().join("p");
     deferring_project(&p);
     let out = weft(&p, &["run", "--json", "go"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -296,8 +294,12 @@ fn weft_variables_boots_a_deferred_creation_with_its_attachments_and_holds_its_n
     );
     // Still missing: exit 3, nothing booted.
     let out = weft(&p, &["variables", "boot", &request, "--thread", &parent]);
-    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
-    assert!(text(&out).contains("DOC_DB"), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("DOC_DB"),
+        "{}",
+        output_text(&out)
+    );
     let out = weft(
         &p,
         &[
@@ -308,13 +310,13 @@ fn weft_variables_boots_a_deferred_creation_with_its_attachments_and_holds_its_n
             &request,
         ],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     // Booted: the child runs in its own folder, with its copy of the attachment.
     let out = weft(
         &p,
         &["variables", "boot", &request, "--thread", &parent, "--json"],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let booted: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(booted["threadId"], request.as_str());
     let copy = p
@@ -340,5 +342,5 @@ fn weft_variables_boots_a_deferred_creation_with_its_attachments_and_holds_its_n
     assert_eq!(children[0]["status"], "completed");
     // Once only.
     let out = weft(&p, &["variables", "boot", &request, "--thread", &parent]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
 }
