@@ -312,6 +312,8 @@ pub struct Runtime {
     prices: Prices,
     price_override: Option<PriceTable>,
     live: LiveRuns,
+    /// Notified when this process schedules an effect (an `EffectScheduler` wakes).
+    schedule_changed: Arc<tokio::sync::Notify>,
 }
 
 /// The runs this process drives, with their live event channel and abort token (shared by
@@ -356,7 +358,13 @@ impl Runtime {
             prices: Prices::builtin(),
             price_override: None,
             live: LiveRuns::default(),
+            schedule_changed: Arc::default(),
         }
+    }
+
+    /// Notified when this runtime (or a clone) schedules an effect.
+    pub(crate) fn schedule_changed(&self) -> &Arc<tokio::sync::Notify> {
+        &self.schedule_changed
     }
 
     /// A run's events from after `after_seq`, as they happen, wherever the run is driven:
