@@ -411,11 +411,7 @@ impl Runtime {
         }
         self.refuse_terminated(thread).await?;
         let queued = self.store.queue_message(thread, text).await?;
-        if let Ok(runs) = self.live.lock() {
-            for run in runs.values().filter(|r| r.thread == thread) {
-                run.inbox.store(true, std::sync::atomic::Ordering::Release);
-            }
-        }
+        self.wake_inbox(thread);
         Ok(queued)
     }
 
@@ -456,12 +452,18 @@ impl Runtime {
             arguments,
         };
         let queued = self.store.queue_tool(thread, &call).await?;
+        self.wake_inbox(thread);
+        Ok(queued)
+    }
+
+    /// Tells the runs of `thread` this process drives that something was queued: each takes
+    /// the queue before its next model step.
+    pub(crate) fn wake_inbox(&self, thread: &str) {
         if let Ok(runs) = self.live.lock() {
             for run in runs.values().filter(|r| r.thread == thread) {
                 run.inbox.store(true, std::sync::atomic::Ordering::Release);
             }
         }
-        Ok(queued)
     }
 
     /// Whether this process drives `run_id` now.

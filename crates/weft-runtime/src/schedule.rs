@@ -230,6 +230,7 @@ impl EffectScheduler {
             return Ok(());
         }
         store.fire_effect(&effect.id).await?;
+        self.driver.runtime().wake_inbox(thread);
         tracing::info!(effect = %effect.id, %thread, tool = %effect.call.name, "a scheduled effect fired");
         match self.driver.run_the_queue(thread, &self.runs).await {
             Ok(QueueTaken::Started(run)) => {
