@@ -15,7 +15,9 @@
 //! Firing is exactly once ([`weft_store::ScheduledEffects::fire_effect`]: the effect leaves
 //! the schedule and joins the queue in one transaction); a terminated thread's effects are
 //! dropped ([`Runtime::terminate`] removes them, and the scheduler drops any it finds on a
-//! terminated thread), never fired.
+//! terminated thread), never fired. A scheduler starting up first hands the threads whose
+//! queue holds a fired effect not taken yet (its process died before the run started) to the
+//! driver.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +32,7 @@ use crate::run::Runtime;
 use crate::thread_state::TERMINATED_KEY;
 
 /// The longest an [`EffectScheduler`] sleeps before it reads the schedule again.
-pub const MAX_IDLE: Duration = Duration::from_secs(30);
+pub const MAX_IDLE: Duration = Duration::from_secs(5);
 
 /// The most due effects an [`EffectScheduler`] fires in one pass (the rest in the next).
 pub const FIRE_BATCH: usize = 64;
@@ -175,6 +177,7 @@ impl EffectScheduler {
     /// fired is either fired or still scheduled).
     pub async fn run(self, shutdown: CancellationToken) {
         let changed = self.driver.runtime().schedule_changed().clone();
+        self.recover().await;
         loop {
             let wait = match self.fire_due().await {
                 Ok(wait) => wait,
@@ -214,6 +217,29 @@ impl EffectScheduler {
             None => self.max_idle,
         };
         Ok(wait.min(self.max_idle))
+    }
+
+    /// Effects fired before (by a process that died before their runs started) whose calls
+    /// still wait in their threads' queues: the driver starts runs for them.
+    async fn recover(&self) {
+        let threads = match self
+            .driver
+            .runtime()
+            .store()
+            .threads_with_fired_effects()
+            .await
+        {
+            Ok(threads) => threads,
+            Err(error) => {
+                tracing::warn!(%error, "reading fired effects failed");
+                return;
+            }
+        };
+        for thread in threads {
+            if let Err(error) = self.driver.run_the_queue(&thread, &self.runs).await {
+                tracing::warn!(%error, %thread, "a fired effect could not start a run; it stays queued");
+            }
+        }
     }
 
     async fn fire(&self, effect: &ScheduledEffect) -> Result<(), RunError> {

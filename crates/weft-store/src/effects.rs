@@ -124,6 +124,14 @@ pub trait ScheduledEffects: Send + Sync {
     /// # Errors
     /// Database failures.
     async fn fire_effect(&self, id: &str) -> Result<(), StoreError>;
+
+    /// The threads whose queue holds a fired effect no run has taken yet (a process that
+    /// fired it may have died before starting the run): a scheduler starting up hands them
+    /// to the queue's driver.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn threads_with_fired_effects(&self) -> Result<Vec<String>, StoreError>;
 }
 
 #[async_trait]
@@ -230,5 +238,14 @@ impl ScheduledEffects for Store {
             stmt!("DELETE FROM scheduled_effects WHERE id = $1", id),
         ])
         .await
+    }
+
+    async fn threads_with_fired_effects(&self) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .query(stmt!(
+                "SELECT DISTINCT thread_id FROM thread_queue WHERE id LIKE 'e-%' ORDER BY thread_id"
+            ))
+            .await?;
+        rows.iter().map(|row| row.text(0)).collect()
     }
 }

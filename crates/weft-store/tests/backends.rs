@@ -1243,6 +1243,7 @@ async fn scheduled_effects_fire_once_into_the_queue(store: &Store) {
     assert_eq!(queued[1].id, soon.id);
     assert_eq!(queued[1].tool, Some(call(1)));
     assert!(store.scheduled_effect(&soon.id).await.unwrap().is_none());
+    assert_eq!(store.threads_with_fired_effects().await.unwrap(), ["fx"]);
     // Fired again (a second scheduler, a retry): nothing more, even after the run took it.
     store.fire_effect(&soon.id).await.unwrap();
     assert_eq!(store.queued("fx").await.unwrap().len(), 2);
