@@ -158,7 +158,7 @@ async fn check_scheduled_effects_after_upgrade(store: &Store) {
     let effect = store.schedule_effect("t-12", &call, 5).await.unwrap();
     assert_eq!(
         store.scheduled_effects("t-12").await.unwrap(),
-        [effect.clone()]
+        std::slice::from_ref(&effect)
     );
     store.fire_effect(&effect.id).await.unwrap();
     let queued = store.queued("t-12").await.unwrap();
