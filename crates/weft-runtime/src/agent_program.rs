@@ -216,8 +216,10 @@ impl ExecutionStrategy for DurableLoop {
     async fn execute(&self, ctx: ExecutionContext) -> Result<ExecutionResult, AgentError> {
         if let Some(Message::Assistant(answer)) = ctx.state.messages().last()
             && !answer.has_tool_calls()
+            && !self.run.queue_waiting().await
         {
-            // Finished before the crash: the answer is in the checkpoint.
+            // Finished before the crash: the answer is in the checkpoint. (With work in the
+            // thread's queue — a run for the queue, started with no input — a step takes it.)
             let turn = Turn {
                 messages: Vec::new(),
                 response: answer.clone().into(),

@@ -19,6 +19,10 @@ pub enum RunError {
     /// recorded (exit code 2).
     #[error("{0}")]
     Refused(String),
+    /// A run for a thread's queue could not be started (the driver's
+    /// [`QueueRuns`](crate::queue_driver::QueueRuns) failed); the work stays queued.
+    #[error("a run for the thread's queue could not start: {0}")]
+    Launch(#[source] crate::queue_driver::LaunchError),
     /// The thread does not exist.
     #[error("thread {0:?} not found")]
     UnknownThread(String),

@@ -250,6 +250,16 @@ impl RunContext {
         messages
     }
 
+    /// Whether something waits in the run's thread's queue (a run for the queue on a thread
+    /// whose conversation ended with an answer has a step to take). A failed read says no.
+    pub(crate) async fn queue_waiting(&self) -> bool {
+        use weft_store::ThreadQueue as _;
+        self.store
+            .queued(&self.thread_id)
+            .await
+            .is_ok_and(|queued| !queued.is_empty())
+    }
+
     /// The queued tool calls the current step took (`queueTool()`), taken out: the
     /// response its model call gets instead of asking the model. Empty when none.
     pub(crate) fn queued_calls(&self) -> Vec<weft_provider::ToolCall> {

@@ -22,6 +22,9 @@
 //! * ownership ([`ownership`]): an OS lock (a dead owner on this machine is known at once),
 //!   a lease with heartbeat (owners elsewhere), and fenced writes (a stale owner stops).
 //!
+//! * the thread queue's driver ([`queue_driver`]): queued work on an idle thread starts a
+//!   run; scheduled effects ([`schedule`]) fire into the queue.
+//!
 //! Standard Agents sessions are run through the [`Sessions`] trait, implemented by
 //! `weft-standard` (which sits above this crate).
 //!
@@ -53,8 +56,10 @@ pub mod observer;
 pub mod ownership;
 pub mod pipeline;
 pub mod profile;
+pub mod queue_driver;
 pub mod recorded;
 pub mod run;
+pub mod schedule;
 pub mod spec;
 pub mod subagent;
 pub mod thread_state;

@@ -312,6 +312,8 @@ pub struct Runtime {
     prices: Prices,
     price_override: Option<PriceTable>,
     live: LiveRuns,
+    /// Notified when this process schedules an effect (an `EffectScheduler` wakes).
+    schedule_changed: Arc<tokio::sync::Notify>,
 }
 
 /// The runs this process drives, with their live event channel and abort token (shared by
@@ -356,7 +358,13 @@ impl Runtime {
             prices: Prices::builtin(),
             price_override: None,
             live: LiveRuns::default(),
+            schedule_changed: Arc::default(),
         }
+    }
+
+    /// Notified when this runtime (or a clone) schedules an effect.
+    pub(crate) fn schedule_changed(&self) -> &Arc<tokio::sync::Notify> {
+        &self.schedule_changed
     }
 
     /// A run's events from after `after_seq`, as they happen, wherever the run is driven:
@@ -403,11 +411,7 @@ impl Runtime {
         }
         self.refuse_terminated(thread).await?;
         let queued = self.store.queue_message(thread, text).await?;
-        if let Ok(runs) = self.live.lock() {
-            for run in runs.values().filter(|r| r.thread == thread) {
-                run.inbox.store(true, std::sync::atomic::Ordering::Release);
-            }
-        }
+        self.wake_inbox(thread);
         Ok(queued)
     }
 
@@ -448,12 +452,18 @@ impl Runtime {
             arguments,
         };
         let queued = self.store.queue_tool(thread, &call).await?;
+        self.wake_inbox(thread);
+        Ok(queued)
+    }
+
+    /// Tells the runs of `thread` this process drives that something was queued: each takes
+    /// the queue before its next model step.
+    pub(crate) fn wake_inbox(&self, thread: &str) {
         if let Ok(runs) = self.live.lock() {
             for run in runs.values().filter(|r| r.thread == thread) {
                 run.inbox.store(true, std::sync::atomic::Ordering::Release);
             }
         }
-        Ok(queued)
     }
 
     /// Whether this process drives `run_id` now.

@@ -1,7 +1,8 @@
 //! [`ThreadState`] and termination (Standard Agents threads §1.2, §9; agents §7.13): the
 //! read-only view of a thread — `threadId`, `agentId`, `userId`, `createdAt` and
 //! `terminated` in microseconds, its child registry — and [`Runtime::terminate`], a soft
-//! shutdown: the thread's runs this process drives are stopped, its queue is emptied, the
+//! shutdown: the thread's runs this process drives are stopped, its scheduled effects are
+//! dropped and its queue is emptied, the
 //! `terminated` timestamp is set (thread metadata [`TERMINATED_KEY`]), its entry in its
 //! parent's registry says `terminated`, and from then on the thread takes no new run and no
 //! queued message ([`RunError::Terminated`]). The timestamp is durable: a run of the thread
@@ -12,7 +13,8 @@
 
 use serde::Serialize;
 use weft_store::{
-    Runs as _, SubagentRegistryEntry, Subagents as _, ThreadQueue as _, Threads as _,
+    Runs as _, ScheduledEffects as _, SubagentRegistryEntry, Subagents as _, ThreadQueue as _,
+    Threads as _,
 };
 
 use crate::error::RunError;
@@ -142,6 +144,9 @@ impl Runtime {
         }
         // In-flight work stops (its calls stay pending; nothing runs it again).
         self.stop_thread(thread);
+        // Its scheduled effects go before its queue is emptied: one firing now lands in the
+        // queue and is emptied with it; none fires after.
+        store.remove_thread_effects(thread).await?;
         let queued: Vec<String> = store
             .queued(thread)
             .await?

@@ -54,6 +54,17 @@ pub struct Caller {
     pub scope: Scope,
 }
 
+impl Caller {
+    /// The server itself (work it starts on its own: queues a previous server left, fired
+    /// effects), with full scope.
+    pub fn server() -> Self {
+        Caller {
+            id: "server".into(),
+            scope: Scope::Full,
+        }
+    }
+}
+
 /// Paths anyone may read: the page and its assets (they hold no data).
 fn is_public(method: &Method, path: &str) -> bool {
     method == Method::GET

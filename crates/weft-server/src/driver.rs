@@ -7,6 +7,10 @@ use weft_runtime::ownership::effective_status;
 use weft_runtime::{ResumeOptions, RunHandle};
 use weft_store::{EventLog as _, RunRecord, RunStatus, Runs as _, ThreadRecord, Threads as _};
 
+use std::sync::Arc;
+
+use weft_runtime::queue_driver::{LaunchError, QueueInput, QueueRuns};
+
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::{AppState, RunPermit};
@@ -96,23 +100,7 @@ impl AppState {
         run_id: Option<String>,
     ) -> Result<Started, ApiError> {
         self.check_input(&input)?;
-        self.launch(caller, agent, thread, (input, input_id), run_id)
-            .await
-    }
-
-    /// Starts a run of `agent` on the existing `thread` for what waits in its queue (a
-    /// queued tool call, a child's silent result): a run with no input, whose first step
-    /// takes the queue (Standard Agents: queued work on an idle thread starts execution).
-    ///
-    /// # Errors
-    /// As [`AppState::start_run`].
-    pub async fn start_queue_run(
-        &self,
-        caller: &Caller,
-        agent: Option<&str>,
-        thread: &str,
-    ) -> Result<Started, ApiError> {
-        self.launch(caller, agent, thread, (String::new(), None), None)
+        self.launch(caller, agent, thread, (input, input_id), run_id, true)
             .await
     }
 
@@ -123,6 +111,7 @@ impl AppState {
         thread: &str,
         (input, input_id): (String, Option<String>),
         run_id: Option<String>,
+        follow: bool,
     ) -> Result<Started, ApiError> {
         if !valid_thread_id(thread) {
             return Err(ApiError::bad_request(format!(
@@ -173,6 +162,7 @@ impl AppState {
             0,
             permit,
             (caller.clone(), agent.name.clone()),
+            follow,
         ))
     }
 
@@ -199,6 +189,7 @@ impl AppState {
             after,
             permit,
             (caller.clone(), agent),
+            true,
         ))
     }
 
@@ -234,7 +225,8 @@ impl AppState {
     /// Lets a started run go on without the request: its events are read from the log by
     /// whoever streams them, and its permit is given back when it stops. When it completes
     /// with messages left in the thread's queue (queued during its last model call), the
-    /// next run starts for them, as `caller`, with the same agent.
+    /// next run starts for them, as `caller`, with the same agent (`follow`; a run the queue
+    /// driver started is followed by the driver).
     fn let_run(
         &self,
         mut handle: RunHandle,
@@ -242,6 +234,7 @@ impl AppState {
         after_seq: u64,
         permit: RunPermit,
         (caller, agent): (Caller, String),
+        follow: bool,
     ) -> Started {
         if let Some(mut events) = handle.take_events() {
             events.detach();
@@ -261,7 +254,7 @@ impl AppState {
                 }
             };
             drop(permit);
-            if completed {
+            if completed && follow {
                 state.run_the_queue(&caller, &agent, &thread_id).await;
             }
         });
@@ -273,52 +266,23 @@ impl AppState {
     }
 
     /// Starts a run for what is left in `thread`'s queue, if anything and no run is in
-    /// progress. A message the user queued is the run's input (the run takes the others
-    /// before its first step); a queued tool call or a silent message (a child's result)
-    /// is not a user's input: the run starts with none and its first step takes the queue,
-    /// so the call runs through the tool pipeline and the silent message keeps its flag.
+    /// progress (weft-runtime's [`QueueDriver`](weft_runtime::queue_driver::QueueDriver)
+    /// decides; its runs start as `caller`, with `agent`: [`ServeRuns`]).
     async fn run_the_queue(&self, caller: &Caller, agent: &str, thread: &str) {
-        use weft_store::ThreadQueue as _;
-        let lock = self.thread_lock(thread);
-        let _guard = lock.lock().await;
-        let first = match self.store().queued(thread).await {
-            Ok(queued) => queued.into_iter().next(),
-            Err(error) => {
-                tracing::warn!(%error, "reading a thread's queue failed");
-                return;
-            }
-        };
-        let Some(first) = first else {
-            return;
-        };
-        if !matches!(self.active_run(thread).await, Ok(None)) {
-            // A run is in progress (or the store cannot tell): it takes the queue.
-            return;
+        let runs = self.queue_runs(caller, (!agent.is_empty()).then_some(agent));
+        if let Err(error) = Box::pin(self.queue_driver().run_the_queue(thread, &runs)).await {
+            tracing::warn!(%error, "the thread's queue could not start a run; it stays queued");
         }
-        let agent = (!agent.is_empty()).then_some(agent);
-        if first.tool.is_some() || first.silent {
-            if let Err(error) = Box::pin(self.start_queue_run(caller, agent, thread)).await {
-                tracing::warn!(%error, "the thread's queue could not start a run; it stays queued");
-            }
-            return;
-        }
-        if let Err(error) = self
-            .store()
-            .dequeue(thread, std::slice::from_ref(&first.id))
-            .await
-        {
-            tracing::warn!(%error, "taking a queued message failed");
-            return;
-        }
-        let text = first.text.clone();
-        if let Err(error) =
-            Box::pin(self.start_run_as(caller, agent, thread, text, Some(first.id), None)).await
-        {
-            tracing::warn!(%error, "a queued message could not start a run; it is queued again");
-            if let Err(error) = self.store().queue_message(thread, &first.text).await {
-                tracing::error!(%error, text = %first.text, "a queued message could not be queued again: it is lost");
-            }
-        }
+    }
+
+    /// How the queue driver starts this server's runs: as `caller`, with `agent` (`None`:
+    /// the agent of the thread's latest run, else the project's default agent).
+    pub fn queue_runs(&self, caller: &Caller, agent: Option<&str>) -> Arc<dyn QueueRuns> {
+        Arc::new(ServeRuns {
+            state: self.clone(),
+            caller: caller.clone(),
+            agent: agent.map(str::to_owned),
+        })
     }
 
     /// Stops the thread's run in progress, if this process drives it; waits (briefly) for it
@@ -345,5 +309,47 @@ impl AppState {
             tokio::time::sleep(std::time::Duration::from_millis(25)).await;
         }
         Ok(Some(run.run_id))
+    }
+}
+
+/// The queue driver's way to start this server's runs ([`AppState::queue_runs`]): a run of
+/// the thread's agent as the caller that queued the work, counted against its limit.
+struct ServeRuns {
+    state: AppState,
+    caller: Caller,
+    agent: Option<String>,
+}
+
+#[async_trait::async_trait]
+impl QueueRuns for ServeRuns {
+    async fn start(&self, thread: &str, input: QueueInput) -> Result<String, LaunchError> {
+        let agent = match &self.agent {
+            Some(agent) => Some(agent.clone()),
+            None => self
+                .state
+                .latest_run(thread)
+                .await?
+                .and_then(|run| {
+                    run.spec
+                        .pointer("/program/agent")
+                        .and_then(serde_json::Value::as_str)
+                        .map(str::to_owned)
+                })
+                .filter(|agent| self.state.project().agent(agent).is_some()),
+        };
+        let (input, input_id) = match input {
+            QueueInput::Message { text, id } => (text, Some(id)),
+            QueueInput::Queue => (String::new(), None),
+        };
+        let started = Box::pin(self.state.launch(
+            &self.caller,
+            agent.as_deref(),
+            thread,
+            (input, input_id),
+            None,
+            false,
+        ))
+        .await?;
+        Ok(started.run_id)
     }
 }

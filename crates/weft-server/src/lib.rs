@@ -116,8 +116,18 @@ impl Server {
         let runtime = self.state.runtime().clone();
         // Runs a previous server queued start when their turn comes.
         tokio::spawn(api::runs::restart_queues(self.state.clone()));
-        let router = self.router();
         let closing = self.state.closing().clone();
+        // Scheduled effects fire while the server runs (weft-runtime's scheduler; runs for
+        // idle threads start as the server, with the thread's agent). It stops with the
+        // server: an effect it was firing is fired or still scheduled.
+        let scheduler = tokio::spawn(
+            weft_runtime::schedule::EffectScheduler::new(
+                self.state.queue_driver().clone(),
+                self.state.queue_runs(&auth::Caller::server(), None),
+            )
+            .run(closing.clone()),
+        );
+        let router = self.router();
         axum::serve(listener, router)
             .with_graceful_shutdown(async move {
                 shutdown.await;
@@ -128,6 +138,9 @@ impl Server {
                 }
             })
             .await?;
+        if let Err(error) = scheduler.await {
+            tracing::warn!(%error, "the effect scheduler failed");
+        }
         let runtime = self.state.runtime();
         for _ in 0..400 {
             if runtime.live_runs().is_empty() {

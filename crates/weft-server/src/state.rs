@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use weft_runtime::Runtime;
+use weft_runtime::queue_driver::QueueDriver;
 use weft_standard::{AgentDefinition, Project};
 use weft_store::{Store, Tokens as _};
 
@@ -22,9 +23,10 @@ struct Inner {
     config: ServerConfig,
     project: Project,
     runtime: Runtime,
-    /// One lock per thread: deciding what a message does (start, continue, queue) and
-    /// starting the run happen under it.
-    threads: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The thread queue's driver (weft-runtime): starts runs for idle threads' queued work,
+    /// and holds the per-thread locks: deciding what a message does (start, continue,
+    /// queue) and starting the run happen under the thread's.
+    driver: QueueDriver,
     /// Runs each caller drives now.
     running: Mutex<HashMap<String, usize>>,
     /// When the server started (ISO 8601).
@@ -40,8 +42,8 @@ impl AppState {
         AppState(Arc::new(Inner {
             config,
             project,
+            driver: QueueDriver::new(runtime.clone()),
             runtime,
-            threads: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
             started_at: weft_store::now_string(),
             closing: tokio_util::sync::CancellationToken::new(),
@@ -100,18 +102,14 @@ impl AppState {
         }
     }
 
-    /// The lock of `thread`.
+    /// The thread queue's driver.
+    pub fn queue_driver(&self) -> &QueueDriver {
+        &self.0.driver
+    }
+
+    /// The lock of `thread` (the queue driver's).
     pub(crate) fn thread_lock(&self, thread: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut threads = self
-            .0
-            .threads
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // Locks nobody holds or waits for are dropped now and then, so the map stays small.
-        if threads.len() > 1024 {
-            threads.retain(|_, lock| Arc::strong_count(lock) > 1);
-        }
-        threads.entry(thread.to_owned()).or_default().clone()
+        self.0.driver.thread_lock(thread)
     }
 
     /// Counts a run against `caller`'s limit; `None` when the caller is at its limit.

@@ -25,6 +25,7 @@
 //! | `model` | records: runs, events, artifacts, lineage, threads, tool calls |
 //! | `redact` | the redaction hook |
 //! | `children` | the child registry of subagents ([`Subagents`]) |
+//! | `effects` | scheduled effects of threads ([`ScheduledEffects`]), fired into the thread queue |
 //! | `token` | API tokens for `weft serve`: hashed secrets, scopes, revocation ([`Tokens`]) |
 //! | `variables` | thread variables (secrets encrypted, [`ThreadVariables`]) and deferred variable requests |
 //! | [`lease`] | run leases (claim, renew, release) and the write fence |
@@ -32,6 +33,7 @@
 
 mod children;
 mod decision;
+mod effects;
 mod error;
 pub mod lease;
 mod model;
@@ -48,6 +50,7 @@ mod variables;
 
 pub use children::{ChildRecord, SubagentRegistryEntry, Subagents};
 pub use decision::{DecisionKind, DecisionRecord, DecisionStatus, Decisions, Verdict};
+pub use effects::{ScheduledEffect, ScheduledEffects};
 pub use error::StoreError;
 pub use model::{
     AgentNode, AgentStatus, ArtifactMetadata, ArtifactRecord, ArtifactType, CheckpointSummary,

@@ -25,7 +25,7 @@ pub(crate) struct Migration {
 }
 
 /// The newest schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
@@ -87,6 +87,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 12,
         name: "queued tool calls in the thread queue (Standard Agents queueTool)",
         sql: V12,
+    },
+    Migration {
+        version: 13,
+        name: "scheduled effects (Standard Agents scheduleEffect)",
+        sql: V13,
     },
 ];
 
@@ -421,6 +426,23 @@ DROP TABLE checkpoint_messages;
 // is set is a tool call (`{"name", "arguments"}` as JSON), taken in order with the messages.
 const V12: &str = r"
 ALTER TABLE thread_queue ADD COLUMN tool TEXT;
+";
+
+// Scheduled effects (Standard Agents `scheduleEffect`, `src/effects.rs`): a call (`tool`, the
+// queue's `{"name", "arguments"}` JSON; `name` repeated for filtering) due on a thread at
+// `due_at` (microseconds since the epoch). Firing moves the row into `thread_queue` under the
+// same id, in one transaction.
+const V13: &str = r"
+CREATE TABLE scheduled_effects (
+  id TEXT PRIMARY KEY,
+  thread_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  tool TEXT NOT NULL,
+  due_at INTEGER NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX idx_scheduled_effects_due ON scheduled_effects(due_at);
+CREATE INDEX idx_scheduled_effects_thread ON scheduled_effects(thread_id, due_at);
 ";
 
 /// The DDL of a migration for PostgreSQL.

@@ -1214,6 +1214,63 @@ async fn child_registry_per_parent_thread(store: &Store) {
     assert_eq!(store.children("other").await.unwrap().len(), 1);
 }
 
+async fn scheduled_effects_fire_once_into_the_queue(store: &Store) {
+    use weft_store::{QueuedTool, ScheduledEffects as _, ThreadQueue as _};
+    let call = |n: i64| QueuedTool {
+        name: "remind".into(),
+        arguments: json!({"n": n}),
+    };
+    let late = store.schedule_effect("fx", &call(2), 2_000).await.unwrap();
+    let soon = store.schedule_effect("fx", &call(1), 1_000).await.unwrap();
+    let other = store.schedule_effect("fy", &call(3), 1_500).await.unwrap();
+    assert_eq!(
+        store.scheduled_effects("fx").await.unwrap(),
+        [soon.clone(), late.clone()],
+        "soonest first, per thread"
+    );
+    assert_eq!(store.next_effect_due().await.unwrap(), Some(1_000));
+    assert!(store.due_effects(999, 10).await.unwrap().is_empty());
+    assert_eq!(
+        store.due_effects(1_500, 10).await.unwrap(),
+        [soon.clone(), other.clone()]
+    );
+    assert_eq!(
+        store.due_effects(5_000, 1).await.unwrap(),
+        std::slice::from_ref(&soon)
+    );
+    // Firing moves it into its thread's queue, behind what waits there, under its own id.
+    store.queue_message("fx", "before").await.unwrap();
+    store.fire_effect(&soon.id).await.unwrap();
+    let queued = store.queued("fx").await.unwrap();
+    assert_eq!(queued.len(), 2);
+    assert_eq!(queued[1].id, soon.id);
+    assert_eq!(queued[1].tool, Some(call(1)));
+    assert!(store.scheduled_effect(&soon.id).await.unwrap().is_none());
+    assert_eq!(store.threads_with_fired_effects().await.unwrap(), ["fx"]);
+    // Fired again (a second scheduler, a retry): nothing more, even after the run took it.
+    store.fire_effect(&soon.id).await.unwrap();
+    assert_eq!(store.queued("fx").await.unwrap().len(), 2);
+    store
+        .dequeue("fx", std::slice::from_ref(&soon.id))
+        .await
+        .unwrap();
+    store.fire_effect(&soon.id).await.unwrap();
+    assert_eq!(store.queued("fx").await.unwrap().len(), 1);
+    // Removed: it never fires.
+    assert!(store.remove_scheduled_effect(&late.id).await.unwrap());
+    assert!(!store.remove_scheduled_effect(&late.id).await.unwrap());
+    store.fire_effect(&late.id).await.unwrap();
+    assert_eq!(store.queued("fx").await.unwrap().len(), 1);
+    // A thread's effects go with it (termination, deletion).
+    store.remove_thread_effects("fy").await.unwrap();
+    assert!(store.scheduled_effects("fy").await.unwrap().is_empty());
+    assert_eq!(store.next_effect_due().await.unwrap(), None);
+    let kept = store.schedule_effect("fz", &call(4), 10).await.unwrap();
+    store.put_thread(&ThreadRecord::new("fz")).await.unwrap();
+    store.delete_thread("fz").await.unwrap();
+    assert!(store.scheduled_effect(&kept.id).await.unwrap().is_none());
+}
+
 async fn schema_is_current(store: &Store) {
     assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
 }
@@ -1249,6 +1306,7 @@ macro_rules! backend_suite {
             case!(api_tokens);
             case!(thread_queues_keep_order_per_thread);
             case!(child_registry_per_parent_thread);
+            case!(scheduled_effects_fire_once_into_the_queue);
             case!(schema_is_current);
         }
     };

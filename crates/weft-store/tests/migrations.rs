@@ -11,8 +11,8 @@ use weft_agent::AgentState;
 use weft_agent::checkpoint::{Checkpoint, CheckpointMetadata};
 use weft_provider::Message;
 use weft_store::{
-    EventLog, EventQuery, NewEvent, PgOptions, Runs, SCHEMA_VERSION, Store, StoreError, TokenScope,
-    Tokens as _,
+    EventLog, EventQuery, NewEvent, PgOptions, QueuedTool, Runs, SCHEMA_VERSION,
+    ScheduledEffects as _, Store, StoreError, ThreadQueue as _, TokenScope, Tokens as _,
 };
 
 fn fixture() -> PathBuf {
@@ -145,6 +145,85 @@ async fn a_v6_database_is_upgraded_with_api_tokens() {
     let (token, secret) = store.create_token("ci", TokenScope::Read).await.unwrap();
     let checked = store.verify_token(secret.expose()).await.unwrap().unwrap();
     assert_eq!((checked.id, checked.scope), (token.id, TokenScope::Read));
+}
+
+/// Schema 13 adds `scheduled_effects`: a version-12 database keeps its queue, and an effect
+/// scheduled after the upgrade fires into that queue, after what waited there.
+async fn check_scheduled_effects_after_upgrade(store: &Store) {
+    assert_eq!(store.schema_version().await.unwrap(), SCHEMA_VERSION);
+    let call = QueuedTool {
+        name: "remind".into(),
+        arguments: json!({"about": "tea"}),
+    };
+    let effect = store.schedule_effect("t-12", &call, 5).await.unwrap();
+    assert_eq!(
+        store.scheduled_effects("t-12").await.unwrap(),
+        std::slice::from_ref(&effect)
+    );
+    store.fire_effect(&effect.id).await.unwrap();
+    let queued = store.queued("t-12").await.unwrap();
+    let ids: Vec<&str> = queued.iter().map(|q| q.id.as_str()).collect();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(queued[0].text, "queued at version 12");
+    assert_eq!(ids[1], effect.id);
+    assert_eq!(queued[1].tool.as_ref(), Some(&call));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v12_database_is_upgraded_with_scheduled_effects() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v12.db");
+    std::fs::copy(fixture(), &path).unwrap();
+    let old = Store::open_sqlite_at_version(&path, 12)
+        .await
+        .unwrap()
+        .with_durability(weft_store::Durability::Sync);
+    assert_eq!(old.schema_version().await.unwrap(), 12);
+    old.queue_message("t-12", "queued at version 12")
+        .await
+        .unwrap();
+    assert!(
+        old.scheduled_effects("t-12").await.is_err(),
+        "no scheduled_effects table at version 12"
+    );
+    drop(old);
+    let store = Store::open(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    check_scheduled_effects_after_upgrade(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v12_postgres_schema_is_upgraded_with_scheduled_effects() {
+    let Some(url) = common::postgres_url() else {
+        return;
+    };
+    let schema = common::fresh_schema();
+    let old = Store::open_postgres(PgOptions::new(url.clone()).schema(schema.clone()))
+        .await
+        .unwrap();
+    old.queue_message("t-12", "queued at version 12")
+        .await
+        .unwrap();
+    drop(old);
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!(
+            "SET search_path TO {schema};
+             DROP TABLE scheduled_effects;
+             DELETE FROM weft_schema_migrations WHERE version >= 13;"
+        ))
+        .await
+        .unwrap();
+    let store = Store::open_postgres(PgOptions::new(url.clone()).schema(schema.clone()))
+        .await
+        .unwrap();
+    check_scheduled_effects_after_upgrade(&store).await;
+    drop(store);
+    weft_store::drop_schema(&url, &schema).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,7 +453,7 @@ async fn a_v8_postgres_schema_moves_its_history_to_compact_rows() {
         .batch_execute(&format!(
             "SET search_path TO {schema};
              DROP TABLE checkpoint_items; DROP TABLE checkpoint_threads;
-             ALTER TABLE thread_queue DROP COLUMN tool;
+             ALTER TABLE thread_queue DROP COLUMN tool; DROP TABLE scheduled_effects;
              DELETE FROM weft_schema_migrations WHERE version >= 11;
              CREATE TABLE checkpoint_messages (thread_id TEXT NOT NULL, seq BIGINT NOT NULL,
                kind TEXT NOT NULL, item_key TEXT NOT NULL, body TEXT NOT NULL,

@@ -1,7 +1,8 @@
 //! `weft thread …`: ThreadProtocol commands (validate, hash, canonicalize, convert), and
 //! `weft thread export RUN|THREAD` (a stored run's thread, built by weft-runtime's
 //! `transcript`), and `weft thread state|terminate THREAD` (weft-runtime's `ThreadState` and
-//! `Runtime::terminate`).
+//! `Runtime::terminate`), and `weft thread schedule|effects|cancel-effect` (weft-runtime's
+//! scheduled effects).
 //!
 //! Every command reads a file or `-` (standard input) and writes its result to standard output;
 //! diagnostics go to standard error. Exit codes: `0` success, `1` invalid input (not JSON, not
@@ -107,6 +108,60 @@ pub(crate) enum ThreadCommand {
         #[arg(long, value_name = "URL")]
         store: Option<String>,
     },
+    /// Schedule an effect on a stored thread (Standard Agents `scheduleEffect`): a call of
+    /// the thread's agent's tool TOOL with `--args`, due `--in` a duration (default now) or
+    /// `--at` a time. `weft serve` on the same store fires it when it is due (within a few
+    /// seconds of that when scheduled from another process): the call joins the thread's
+    /// run in progress, or a run starts for it. Exit codes: 0 scheduled, 2 no such thread,
+    /// a terminated thread or bad arguments.
+    Schedule {
+        /// The thread id.
+        thread: String,
+        /// The tool the effect calls.
+        tool: String,
+        /// Its arguments, a JSON object.
+        #[arg(long, value_name = "JSON", default_value = "{}")]
+        args: String,
+        /// Due after this long (`90s`, `10m`, `2h`, `7d`).
+        #[arg(long = "in", value_name = "DURATION", value_parser = weft_runtime::budget::parse_duration, conflicts_with = "at")]
+        delay: Option<std::time::Duration>,
+        /// Due at this time (RFC 3339, e.g. `2030-01-01T09:00:00Z`).
+        #[arg(long, value_name = "TIME")]
+        at: Option<String>,
+        /// Print the effect as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else the
+        /// project's `.weft/weft.db`).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+    },
+    /// List a stored thread's scheduled effects, soonest first (Standard Agents
+    /// `getScheduledEffects`). Exit codes: 0 listed, 2 no such thread.
+    Effects {
+        /// The thread id.
+        thread: String,
+        /// Only the effects calling this tool.
+        #[arg(long)]
+        name: Option<String>,
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else the
+        /// project's `.weft/weft.db`).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+    },
+    /// Cancel a scheduled effect (Standard Agents `removeScheduledEffect`): it never fires.
+    /// Exit codes: 0 cancelled, 2 no such effect scheduled (it fired or was cancelled).
+    CancelEffect {
+        /// The effect id (`e-…`).
+        effect: String,
+        /// The store: `sqlite:PATH` or `postgres://…` (default: WEFT_DATABASE_URL, else the
+        /// project's `.weft/weft.db`).
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+    },
     /// Print the Pydantic AI `ModelMessages` JSON of a valid thread as one agent sees it.
     ToPydanticAi {
         /// The viewing agent.
@@ -187,6 +242,22 @@ pub(crate) fn run(command: ThreadCommand) -> anyhow::Result<ExitCode> {
         } => export(&origin, output.as_deref(), store),
         ThreadCommand::State { thread, store } => thread_state(&thread, store, false),
         ThreadCommand::Terminate { thread, store } => thread_state(&thread, store, true),
+        ThreadCommand::Schedule {
+            thread,
+            tool,
+            args,
+            delay,
+            at,
+            json,
+            store,
+        } => schedule(&thread, &tool, &args, (delay, at.as_deref()), json, store),
+        ThreadCommand::Effects {
+            thread,
+            name,
+            json,
+            store,
+        } => effects(&thread, name.as_deref(), json, store),
+        ThreadCommand::CancelEffect { effect, store } => cancel_effect(&effect, store),
         ThreadCommand::ToPydanticAi { agent_id, file } => {
             let Some(thread) = read_typed_thread(&file)? else {
                 return Ok(invalid());
@@ -270,6 +341,140 @@ fn thread_state(thread: &str, store: Option<String>, terminate: bool) -> anyhow:
                 Ok(ExitCode::from(2))
             }
             Err(error) => Err(error.into()),
+        }
+    })
+}
+
+/// An effect as the commands print it (`--json`): as `weft serve`'s API shows it.
+fn effect_json(effect: &weft_store::ScheduledEffect) -> Value {
+    serde_json::json!({
+        "id": effect.id,
+        "thread_id": effect.thread_id,
+        "name": effect.call.name,
+        "arguments": effect.call.arguments,
+        "due_at": due_text(effect.due_at),
+        "created_at": effect.created_at,
+    })
+}
+
+fn due_text(micros: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(micros)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_default()
+}
+
+/// `weft thread schedule`.
+fn schedule(
+    thread: &str,
+    tool: &str,
+    args: &str,
+    (delay, at): (Option<std::time::Duration>, Option<&str>),
+    json: bool,
+    store: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let arguments: Value = match serde_json::from_str(args) {
+        Ok(value) => value,
+        Err(error) => {
+            eprintln!("weft: --args is not JSON: {error}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let due_at = match at {
+        Some(at) => match chrono::DateTime::parse_from_rfc3339(at) {
+            Ok(time) => time.timestamp_micros(),
+            Err(error) => {
+                eprintln!("weft: --at {at:?} is not an RFC 3339 time: {error}");
+                return Ok(ExitCode::from(2));
+            }
+        },
+        None => {
+            let delay = delay.unwrap_or_default();
+            weft_runtime::schedule::now_micros()
+                .saturating_add(i64::try_from(delay.as_micros()).unwrap_or(i64::MAX / 2))
+        }
+    };
+    let args = super::runs::StoreArgs { store, json };
+    super::runs::runtime()?.block_on(async move {
+        let store = super::runs::open_store(&args).await?;
+        let runtime = weft_runtime::Runtime::new(store);
+        match runtime
+            .schedule_effect(thread, tool, arguments, due_at)
+            .await
+        {
+            Ok(effect) if json => write_stdout(&format!("{}\n", effect_json(&effect))),
+            Ok(effect) => write_stdout(&format!(
+                "scheduled {} on thread {thread}: {tool} at {}\n",
+                effect.id,
+                due_text(effect.due_at)
+            )),
+            Err(
+                error @ (weft_runtime::RunError::UnknownThread(_)
+                | weft_runtime::RunError::Terminated(_)
+                | weft_runtime::RunError::Refused(_)),
+            ) => {
+                eprintln!("weft: {error}");
+                Ok(ExitCode::from(2))
+            }
+            Err(error) => Err(error.into()),
+        }
+    })
+}
+
+/// `weft thread effects`.
+fn effects(
+    thread: &str,
+    name: Option<&str>,
+    json: bool,
+    store: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let args = super::runs::StoreArgs { store, json };
+    super::runs::runtime()?.block_on(async move {
+        let store = super::runs::open_store(&args).await?;
+        let runtime = weft_runtime::Runtime::new(store);
+        match runtime.scheduled_effects(thread, name).await {
+            Ok(effects) if json => {
+                let list: Vec<Value> = effects.iter().map(effect_json).collect();
+                write_stdout(&format!("{}\n", Value::Array(list)))
+            }
+            Ok(effects) => {
+                let mut text = String::new();
+                for effect in &effects {
+                    text.push_str(&format!(
+                        "{}  {}  {} {}\n",
+                        effect.id,
+                        due_text(effect.due_at),
+                        effect.call.name,
+                        effect.call.arguments
+                    ));
+                }
+                if effects.is_empty() {
+                    text.push_str("no scheduled effects\n");
+                }
+                write_stdout(&text)
+            }
+            Err(weft_runtime::RunError::UnknownThread(_)) => {
+                eprintln!(
+                    "weft: no thread {thread:?} in {}",
+                    runtime.store().location()
+                );
+                Ok(ExitCode::from(2))
+            }
+            Err(error) => Err(error.into()),
+        }
+    })
+}
+
+/// `weft thread cancel-effect`.
+fn cancel_effect(effect: &str, store: Option<String>) -> anyhow::Result<ExitCode> {
+    let args = super::runs::StoreArgs { store, json: false };
+    super::runs::runtime()?.block_on(async move {
+        let store = super::runs::open_store(&args).await?;
+        let runtime = weft_runtime::Runtime::new(store);
+        if runtime.remove_scheduled_effect(effect).await? {
+            write_stdout(&format!("cancelled {effect}\n"))
+        } else {
+            eprintln!("weft: no effect {effect:?} is scheduled (it fired or was cancelled)");
+            Ok(ExitCode::from(2))
         }
     })
 }

@@ -12,6 +12,7 @@
 //! runs of `weft_runtime::Runtime` and reads their records and events back.
 
 pub mod assistants;
+pub mod effects;
 pub mod model;
 pub mod openapi;
 pub mod queue;
@@ -74,6 +75,9 @@ api_routes! {
     get "/threads/{thread_id}/thread-state" => threads::thread_state;
     post "/threads/{thread_id}/terminate" => threads::terminate;
     post "/threads/{thread_id}/queue" => queue::queue_tool;
+    post "/threads/{thread_id}/effects" => effects::schedule;
+    get "/threads/{thread_id}/effects" => effects::list;
+    delete "/threads/{thread_id}/effects/{effect_id}" => effects::remove;
     post "/threads/{thread_id}/runs" => runs::create;
     get "/threads/{thread_id}/runs" => runs::list;
     post "/threads/{thread_id}/runs/stream" => runs::stream;

@@ -5,7 +5,7 @@
 use axum::Json;
 use utoipa::OpenApi;
 
-use super::{assistants, model, queue, runs, threads, variables};
+use super::{assistants, effects, model, queue, runs, threads, variables};
 
 /// The document's definition: every handler of the run API.
 #[derive(Debug, OpenApi)]
@@ -39,6 +39,9 @@ use super::{assistants, model, queue, runs, threads, variables};
         threads::thread_state,
         threads::terminate,
         queue::queue_tool,
+        effects::schedule,
+        effects::list,
+        effects::remove,
         runs::create,
         runs::list,
         runs::stream,
@@ -52,6 +55,8 @@ use super::{assistants, model, queue, runs, threads, variables};
         model::Assistant,
         queue::QueueTool,
         queue::QueuedToolView,
+        effects::ScheduleEffect,
+        effects::EffectView,
         model::Thread,
         model::ThreadStatus,
         model::ThreadState,

@@ -17,6 +17,9 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use super::{parse_body, thread_record};
+use weft_runtime::RunError;
+use weft_runtime::queue_driver::QueueTaken;
+
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -91,26 +94,15 @@ pub(crate) async fn queue_tool(
         ));
     }
     thread_record(&state, &thread).await?;
-    // One at a time per thread: the check for a run in progress and the start of one for an
-    // idle thread are not raced by another request (the queue's own runner takes the lock).
-    let lock = state.thread_lock(&thread);
-    let _guard = lock.lock().await;
-    let queued = state
-        .runtime()
-        .queue_tool(&thread, &request.tool, arguments.clone())
-        .await?;
-    let (run_id, started) = match state.active_run(&thread).await? {
-        Some(run) => (
-            state.runtime().is_live(&run.run_id).then_some(run.run_id),
-            false,
-        ),
-        None => {
-            let started = state
-                .start_queue_run(&caller, request.assistant_id.as_deref(), &thread)
-                .await?;
-            (Some(started.run_id), true)
-        }
-    };
+    // The queue driver queues it and, under the thread's lock, starts a run for an idle
+    // thread (one with no new user message, whose first step takes the queue).
+    let runs = state.queue_runs(&caller, request.assistant_id.as_deref());
+    let (queued, taken) = state
+        .queue_driver()
+        .queue_tool(&thread, &request.tool, arguments.clone(), &runs)
+        .await
+        .map_err(launch_error)?;
+    let (run_id, started) = taken_run(taken);
     let view = QueuedToolView {
         id: queued.id,
         thread_id: thread,
@@ -120,4 +112,25 @@ pub(crate) async fn queue_tool(
         started,
     };
     Ok((StatusCode::ACCEPTED, Json(view)).into_response())
+}
+
+/// The run that takes queued work, and whether it was started for it.
+pub(crate) fn taken_run(taken: QueueTaken) -> (Option<String>, bool) {
+    match taken {
+        QueueTaken::Started(run) => (Some(run), true),
+        QueueTaken::Joined(run) => (run, false),
+        QueueTaken::Empty => (None, false),
+    }
+}
+
+/// A queue driver's error as the answer: the server's own error when starting the run
+/// failed (a 422 for an agent that cannot run, a 429 at the caller's limit).
+pub(crate) fn launch_error(error: RunError) -> ApiError {
+    match error {
+        RunError::Launch(inner) => match inner.downcast::<ApiError>() {
+            Ok(api) => *api,
+            Err(other) => ApiError::internal(other.to_string()),
+        },
+        other => other.into(),
+    }
 }

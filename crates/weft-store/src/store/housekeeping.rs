@@ -219,6 +219,10 @@ impl Store {
                 thread
             ));
             stmts.push(stmt!("DELETE FROM queue_sent WHERE thread_id = $1", thread));
+            stmts.push(stmt!(
+                "DELETE FROM scheduled_effects WHERE thread_id = $1",
+                thread
+            ));
         }
         // Its child registry; its own entry stays in its parent's (the parent's history).
         stmts.push(stmt!(
