@@ -6,22 +6,14 @@
 
 mod common;
 
+use common::weft;
+
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-
-fn weft(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(args)
-        .current_dir(cwd)
-        .env_remove("WEFT_DATABASE_URL")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
 
 fn stdout_json(out: &Output) -> Value {
     assert_eq!(
