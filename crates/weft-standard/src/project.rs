@@ -117,8 +117,8 @@ pub enum ToolKind<'a> {
     Project(&'a ToolDefinition),
     /// An agent with `exposeAsTool`.
     Agent(&'a AgentDefinition),
-    /// A prompt (a prompt tool when it has `exposeAsTool`): a name that is no project tool,
-    /// agent or built-in tool.
+    /// A prompt with `exposeAsTool` (a prompt tool): a name that is no project tool, agent
+    /// or built-in tool.
     Prompt(&'a PromptDefinition),
     /// `mcp:NAME`: every tool of the MCP server `NAME` of `[mcpServers]` (named
     /// `NAME__TOOL`, as the server lists them while the run goes on).
@@ -567,7 +567,9 @@ impl Project {
         } else if BUILTIN_TOOLS.contains(&name) {
             Some(ToolKind::Builtin)
         } else {
-            self.prompt(name).map(ToolKind::Prompt)
+            self.prompt(name)
+                .filter(|p| p.expose_as_tool)
+                .map(ToolKind::Prompt)
         }
     }
 
@@ -846,14 +848,12 @@ impl Project {
                 }
                 None if let Some(server) = name.strip_prefix(MCP_PREFIX) => problems.push(Problem::new(file, &key, format!(
                     "there is no MCP server {server:?}: declare it in weft.toml as [mcpServers.{server}] (command = … or url = …)"))),
+                None if self.prompt(name).is_some() => problems.push(Problem::new(file, &key, format!(
+                    "the prompt {name:?} is not callable: set `exposeAsTool = true` in its definition"))),
                 None => problems.push(Problem::new(file, &key, format!(
                     "unknown tool {name:?}: not a built-in tool ({}), not in tools/, not an agent, not a prompt, and not mcp:SERVER", BUILTIN_TOOLS.join(", ")))),
                 Some(ToolKind::Prompt(target)) => {
                     prompt_tool_problems(target, entry, file, &key, problems);
-                    if !target.expose_as_tool {
-                        problems.push(Problem::new(file, &key, format!(
-                            "the prompt {name:?} is not callable: set `exposeAsTool = true` in its definition")));
-                    }
                 }
                 Some(_) if matches!(entry, PromptTool::Subprompt(_)) => problems.push(Problem::new(file, &key, format!(
                     "includeTextResponse, includeToolCalls and includeErrors configure a prompt tool, and {name:?} is not a prompt: list it by name"))),
