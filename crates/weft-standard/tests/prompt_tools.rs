@@ -86,8 +86,7 @@ fn recording(seen: Requests, vision: bool) -> impl Fn() -> Arc<Provider> + Send 
 /// term up (`lookup`, a project tool) and reads files.
 fn write_project(
     dir: &Path,
-    entry: &str,
-    extra: &str,
+    (entry, extra, search_keys): (&str, &str, &str),
     lead: &[Value],
     search: &[Value],
 ) -> Project {
@@ -109,7 +108,7 @@ fn write_project(
         (
             "prompts/search.toml",
             format!(
-                "name = \"search\"\nexposeAsTool = true\ntoolDescription = \"Searches the notes.\"\nsystem = \"You search.\"\nmodel = \"{}\"\ntools = [\"lookup\", \"read_file\"]\n",
+                "name = \"search\"\nexposeAsTool = true\ntoolDescription = \"Searches the notes.\"\nsystem = \"You search.\"\nmodel = \"{}\"\ntools = [\"lookup\", \"read_file\"]\n{search_keys}",
                 script("search.json")
             ),
         ),
@@ -141,8 +140,13 @@ fn runtime(store: &Store, seen: &Requests) -> Runtime {
 }
 
 async fn run(entry: &str, extra: &str, lead: &[Value], search: &[Value]) -> Ran {
+    run_with((entry, extra, ""), lead, search).await
+}
+
+/// [`run`] with `search_keys` added to the prompt tool's definition.
+async fn run_with(keys: (&str, &str, &str), lead: &[Value], search: &[Value]) -> Ran {
     let dir = tempfile::tempdir().expect("tempdir");
-    let project = write_project(dir.path(), entry, extra, lead, search);
+    let project = write_project(dir.path(), keys, lead, search);
     let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
         .await
         .expect("store");
@@ -457,6 +461,36 @@ async fn a_resumed_run_does_not_ask_the_nested_model_again() {
 }
 
 #[tokio::test]
+async fn a_required_schema_is_the_tools_schema_and_its_arguments_the_first_message() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"topic": {"type": "string"}, "limit": {"type": "integer"}},
+        "required": ["topic"],
+    });
+    let keys = "requiredSchema = { type = \"object\", properties = { topic = { type = \"string\" }, limit = { type = \"integer\" } }, required = [\"topic\"] }\n";
+    let ran = run_with(
+        ("\"search\"", "", keys),
+        &lead_script(json!({"topic": "plans", "limit": 2})),
+        &search_script(),
+    )
+    .await;
+    assert!(matches!(ran.outcome.end, RunEnd::Completed { .. }));
+    let lead = ran.requests("lead.json");
+    let (_, offered) = lead[0]
+        .tools
+        .iter()
+        .find(|(n, _)| n == "search")
+        .expect("offered");
+    assert_eq!(offered, &schema);
+    // Without a mapped argument, the whole arguments (JSON text) are the first message.
+    let search = ran.requests("search.json");
+    assert_eq!(
+        search[0].messages[0].text(),
+        r#"{"topic":"plans","limit":2}"#
+    );
+}
+
+#[tokio::test]
 async fn the_attachments_argument_is_copied_into_the_nested_invocations_folder() {
     let entry = "{ name = \"search\", initUserMessageProperty = \"query\", initAttachmentsProperty = \"files\" }";
     let nested = vec![
@@ -502,8 +536,7 @@ async fn session_with_an_image(vision: bool) -> (Vec<Seen>, Vec<Message>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let project = write_project(
         dir.path(),
-        "\"lookup\"",
-        "",
+        ("\"lookup\"", "", ""),
         &[json!({"text": "a cat"})],
         &[],
     );
