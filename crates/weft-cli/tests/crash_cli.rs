@@ -12,6 +12,7 @@
 //! on with the child from its thread's checkpoints, replaying its recorded responses and
 //! calls. And when the parent does not wait (`blocking = false`): a resume starts the child
 //! again where it stopped, and its result reaches the parent's conversation exactly once.
+//! And when the calls are a prompt tool's nested invocation (the same child run).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -27,6 +28,9 @@ enum Caller {
     Subagent,
     /// A subagent it does not wait on (`blocking = false`): its result arrives queued.
     Background,
+    /// A prompt tool (a prompt with `exposeAsTool`) it calls: the nested invocation makes the
+    /// calls.
+    Prompt,
 }
 
 fn project(dir: &Path, fresh_ids: bool, caller: Caller) {
@@ -45,6 +49,28 @@ fn project(dir: &Path, fresh_ids: bool, caller: Caller) {
     .expect("write");
     let end = match caller {
         Caller::Agent => serde_json::json!({"text": "all done"}),
+        Caller::Prompt => {
+            // `a` calls the prompt tool `worker` once; the nested invocation makes the calls.
+            std::fs::write(
+                dir.join("prompts/p.toml"),
+                "name = \"p\"\nmodel = \"scripted-turns:lead.json\"\ntools = [\"worker\"]\n",
+            )
+            .expect("write");
+            let lead = serde_json::json!([
+                {"toolCalls": [{"id": "s1", "name": "worker", "arguments": {"message": "go"}}]},
+                {"text": "all done"}]);
+            std::fs::write(
+                dir.join("lead.json"),
+                serde_json::json!({"responses": lead}).to_string(),
+            )
+            .expect("write");
+            std::fs::write(
+                dir.join("prompts/worker.toml"),
+                "name = \"worker\"\nexposeAsTool = true\ntoolDescription = \"Does the work.\"\ntools = [\"run_command\"]\n",
+            )
+            .expect("write");
+            serde_json::json!({"text": "worked"})
+        }
         Caller::Subagent | Caller::Background => {
             // `a` calls the subagent `pair` once; pair's worker makes the calls, then `done`.
             let (entry, lead) = match caller {
@@ -159,7 +185,7 @@ fn one_crash_cycle(seed: u64, caller: Caller) {
     // A subagent's commands run in its own folder (agents §7.1).
     let work = match caller {
         Caller::Agent => root.clone(),
-        Caller::Subagent | Caller::Background => {
+        Caller::Subagent | Caller::Background | Caller::Prompt => {
             let threads: Vec<_> = std::fs::read_dir(root.join(".weft/threads"))
                 .expect("the children's folders")
                 .flatten()
@@ -247,6 +273,13 @@ fn sigkill_then_resume_never_repeats_a_recorded_call() {
 fn sigkill_then_resume_of_a_parent_waiting_on_a_subagent_never_repeats_a_recorded_call() {
     for seed in 1..=12 {
         one_crash_cycle(seed, Caller::Subagent);
+    }
+}
+
+#[test]
+fn sigkill_then_resume_of_a_parent_waiting_on_a_prompt_tool_never_repeats_a_recorded_call() {
+    for seed in 1..=8 {
+        one_crash_cycle(seed, Caller::Prompt);
     }
 }
 

@@ -285,6 +285,20 @@ pub struct PromptDefinition {
     /// A summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Callable as a *prompt tool* (tools §1): another prompt may list it in its `tools`, by
+    /// name or as a [`SubpromptConfig`]; a call runs a nested invocation of this prompt (see
+    /// `crate::prompt_tool`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expose_as_tool: bool,
+    /// What the calling model is told the prompt tool does (the `description`, else a
+    /// generic sentence, when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_description: Option<String>,
+    /// The JSON Schema (an object schema) of the prompt tool's arguments. Without it the tool
+    /// takes one string argument, named by the caller's `initUserMessageProperty` (default
+    /// `message`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_schema: Option<Value>,
 }
 
 /// An entry of a prompt's `tools`: a tool's name, or the configuration of a subagent tool
@@ -308,6 +322,11 @@ pub enum PromptTool {
     Name(String),
     /// A subagent tool's configuration.
     Subagent(Box<SubagentToolConfig>),
+    /// A prompt tool's configuration, with a key only a prompt tool has (`includeTextResponse`,
+    /// `includeToolCalls`, `includeErrors`). An object with only the keys both forms share
+    /// (`name`, `initUserMessageProperty`, `initAttachmentsProperty`) reads as
+    /// [`PromptTool::Subagent`]; [`PromptTool::subprompt`] gives it as a prompt tool's.
+    Subprompt(Box<SubpromptConfig>),
 }
 
 impl PromptTool {
@@ -316,14 +335,82 @@ impl PromptTool {
         match self {
             PromptTool::Name(name) => name,
             PromptTool::Subagent(config) => &config.name,
+            PromptTool::Subprompt(config) => &config.name,
         }
     }
 
     /// The subagent configuration (the object form).
     pub fn subagent(&self) -> Option<&SubagentToolConfig> {
         match self {
-            PromptTool::Name(_) => None,
+            PromptTool::Name(_) | PromptTool::Subprompt(_) => None,
             PromptTool::Subagent(config) => Some(config.as_ref()),
+        }
+    }
+
+    /// The entry as a prompt tool's configuration: every setting at its default for a name,
+    /// the shared keys of a [`SubagentToolConfig`] object (the keys only a subagent has are
+    /// listed by [`SubagentToolConfig::subagent_only_keys`]), or the [`SubpromptConfig`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let prompt: weft_standard::PromptDefinition = toml::from_str(
+    ///     "name = \"lead\"\ntools = [\"summarize\", { name = \"search\", includeToolCalls = true }]\n",
+    /// )?;
+    /// let summarize = prompt.tools[0].subprompt();
+    /// assert!(summarize.include_text_response && !summarize.include_tool_calls);
+    /// assert!(prompt.tools[1].subprompt().include_tool_calls);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn subprompt(&self) -> SubpromptConfig {
+        match self {
+            PromptTool::Name(name) => SubpromptConfig::named(name),
+            PromptTool::Subagent(config) => SubpromptConfig {
+                init_user_message_property: config.init_user_message_property.clone(),
+                init_attachments_property: config.init_attachments_property.clone(),
+                ..SubpromptConfig::named(&config.name)
+            },
+            PromptTool::Subprompt(config) => config.as_ref().clone(),
+        }
+    }
+}
+
+/// How a prompt calls another prompt as a tool (`SubpromptConfig`, tools §4): what the call
+/// returns and how its arguments become the nested invocation's first message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SubpromptConfig {
+    /// The called prompt (one with `exposeAsTool = true`).
+    pub name: String,
+    /// The result has the nested invocation's final text (default true).
+    #[serde(default = "default_true")]
+    pub include_text_response: bool,
+    /// The result lists the nested invocation's tool calls that succeeded, with their
+    /// results (default false).
+    #[serde(default)]
+    pub include_tool_calls: bool,
+    /// The result lists the nested invocation's failed tool calls, with their errors
+    /// (default false).
+    #[serde(default)]
+    pub include_errors: bool,
+    /// The argument of the call that becomes the nested invocation's first user message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_user_message_property: Option<String>,
+    /// The argument of the call holding the files the nested invocation gets copies of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_attachments_property: Option<String>,
+}
+
+impl SubpromptConfig {
+    /// The configuration of a prompt tool listed by name: every setting at its default.
+    pub fn named(name: impl Into<String>) -> Self {
+        SubpromptConfig {
+            name: name.into(),
+            include_text_response: true,
+            include_tool_calls: false,
+            include_errors: false,
+            init_user_message_property: None,
+            init_attachments_property: None,
         }
     }
 }
@@ -511,6 +598,25 @@ impl SubagentToolConfig {
             }
             _ => None,
         }
+    }
+
+    /// The keys set that only a subagent tool has (`blocking = false`,
+    /// `initAgentNameProperty`, `immediate`, `optional`, `resumable`): what a prompt tool's
+    /// entry must not set.
+    pub fn subagent_only_keys(&self) -> Vec<&'static str> {
+        [
+            ("blocking", !self.blocking),
+            (
+                "initAgentNameProperty",
+                self.init_agent_name_property.is_some(),
+            ),
+            ("immediate", self.immediate.is_some()),
+            ("optional", self.optional.is_some()),
+            ("resumable", self.resumable.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect()
     }
 
     /// The resumable lifecycle's settings (`None`: a non-resumable subagent).

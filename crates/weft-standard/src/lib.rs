@@ -6,7 +6,8 @@
 //! * [`run_session`] runs an agent: `ai_human` or `dual_ai`, with the stop evaluation order
 //!   of agents §5, sequential tool calls, `sessionStatus` events, handoff to `ai_human`
 //!   agents exposed as tools, and `dual_ai` agents exposed as tools run as blocking subagents
-//!   (child runs, see [`subagent`]). With [`Durable`] it checkpoints into weft-store and routes
+//!   (child runs, see [`subagent`]), and prompts exposed as tools run as nested invocations
+//!   on the same child runs (see [`prompt_tool`]). With [`Durable`] it checkpoints into weft-store and routes
 //!   tools through its durable wrapper.
 //!
 //! ```
@@ -34,6 +35,8 @@
 //! | `side` | one side's turn and the §5 stop evaluation |
 //! | `session` | `ai_human` / `dual_ai` sessions, handoff, events |
 //! | `subagent` | `dual_ai` agents called as tools: child runs, the canonical result text |
+//! | `prompt_tool` | prompts with `exposeAsTool` called as tools: nested invocations on child runs |
+//! | `vision` | image parts left out of the requests of a model without image input (SA-090) |
 //! | `filesystem` | a child thread's own folder (its workspace) and confinement |
 //! | `attachments` | files copied between a parent's and a child's filesystems |
 //! | `delegation` | `delegate_to_agent` (runtime spec §5.4): a role's child on the same child runs |
@@ -54,6 +57,7 @@ mod launch;
 pub mod lifecycle;
 pub mod preflight;
 pub mod project;
+pub mod prompt_tool;
 mod runner;
 pub mod runtime_profile;
 mod session;
@@ -62,12 +66,14 @@ pub mod sop;
 pub mod subagent;
 pub mod tools;
 pub mod variables;
+pub mod vision;
 
 pub use background::{Background, Escalation, NOTIFY_PARENT, SET_STATUS};
 pub use definition::{
     AgentDefinition, AgentType, Immediate, LifecyclePayload, MappedBinding, ParentCommunication,
     ProjectConfig, PromptDefinition, PromptTool, ProviderSettings, Resumable, ResumableConfig,
-    SessionToolBinding, Side, SideConfig, SubagentToolConfig, ToolDefinition, VariableDefinition,
+    SessionToolBinding, Side, SideConfig, SubagentToolConfig, SubpromptConfig, ToolDefinition,
+    VariableDefinition,
 };
 pub use error::{Problem, ProjectError, SessionError};
 pub use launch::Launch;

@@ -21,7 +21,7 @@ use weft_provider::pricing::{PriceSource, PriceTable};
 use weft_runtime::spec::ProjectSnapshot;
 
 use crate::definition::{
-    AgentDefinition, AgentType, ProjectConfig, PromptDefinition, Side, ToolDefinition,
+    AgentDefinition, AgentType, ProjectConfig, PromptDefinition, PromptTool, Side, ToolDefinition,
 };
 use crate::error::{Problem, ProjectError};
 
@@ -117,6 +117,9 @@ pub enum ToolKind<'a> {
     Project(&'a ToolDefinition),
     /// An agent with `exposeAsTool`.
     Agent(&'a AgentDefinition),
+    /// A prompt with `exposeAsTool` (a prompt tool): a name that is no project tool, agent
+    /// or built-in tool.
+    Prompt(&'a PromptDefinition),
     /// `mcp:NAME`: every tool of the MCP server `NAME` of `[mcpServers]` (named
     /// `NAME__TOOL`, as the server lists them while the run goes on).
     Mcp(&'a str),
@@ -456,15 +459,23 @@ impl Project {
         agent: AgentDefinition,
         prompt: PromptDefinition,
     ) -> Project {
-        let mut project = self.clone();
-        let file = PathBuf::from(format!("<delegation>/{}", agent.name));
+        let mut project = self.with_agent(agent);
+        let file = PathBuf::from(format!("<delegation>/{}", prompt.name));
         project.prompts.insert(
             prompt.name.clone(),
             Loaded {
-                file: file.clone(),
+                file,
                 value: prompt,
             },
         );
+        project
+    }
+
+    /// This project with `agent` added (an agent made at run time, e.g. a prompt tool's
+    /// nested invocation), or in place of the agent of its name.
+    pub(crate) fn with_agent(&self, agent: AgentDefinition) -> Project {
+        let mut project = self.clone();
+        let file = PathBuf::from(format!("<made at run time>/{}", agent.name));
         project
             .agents
             .insert(agent.name.clone(), Loaded { file, value: agent });
@@ -556,7 +567,9 @@ impl Project {
         } else if BUILTIN_TOOLS.contains(&name) {
             Some(ToolKind::Builtin)
         } else {
-            None
+            self.prompt(name)
+                .filter(|p| p.expose_as_tool)
+                .map(ToolKind::Prompt)
         }
     }
 
@@ -579,8 +592,8 @@ impl Project {
         }
     }
 
-    /// The models a run of `agent` may call (its sides' prompts, and those of the agents it
-    /// can hand off to, transitively), each once, with the file and key that name it. A
+    /// The models a run of `agent` may call (its sides' prompts, and those of the agents and
+    /// prompt tools it can call or hand off to, transitively), each once, with the file and key that name it. A
     /// prompt with no model and no project model is left out (`--model` or the local model
     /// fills in).
     pub fn model_sites(&self, agent: &AgentDefinition) -> Vec<ModelSite> {
@@ -590,35 +603,43 @@ impl Project {
         let mut sites: Vec<ModelSite> = Vec::new();
         while let Some(current) = agents.pop() {
             for (_, side) in current.sides() {
-                let Some(prompt) = self.prompt(&side.prompt) else {
-                    continue;
-                };
-                if !seen_prompts.insert(prompt.name.as_str()) {
-                    continue;
-                }
-                let site = match (&prompt.model, &self.config.model) {
-                    (Some(model), _) => ModelSite {
-                        file: self
-                            .prompt_file(&prompt.name)
-                            .map_or_else(PathBuf::new, Path::to_path_buf),
-                        key: "model".to_owned(),
-                        reference: model.clone(),
-                    },
-                    (None, Some(model)) => ModelSite {
-                        file: PathBuf::from(self.config_file()),
-                        key: "model".to_owned(),
-                        reference: model.clone(),
-                    },
-                    (None, None) => continue,
-                };
-                if !sites.contains(&site) {
-                    sites.push(site);
-                }
-                for tool in &prompt.tools {
-                    if let Some(ToolKind::Agent(next)) = self.tool_kind(tool.name())
-                        && seen_agents.insert(next.name.as_str())
+                // The side's prompt, then the prompt tools it reaches (nested invocations).
+                let mut prompts: Vec<&PromptDefinition> =
+                    self.prompt(&side.prompt).into_iter().collect();
+                while let Some(prompt) = prompts.pop() {
+                    if !seen_prompts.insert(prompt.name.as_str()) {
+                        continue;
+                    }
+                    let site = match (&prompt.model, &self.config.model) {
+                        (Some(model), _) => Some(ModelSite {
+                            file: self
+                                .prompt_file(&prompt.name)
+                                .map_or_else(PathBuf::new, Path::to_path_buf),
+                            key: "model".to_owned(),
+                            reference: model.clone(),
+                        }),
+                        (None, Some(model)) => Some(ModelSite {
+                            file: PathBuf::from(self.config_file()),
+                            key: "model".to_owned(),
+                            reference: model.clone(),
+                        }),
+                        (None, None) => None,
+                    };
+                    if let Some(site) = site
+                        && !sites.contains(&site)
                     {
-                        agents.push(next);
+                        sites.push(site);
+                    }
+                    for tool in &prompt.tools {
+                        match self.tool_kind(tool.name()) {
+                            Some(ToolKind::Agent(next))
+                                if seen_agents.insert(next.name.as_str()) =>
+                            {
+                                agents.push(next);
+                            }
+                            Some(ToolKind::Prompt(next)) => prompts.push(next),
+                            _ => {}
+                        }
                     }
                 }
             }
@@ -794,6 +815,20 @@ impl Project {
         if let Some(schema) = &prompt.value.output_schema {
             check_schema(schema, file, "outputSchema", problems);
         }
+        if prompt.value.expose_as_tool {
+            self.exposed_prompt_problems(&prompt.value, file, problems);
+        } else if prompt.value.required_schema.is_some() {
+            problems.push(Problem::new(
+                file,
+                "requiredSchema",
+                "only a prompt with exposeAsTool = true is called with arguments (as a prompt tool)",
+            ));
+        }
+        if let Some(chain) = self.prompt_tool_cycle(&prompt.value) {
+            problems.push(Problem::new(file, "tools", format!(
+                "the prompt tools call each other without end ({}): a nested invocation would never return; remove one of these tools",
+                chain.join(" → "))));
+        }
         let mut seen = BTreeSet::new();
         for (i, entry) in prompt.value.tools.iter().enumerate() {
             let name = entry.name();
@@ -813,8 +848,15 @@ impl Project {
                 }
                 None if let Some(server) = name.strip_prefix(MCP_PREFIX) => problems.push(Problem::new(file, &key, format!(
                     "there is no MCP server {server:?}: declare it in weft.toml as [mcpServers.{server}] (command = … or url = …)"))),
+                None if self.prompt(name).is_some() => problems.push(Problem::new(file, &key, format!(
+                    "the prompt {name:?} is not callable: set `exposeAsTool = true` in its definition"))),
                 None => problems.push(Problem::new(file, &key, format!(
-                    "unknown tool {name:?}: not a built-in tool ({}), not in tools/, not an agent, and not mcp:SERVER", BUILTIN_TOOLS.join(", ")))),
+                    "unknown tool {name:?}: not a built-in tool ({}), not in tools/, not an agent, not a prompt, and not mcp:SERVER", BUILTIN_TOOLS.join(", ")))),
+                Some(ToolKind::Prompt(target)) => {
+                    prompt_tool_problems(target, entry, file, &key, problems);
+                }
+                Some(_) if matches!(entry, PromptTool::Subprompt(_)) => problems.push(Problem::new(file, &key, format!(
+                    "includeTextResponse, includeToolCalls and includeErrors configure a prompt tool, and {name:?} is not a prompt: list it by name"))),
                 Some(ToolKind::Agent(agent)) if !agent.expose_as_tool => problems.push(Problem::new(file, &key, format!(
                     "the agent {name:?} is not callable: set `exposeAsTool = true` in its definition"))),
                 Some(ToolKind::Agent(agent)) if agent.agent_type == AgentType::DualAi => {
@@ -827,6 +869,73 @@ impl Project {
                 Some(_) => {}
             }
         }
+    }
+
+    /// The problems of a prompt with `exposeAsTool`: its name must be a tool name no other
+    /// tool has, its `requiredSchema` an object schema.
+    fn exposed_prompt_problems(
+        &self,
+        prompt: &PromptDefinition,
+        file: &Path,
+        problems: &mut Vec<Problem>,
+    ) {
+        let name = prompt.name.as_str();
+        if !valid_tool_name(name) {
+            problems.push(Problem::new(file, "name", format!(
+                "{name:?} is not a tool name every provider accepts (1–64 of a-z, A-Z, 0-9, _ and -, a letter or _ first), and a prompt with exposeAsTool = true is called by its name")));
+        }
+        let other = if self.tool(name).is_some() {
+            Some("a project tool")
+        } else if self.agent(name).is_some() {
+            Some("an agent")
+        } else if BUILTIN_TOOLS.contains(&name) {
+            Some("a built-in tool")
+        } else {
+            None
+        };
+        if let Some(other) = other {
+            problems.push(Problem::new(file, "exposeAsTool", format!(
+                "the prompt {name:?} cannot be called as a tool: {other} has the same name and is what a prompt listing {name:?} gets; rename the prompt")));
+        }
+        if let Some(schema) = &prompt.required_schema {
+            check_schema(schema, file, "requiredSchema", problems);
+        }
+    }
+
+    /// The chain of prompt tools by which `prompt` calls itself again (`[A, B, A]`), if any.
+    fn prompt_tool_cycle<'a>(&'a self, prompt: &'a PromptDefinition) -> Option<Vec<&'a str>> {
+        let calls = |p: &'a PromptDefinition| {
+            p.tools
+                .iter()
+                .filter_map(|t| match self.tool_kind(t.name()) {
+                    Some(ToolKind::Prompt(next)) => Some(next),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        // Breadth first from `prompt`, each prompt reached once, with whom it was reached by.
+        let mut reached_by: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([prompt]);
+        while let Some(current) = queue.pop_front() {
+            for next in calls(current) {
+                if next.name == prompt.name {
+                    let mut chain = vec![prompt.name.as_str()];
+                    let mut at = current.name.as_str();
+                    while at != prompt.name {
+                        chain.push(at);
+                        at = reached_by.get(at).copied().unwrap_or(prompt.name.as_str());
+                    }
+                    chain[1..].reverse();
+                    chain.push(prompt.name.as_str());
+                    return Some(chain);
+                }
+                if !reached_by.contains_key(next.name.as_str()) {
+                    reached_by.insert(next.name.as_str(), current.name.as_str());
+                    queue.push_back(next);
+                }
+            }
+        }
+        None
     }
 
     fn validate_agent(&self, agent: &Loaded<AgentDefinition>, problems: &mut Vec<Problem>) {
@@ -965,6 +1074,29 @@ impl Project {
 /// What this version of Weft cannot do with a subagent tool's configuration `config` of
 /// `agent` (at `key` of `file`): it runs blocking and resumable subagents whose first
 /// message is one argument of the call.
+/// The problems of an entry `entry` of a prompt's `tools` naming the prompt `target`: the
+/// keys only a subagent tool has.
+fn prompt_tool_problems(
+    target: &PromptDefinition,
+    entry: &PromptTool,
+    file: &Path,
+    key: &str,
+    problems: &mut Vec<Problem>,
+) {
+    if let Some(config) = entry.subagent() {
+        for only in config.subagent_only_keys() {
+            problems.push(Problem::new(
+                file,
+                format!("{key}.{only}"),
+                format!(
+                    "{only} configures a subagent, and {:?} is a prompt (a prompt tool runs once, blocking, and returns): remove it",
+                    target.name
+                ),
+            ));
+        }
+    }
+}
+
 fn subagent_problems(
     agent: &AgentDefinition,
     config: &crate::definition::SubagentToolConfig,
@@ -1035,10 +1167,10 @@ fn subagent_problems(
 
 fn check_schema(schema: &Value, file: &Path, key: &str, problems: &mut Vec<Problem>) {
     if schema.get("type").and_then(Value::as_str) != Some("object") {
-        let what = if key == "parameters" {
-            "the parameters"
-        } else {
-            "the output schema"
+        let what = match key {
+            "parameters" => "the parameters",
+            "requiredSchema" => "the required schema",
+            _ => "the output schema",
         };
         problems.push(Problem::new(
             file,

@@ -209,6 +209,8 @@ impl Driver<'_> {
                 .resolve(reference)
                 .map_err(|e| e.to_string())?,
         };
+        // A model without vision gets its requests without image parts (SA-090).
+        let model = crate::vision::without_images_if_blind(model);
         self.models.insert(reference.to_owned(), model.clone());
         Ok(model)
     }

@@ -140,6 +140,30 @@ fn message_property(config: Option<&SubagentToolConfig>) -> Option<&str> {
     config.and_then(|c| c.init_user_message_property.as_deref())
 }
 
+/// The arguments' schema of a tool that starts a child (`who`: `subagent`, `prompt`) without
+/// an explicit one: one required string, the argument `property` (`message` when `None`), the
+/// child's first message; and with `attachments`, that argument's files to copy to the child.
+pub(crate) fn call_schema(property: Option<&str>, attachments: Option<&str>, who: &str) -> Value {
+    let property = property.unwrap_or(DEFAULT_MESSAGE_PROPERTY);
+    let mut schema = json!({
+        "type": "object",
+        "properties": {property: {"type": "string", "description": format!("The {who}'s task: its first message.")}},
+        "required": [property],
+    });
+    if let (Some(files), Some(properties)) = (
+        attachments,
+        schema.get_mut("properties").and_then(Value::as_object_mut),
+    ) {
+        properties.insert(
+            files.to_owned(),
+            crate::attachments::schema(&format!(
+                "Files (paths relative to the workspace) the {who} gets copies of."
+            )),
+        );
+    }
+    schema
+}
+
 /// The tool that calls `target` (a `dual_ai` agent) as a subagent of `parent`, configured by
 /// `config` (`None`: the tool listed by name, every setting at its default).
 pub(crate) fn subagent_tool(
@@ -157,24 +181,10 @@ pub(crate) fn subagent_tool(
     let attachments = config.and_then(|c| c.init_attachments_property.clone());
     let blocking = config.is_none_or(|c| c.blocking);
     let summary = description.clone();
-    let parameters = target.tool_parameters.clone().unwrap_or_else(|| {
-        let property = property.as_deref().unwrap_or(DEFAULT_MESSAGE_PROPERTY);
-        let mut schema = json!({
-            "type": "object",
-            "properties": {property: {"type": "string", "description": "The subagent's task: its first message."}},
-            "required": [property],
-        });
-        if let (Some(files), Some(properties)) = (
-            attachments.as_deref(),
-            schema.get_mut("properties").and_then(Value::as_object_mut),
-        ) {
-            properties.insert(
-                files.to_owned(),
-                crate::attachments::schema("Files (paths relative to the workspace) the subagent gets copies of."),
-            );
-        }
-        schema
-    });
+    let parameters = target
+        .tool_parameters
+        .clone()
+        .unwrap_or_else(|| call_schema(property.as_deref(), attachments.as_deref(), "subagent"));
     let parent = Arc::new(parent);
     Tool::new(
         name.clone(),
@@ -249,7 +259,7 @@ pub(crate) fn first_message(property: Option<&str>, args: &Value) -> Result<Stri
     match property {
         Some(property) => args.get(property).map(text).ok_or_else(|| {
             ToolError::new(format!(
-                "the call needs the argument {property:?}: the subagent's task"
+                "the call needs the argument {property:?}: the task it gives"
             ))
         }),
         None => Ok(args
@@ -268,16 +278,23 @@ async fn call(
 ) -> Result<Value, ToolError> {
     let input = first_message(property, args)?;
     let files = crate::attachments::paths_of(args, attachments)?;
-    let reference = match &parent.options.durable {
-        Some(durable) => weft_runtime::child::child_reference(
-            durable.run.run_id(),
-            &weft_runtime::child::call_position(&durable.run, &ctx),
-        ),
-        None => ctx.tool_call_id.clone(),
-    };
+    let reference = call_reference(parent, &ctx);
     let input = give_attachments(parent, &reference, &input, &files).await?;
     let ended = run_child(parent, name, &ChildThread::PerCall, &input, ctx).await?;
     ended.into_result()
+}
+
+/// The reference (thread id) of the child a blocking call `ctx` of `parent` starts: derived
+/// from the call's position in a durable run (the same after a crash), the call's id outside
+/// one.
+pub(crate) fn call_reference(parent: &Parent, ctx: &ToolContext) -> String {
+    match &parent.options.durable {
+        Some(durable) => weft_runtime::child::child_reference(
+            durable.run.run_id(),
+            &weft_runtime::child::call_position(&durable.run, ctx),
+        ),
+        None => ctx.tool_call_id.clone(),
+    }
 }
 
 /// Starts a non-blocking, non-resumable child of `parent` (the agent `name`, described by

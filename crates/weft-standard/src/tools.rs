@@ -1,7 +1,8 @@
 //! The tools of a prompt: built-ins from `weft-tools` bound to the project workspace,
 //! project tools (declared signatures whose call returns the arguments), and agent tools
 //! (handoff to an `ai_human` agent with `exposeAsTool`; a `dual_ai` one is a subagent, see
-//! [`crate::subagent`]).
+//! [`crate::subagent`]), and prompt tools (a prompt with `exposeAsTool`, see
+//! [`crate::prompt_tool`]).
 
 use serde_json::{Value, json};
 use weft_provider::{Tool, ToolContext};
@@ -109,6 +110,9 @@ pub(crate) fn prompt_tools(
                 crate::subagent::subagent_tool(agent, entry.subagent(), parent.clone())
             }
             Some(ToolKind::Agent(agent)) => handoff_tool(agent),
+            Some(ToolKind::Prompt(target)) => {
+                crate::prompt_tool::prompt_tool(target, entry.subprompt(), parent.clone())
+            }
             Some(ToolKind::Builtin) => weft_tools::builtin_tool(workspace, name)
                 .ok_or_else(|| SessionError::Workspace(format!("no built-in tool {name:?}")))?,
             // An MCP server's tools are listed by the session, step by step (they change).

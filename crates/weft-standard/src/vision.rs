@@ -1,0 +1,106 @@
+//! Images and models without vision (SA-090, excerpts D §4): when the provider of a session's
+//! model declares no image input (`LlmCapabilities::image_input`, e.g. the embedded local
+//! model), every image part of a request is replaced, at request time, by the text
+//! [`IMAGE_OMITTED`]; the conversation the session keeps (its states, checkpoints, the
+//! messages' attachments) is not changed. A model with image input gets the request
+//! unchanged.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use weft_provider::provider::{LlmCapabilities, LlmModel, Provider};
+use weft_provider::tool::BoxFuture;
+use weft_provider::{
+    ContentBlock, LlmRequest, LlmResponse, LlmStream, Message, ModelReference, UppError,
+};
+
+/// What a model without vision reads in place of an image.
+pub const IMAGE_OMITTED: &str = "[image omitted: the model has no vision]";
+
+/// `model`, its requests without image parts when the model it binds to takes no image
+/// input. The model is bound when the session binds it (as before); binding errors come
+/// from there unchanged.
+pub(crate) fn without_images_if_blind(model: ModelReference) -> ModelReference {
+    let original = model.provider.clone();
+    let mut provider = Provider::new(original.name.clone(), original.version.clone()).with_llm(
+        move |model_id: &str, options: &Value| {
+            let inner = original.llm_handler()?.bind(model_id, options)?;
+            Ok(if inner.capabilities().image_input {
+                inner
+            } else {
+                Arc::new(Blind { inner }) as Arc<dyn LlmModel>
+            })
+        },
+    );
+    provider.default_config = model.provider.default_config.clone();
+    ModelReference {
+        provider: Arc::new(provider),
+        ..model
+    }
+}
+
+/// A model without image input, its requests' images replaced by [`IMAGE_OMITTED`].
+#[derive(Debug)]
+struct Blind {
+    inner: Arc<dyn LlmModel>,
+}
+
+impl Blind {
+    fn filtered(request: LlmRequest) -> LlmRequest {
+        let has_images = request.messages.iter().any(|m| {
+            m.content()
+                .iter()
+                .any(|b| matches!(b, ContentBlock::Image(_)))
+        });
+        if !has_images {
+            return request;
+        }
+        let messages = request.messages.iter().map(without_images).collect();
+        LlmRequest {
+            messages: Arc::new(messages),
+            ..request
+        }
+    }
+}
+
+/// `message` with each image block replaced by the text [`IMAGE_OMITTED`].
+fn without_images(message: &Message) -> Message {
+    let mut message = message.clone();
+    let content = match &mut message {
+        Message::User(m) => &mut m.content,
+        Message::Assistant(m) => &mut m.content,
+        Message::ToolResult(_) => return message,
+    };
+    for block in content.iter_mut() {
+        if matches!(block, ContentBlock::Image(_)) {
+            *block = ContentBlock::text(IMAGE_OMITTED);
+        }
+    }
+    message
+}
+
+impl LlmModel for Blind {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn provider(&self) -> &str {
+        self.inner.provider()
+    }
+
+    fn capabilities(&self) -> LlmCapabilities {
+        // Images are taken (and left out here), so the request is not refused for them.
+        LlmCapabilities {
+            image_input: true,
+            ..self.inner.capabilities()
+        }
+    }
+
+    fn complete(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmResponse, UppError>> {
+        self.inner.complete(Self::filtered(request))
+    }
+
+    fn stream(&self, request: LlmRequest) -> BoxFuture<'_, Result<LlmStream, UppError>> {
+        self.inner.stream(Self::filtered(request))
+    }
+}

@@ -1,0 +1,587 @@
+//! Prompt tools (tools §1, §4; SA-094): a prompt with `exposeAsTool` called from another
+//! prompt runs a nested invocation on a child run — checked on the exact requests the models
+//! receive, for each `include*` flag, across a suspend and resume; and images left out of the
+//! requests of a model without vision (SA-090).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use weft_provider::adapters::scripted::{Script, ScriptedModel};
+use weft_provider::provider::{LlmCapabilities, LlmModel, Provider};
+use weft_provider::{ContentBlock, ErrorCode, Image, Message, ProviderRegistry, UppError};
+use weft_runtime::event::{EventKind, RunEvent};
+use weft_runtime::spec::{Program, RunSpec, SessionProgram};
+use weft_runtime::{RunEnd, RunOutcome, Runtime};
+use weft_standard::{Project, SessionOptions, SessionStatus, StandardSessions, run_session};
+use weft_store::{EventLog as _, Store};
+
+fn call(id: &str, name: &str, args: Value) -> Value {
+    json!({"id": id, "name": name, "arguments": args})
+}
+
+fn calls(list: &[Value]) -> Value {
+    json!({"toolCalls": list})
+}
+
+/// What one model call received.
+#[derive(Debug, Clone)]
+struct Seen {
+    model: String,
+    system: Option<String>,
+    messages: Vec<Message>,
+    tools: Vec<(String, Value)>,
+}
+
+type Requests = Arc<Mutex<Vec<Seen>>>;
+
+/// The `recording:PATH` provider: answer k of the script at `PATH` for a request with k
+/// assistant messages, each request recorded in `seen`; `vision = false` declares no image
+/// input.
+fn recording(seen: Requests, vision: bool) -> impl Fn() -> Arc<Provider> + Send + Sync + 'static {
+    move || {
+        let seen = seen.clone();
+        Arc::new(Provider::new("recording", "0").with_llm(
+            move |model_id: &str, _options: &Value| {
+                let script = Script::load(Path::new(model_id)).map_err(|e| {
+                    UppError::llm(ErrorCode::InvalidRequest, "recording", e.to_string())
+                })?;
+                let (id, seen) = (model_id.to_owned(), seen.clone());
+                let model = ScriptedModel::from_fn(model_id, move |request| {
+                    seen.lock().expect("lock").push(Seen {
+                        model: id.clone(),
+                        system: request.system.clone(),
+                        messages: request.messages.as_ref().clone(),
+                        tools: request
+                            .tools
+                            .iter()
+                            .map(|t| (t.name.clone(), t.parameters.clone()))
+                            .collect(),
+                    });
+                    let k = request.messages.iter().filter(|m| m.is_assistant()).count();
+                    script.responses.get(k).cloned().ok_or_else(|| {
+                        UppError::llm(
+                            ErrorCode::InvalidRequest,
+                            "recording",
+                            format!("{id} has no answer {}", k + 1),
+                        )
+                    })
+                });
+                let model = if vision {
+                    model
+                } else {
+                    model.with_capabilities(LlmCapabilities {
+                        streaming: true,
+                        tools: true,
+                        ..LlmCapabilities::default()
+                    })
+                };
+                Ok(Arc::new(model) as Arc<dyn LlmModel>)
+            },
+        ))
+    }
+}
+
+/// A lead (`ai_human`) whose prompt lists `entry` (the prompt tool `search`); `search` looks a
+/// term up (`lookup`, a project tool) and reads files.
+fn write_project(
+    dir: &Path,
+    (entry, extra, search_keys): (&str, &str, &str),
+    lead: &[Value],
+    search: &[Value],
+) -> Project {
+    let script = |name: &str| format!("recording:{}", dir.join(name).display());
+    let files = [
+        (
+            "weft.toml",
+            format!("name = \"t\"\nmodel = \"{}\"\n{extra}", script("lead.json")),
+        ),
+        (
+            "tools/lookup.toml",
+            "name = \"lookup\"\nparameters = { type = \"object\", properties = { term = { type = \"string\" } } }\n".into(),
+        ),
+        ("agents/lead.toml", "name = \"lead\"\n[sideA]\nprompt = \"lead\"\n".into()),
+        (
+            "prompts/lead.toml",
+            format!("name = \"lead\"\nsystem = \"You lead.\"\ntools = [{entry}]\n"),
+        ),
+        (
+            "prompts/search.toml",
+            format!(
+                "name = \"search\"\nexposeAsTool = true\ntoolDescription = \"Searches the notes.\"\nsystem = \"You search.\"\nmodel = \"{}\"\ntools = [\"lookup\", \"read_file\"]\n{search_keys}",
+                script("search.json")
+            ),
+        ),
+        ("lead.json", json!({ "responses": lead }).to_string()),
+        ("search.json", json!({ "responses": search }).to_string()),
+        ("notes/plan.txt", "the plan".into()),
+    ];
+    for (path, text) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+    Project::load(dir).expect("valid project")
+}
+
+struct Ran {
+    dir: tempfile::TempDir,
+    store: Store,
+    outcome: RunOutcome,
+    seen: Requests,
+}
+
+fn runtime(store: &Store, seen: &Requests) -> Runtime {
+    let mut providers = weft_runtime::default_providers();
+    providers.register("recording", recording(seen.clone(), true));
+    Runtime::new(store.clone())
+        .with_providers(providers)
+        .with_sessions(Arc::new(StandardSessions))
+}
+
+async fn run(entry: &str, extra: &str, lead: &[Value], search: &[Value]) -> Ran {
+    run_with((entry, extra, ""), lead, search).await
+}
+
+/// [`run`] with `search_keys` added to the prompt tool's definition.
+async fn run_with(keys: (&str, &str, &str), lead: &[Value], search: &[Value]) -> Ran {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = write_project(dir.path(), keys, lead, search);
+    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
+        .await
+        .expect("store");
+    let seen: Requests = Arc::default();
+    let spec = RunSpec::new(
+        "find the plan",
+        Program::Session(SessionProgram {
+            project: Some(project.snapshot().expect("snapshot")),
+            workspace: project.dir().to_path_buf(),
+            agent: "lead".into(),
+            model_override: None,
+            project_dir: None,
+            sandbox: None,
+            base_urls: Default::default(),
+            profile: None,
+        }),
+    );
+    let outcome = runtime(&store, &seen)
+        .start(spec, false)
+        .await
+        .expect("start")
+        .outcome()
+        .await
+        .expect("outcome");
+    Ran {
+        dir,
+        store,
+        outcome,
+        seen,
+    }
+}
+
+impl Ran {
+    fn requests(&self, script: &str) -> Vec<Seen> {
+        let seen = self.seen.lock().expect("lock");
+        seen.iter()
+            .filter(|s| s.model.ends_with(script))
+            .cloned()
+            .collect()
+    }
+
+    /// The result the lead's model received for its call `id`: (result, is_error).
+    fn lead_received(&self, id: &str) -> (Value, bool) {
+        self.requests("lead.json")
+            .iter()
+            .flat_map(|s| s.messages.clone())
+            .find_map(|m| match m {
+                Message::ToolResult(r) => r
+                    .results
+                    .into_iter()
+                    .find(|r| r.tool_call_id == id)
+                    .map(|r| (r.result, r.is_error)),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("the lead's model received no result for {id}"))
+    }
+
+    async fn events(&self) -> Vec<RunEvent> {
+        let query = weft_store::EventQuery {
+            run_id: Some(self.outcome.run_id.clone()),
+            ..weft_store::EventQuery::default()
+        };
+        self.store
+            .events(&query)
+            .await
+            .expect("events")
+            .into_iter()
+            .map(RunEvent::from_record)
+            .collect()
+    }
+}
+
+/// The nested invocation: it looks the term up and reads a file it does not have, then
+/// answers.
+fn search_script() -> Vec<Value> {
+    vec![
+        calls(&[
+            call("s1", "lookup", json!({"term": "plan"})),
+            call("s2", "read_file", json!({"path": "missing.txt"})),
+        ]),
+        json!({"text": "the plan is in notes/plan.txt"}),
+    ]
+}
+
+fn lead_script(args: Value) -> Vec<Value> {
+    vec![
+        calls(&[call("l1", "search", args)]),
+        json!({"text": "done"}),
+    ]
+}
+
+#[tokio::test]
+async fn a_prompt_tool_runs_a_nested_invocation_and_returns_its_final_text() {
+    let ran = run(
+        "\"search\"",
+        "",
+        &lead_script(json!({"message": "where is the plan?"})),
+        &search_script(),
+    )
+    .await;
+    assert_eq!(
+        ran.outcome.end,
+        RunEnd::Completed {
+            output: "done".into()
+        }
+    );
+    // The lead's model is offered the prompt as a tool, with one string argument.
+    let lead = ran.requests("lead.json");
+    let (_, schema) = lead[0]
+        .tools
+        .iter()
+        .find(|(name, _)| name == "search")
+        .expect("the prompt tool is offered");
+    assert_eq!(schema["required"], json!(["message"]));
+    assert_eq!(schema["properties"]["message"]["type"], "string");
+    // The nested invocation: the prompt's own system text and tools, a fresh conversation
+    // whose only message is the call's argument.
+    let search = ran.requests("search.json");
+    assert_eq!(search.len(), 2, "asked once per step");
+    assert_eq!(search[0].system.as_deref(), Some("You search."));
+    let tools: Vec<&str> = search[0].tools.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(tools, ["lookup", "read_file"]);
+    assert_eq!(search[0].messages.len(), 1);
+    assert_eq!(search[0].messages[0].text(), "where is the plan?");
+    // The caller's model receives the final text, byte for byte (by default nothing else).
+    assert_eq!(
+        ran.lead_received("l1"),
+        (json!("the plan is in notes/plan.txt"), false)
+    );
+    // The invocation's events are under the caller's agent path.
+    let events = ran.events().await;
+    let nested: Vec<&str> = events
+        .iter()
+        .filter(|e| e.agent.as_str() == "lead/search")
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCallEnd { tool, .. } => Some(tool.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(nested, ["lookup", "read_file"]);
+}
+
+#[tokio::test]
+async fn the_include_flags_shape_what_the_callers_model_receives() {
+    let lookup =
+        json!({"name": "lookup", "arguments": {"term": "plan"}, "result": {"term": "plan"}});
+    let text = json!("the plan is in notes/plan.txt");
+    let cases = [
+        (
+            "includeToolCalls = true",
+            json!({"text": text, "toolCalls": [lookup]}),
+        ),
+        (
+            "includeErrors = true",
+            json!({"text": text, "errors": [null]}),
+        ),
+        (
+            "includeTextResponse = false, includeToolCalls = true, includeErrors = true",
+            json!({"toolCalls": [lookup], "errors": [null]}),
+        ),
+        ("includeTextResponse = false", json!({})),
+    ];
+    for (flags, mut expected) in cases {
+        let entry =
+            format!("{{ name = \"search\", initUserMessageProperty = \"query\", {flags} }}");
+        let ran = run(
+            &entry,
+            "",
+            &lead_script(json!({"query": "where is the plan?"})),
+            &search_script(),
+        )
+        .await;
+        assert!(
+            matches!(ran.outcome.end, RunEnd::Completed { .. }),
+            "{flags}: {:?}",
+            ran.outcome.end
+        );
+        // The mapped argument is the first message, and the schema asks for it.
+        let search = ran.requests("search.json");
+        assert_eq!(
+            search[0].messages[0].text(),
+            "where is the plan?",
+            "{flags}"
+        );
+        let lead = ran.requests("lead.json");
+        let (_, schema) = lead[0]
+            .tools
+            .iter()
+            .find(|(n, _)| n == "search")
+            .expect("offered");
+        assert_eq!(schema["required"], json!(["query"]), "{flags}");
+        let (received, is_error) = ran.lead_received("l1");
+        assert!(!is_error, "{flags}");
+        // The failed read's error is the one the nested model received.
+        if let Some(errors) = expected.get_mut("errors") {
+            let error = search[1]
+                .messages
+                .iter()
+                .find_map(|m| match m {
+                    Message::ToolResult(r) => {
+                        r.results.iter().find(|r| r.tool_call_id == "s2").cloned()
+                    }
+                    _ => None,
+                })
+                .expect("the nested model got the read's result");
+            assert!(error.is_error);
+            errors[0] = json!({"name": "read_file", "arguments": {"path": "missing.txt"}, "error": error.result});
+        }
+        assert_eq!(
+            serde_json::to_string(&received).expect("json"),
+            serde_json::to_string(&expected).expect("json"),
+            "{flags}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failed_nested_invocation_is_a_clear_tool_error_and_the_caller_goes_on() {
+    // The nested model has no second answer: the invocation fails after its tool round.
+    let nested = &search_script()[..1];
+    for (entry, with_errors) in [
+        ("\"search\"", false),
+        ("{ name = \"search\", includeErrors = true }", true),
+    ] {
+        let ran = run(
+            entry,
+            "",
+            &lead_script(json!({"message": "where is the plan?"})),
+            nested,
+        )
+        .await;
+        assert_eq!(
+            ran.outcome.end,
+            RunEnd::Completed {
+                output: "done".into()
+            },
+            "{entry}: the caller's session goes on"
+        );
+        let (received, is_error) = ran.lead_received("l1");
+        assert!(is_error, "{entry}");
+        let text = received.as_str().expect("an error text").to_owned();
+        assert!(
+            text.starts_with("Prompt tool search (reference: ")
+                && text.contains(") failed (error): "),
+            "{entry}: {text}"
+        );
+        assert!(text.contains("has no answer 2"), "{entry}: {text}");
+        assert_eq!(
+            text.contains("Tool errors: [{\"name\":\"read_file\""),
+            with_errors,
+            "{entry}: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_resumed_run_does_not_ask_the_nested_model_again() {
+    use weft_store::{Decisions as _, ToolLedger as _, Verdict};
+    // The nested invocation's `lookup` waits for a person: the run suspends inside it.
+    let ran = run(
+        "\"search\"",
+        "requiresApproval = [\"lookup\"]\n",
+        &lead_script(json!({"message": "where is the plan?"})),
+        &search_script(),
+    )
+    .await;
+    let RunEnd::AwaitingDecision { decisions } = &ran.outcome.end else {
+        panic!(
+            "the run waits for the nested call's decision: {:?}",
+            ran.outcome.end
+        )
+    };
+    let [decision] = decisions.as_slice() else {
+        panic!("one decision: {decisions:?}")
+    };
+    assert_eq!(decision.tool_name, "lookup");
+    assert_eq!(ran.requests("search.json").len(), 1);
+    assert_eq!(ran.requests("lead.json").len(), 1);
+    let run_id = ran.outcome.run_id.clone();
+    ran.store
+        .decide(&run_id, &decision.id, &Verdict::Approve)
+        .await
+        .expect("approve");
+    let resumed = runtime(&ran.store, &ran.seen)
+        .resume(&run_id, weft_runtime::ResumeOptions::default(), false)
+        .await
+        .expect("resume")
+        .outcome()
+        .await
+        .expect("outcome");
+    assert_eq!(
+        resumed.end,
+        RunEnd::Completed {
+            output: "done".into()
+        }
+    );
+    // Each model was asked each question once: the resumed process replayed the recorded
+    // answers (the lead's call, the nested model's first step) and asked only what was new.
+    let search = ran.requests("search.json");
+    assert_eq!(search.len(), 2, "{search:#?}");
+    assert_eq!(search[1].messages.len(), 3);
+    assert_eq!(ran.requests("lead.json").len(), 2);
+    assert_eq!(
+        ran.lead_received("l1"),
+        (json!("the plan is in notes/plan.txt"), false)
+    );
+    // The approved call ran once.
+    let ledger = ran.store.tool_calls(&run_id).await.expect("ledger");
+    let lookups: Vec<_> = ledger.iter().filter(|c| c.tool_name == "lookup").collect();
+    assert_eq!(lookups.len(), 1);
+    assert_eq!(lookups[0].status, weft_store::ToolCallStatus::Completed);
+}
+
+#[tokio::test]
+async fn a_required_schema_is_the_tools_schema_and_its_arguments_the_first_message() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"topic": {"type": "string"}, "limit": {"type": "integer"}},
+        "required": ["topic"],
+    });
+    let keys = "requiredSchema = { type = \"object\", properties = { topic = { type = \"string\" }, limit = { type = \"integer\" } }, required = [\"topic\"] }\n";
+    let ran = run_with(
+        ("\"search\"", "", keys),
+        &lead_script(json!({"topic": "plans", "limit": 2})),
+        &search_script(),
+    )
+    .await;
+    assert!(matches!(ran.outcome.end, RunEnd::Completed { .. }));
+    let lead = ran.requests("lead.json");
+    let (_, offered) = lead[0]
+        .tools
+        .iter()
+        .find(|(n, _)| n == "search")
+        .expect("offered");
+    assert_eq!(offered, &schema);
+    // Without a mapped argument, the whole arguments (JSON text) are the first message.
+    let search = ran.requests("search.json");
+    assert_eq!(
+        search[0].messages[0].text(),
+        r#"{"topic":"plans","limit":2}"#
+    );
+}
+
+#[tokio::test]
+async fn the_attachments_argument_is_copied_into_the_nested_invocations_folder() {
+    let entry = "{ name = \"search\", initUserMessageProperty = \"query\", initAttachmentsProperty = \"files\" }";
+    let nested = vec![
+        calls(&[call(
+            "s1",
+            "read_file",
+            json!({"path": "attachments/plan.txt"}),
+        )]),
+        json!({"text": "read it"}),
+    ];
+    let ran = run(
+        entry,
+        "",
+        &lead_script(json!({"query": "read the plan", "files": ["notes/plan.txt"]})),
+        &nested,
+    )
+    .await;
+    assert!(matches!(ran.outcome.end, RunEnd::Completed { .. }));
+    let search = ran.requests("search.json");
+    assert_eq!(
+        search[0].messages[0].text(),
+        "read the plan\n\nAttachments:\n- attachments/plan.txt"
+    );
+    // The copy is what the nested read_file read, in the invocation's own folder.
+    let read = search[1]
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            Message::ToolResult(r) => r.results.first().cloned(),
+            _ => None,
+        })
+        .expect("a read result");
+    assert!(!read.is_error, "{read:?}");
+    assert!(read.result.to_string().contains("the plan"), "{read:?}");
+    assert_eq!(ran.lead_received("l1"), (json!("read it"), false));
+    // The parent's file is where it was.
+    assert!(ran.dir.path().join("notes/plan.txt").is_file());
+}
+
+/// A session of `lead` whose history holds a user message with an image, on a model with or
+/// without vision: what the model received, and the session's final history.
+async fn session_with_an_image(vision: bool) -> (Vec<Seen>, Vec<Message>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = write_project(
+        dir.path(),
+        ("\"lookup\"", "", ""),
+        &[json!({"text": "a cat"})],
+        &[],
+    );
+    let seen: Requests = Arc::default();
+    let mut providers = ProviderRegistry::with_builtins();
+    providers.register("recording", recording(seen.clone(), vision));
+    let mut options = SessionOptions::new(project.dir());
+    options.providers = Arc::new(providers);
+    let image = Image::from_bytes(vec![137, 80, 78, 71], "image/png").to_block();
+    options.initial_state =
+        options
+            .initial_state
+            .with_message(Message::User(weft_provider::UserMessage::new(vec![
+                ContentBlock::text("look at this"),
+                image,
+            ])));
+    let outcome = run_session(&project, "lead", "what is it?", &options)
+        .await
+        .expect("session");
+    assert_eq!(outcome.status, SessionStatus::Completed);
+    let seen = seen.lock().expect("lock").clone();
+    (seen, outcome.state_a.messages_vec())
+}
+
+#[tokio::test]
+async fn a_model_without_vision_gets_a_note_for_each_image_and_the_history_keeps_it() {
+    let (seen, history) = session_with_an_image(false).await;
+    let [request] = seen.as_slice() else {
+        panic!("one request: {seen:#?}")
+    };
+    let sent = &request.messages[0];
+    assert_eq!(
+        sent.content(),
+        [
+            ContentBlock::text("look at this"),
+            ContentBlock::text(weft_standard::vision::IMAGE_OMITTED)
+        ]
+    );
+    assert_eq!(request.messages[1].text(), "what is it?");
+    // The stored conversation still has the image.
+    assert_eq!(history[0].images().len(), 1);
+    assert_eq!(history[0].content().len(), 2);
+
+    // A model with vision receives the image itself.
+    let (seen, _) = session_with_an_image(true).await;
+    assert_eq!(seen[0].messages[0].images().len(), 1);
+    assert!(!seen[0].messages[0].text().contains("image omitted"));
+}
