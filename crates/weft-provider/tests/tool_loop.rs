@@ -124,16 +124,11 @@ async fn upp_045_the_provider_sees_history_then_input_then_each_round() {
     let log = seen.clone();
     let model = scripted::function_model(move |request| {
         let texts: Vec<String> = request
-            .messages
-            .iter()
+            .messages()
             .map(|m| format!("{:?}", m.message_type()))
             .collect();
         log.lock().unwrap().push(texts);
-        let rounds = request
-            .messages
-            .iter()
-            .filter(|m| m.is_tool_result())
-            .count();
+        let rounds = request.messages().filter(|m| m.is_tool_result()).count();
         Ok(if rounds == 0 {
             calls(&[("c1", "echo", json!({}))])
         } else {
@@ -290,11 +285,7 @@ async fn upp_050_136_max_iterations_fires_the_hook_and_fails_with_the_partial_tu
 async fn upp_130_default_limit_is_ten_rounds_and_none_is_unbounded() {
     let looping = || {
         scripted::function_model(|request| {
-            let rounds = request
-                .messages
-                .iter()
-                .filter(|m| m.is_tool_result())
-                .count();
+            let rounds = request.messages().filter(|m| m.is_tool_result()).count();
             Ok(if rounds < 12 {
                 calls(&[(&format!("c{rounds}"), "echo", json!({}))])
             } else {

@@ -150,7 +150,7 @@ pub struct Steps<'a> {
 }
 
 struct SharedConversation {
-    messages: std::sync::Arc<Vec<Message>>,
+    messages: Arc<Vec<Arc<Message>>>,
     mirrors: imbl::Vector<std::sync::Arc<Message>>,
     step_len: usize,
 }
@@ -481,16 +481,17 @@ impl<'a> Steps<'a> {
         Ok(turn)
     }
 
-    /// The history a model call sees: the state's messages, then the step's own.
-    fn history(&self) -> Vec<Message> {
+    /// The history a model call sees: the state's messages, then the step's own (shared,
+    /// not copied).
+    fn history(&self) -> Vec<Arc<Message>> {
         let mut history = Vec::with_capacity(self.state.message_count() + self.step_messages.len());
-        history.extend(self.state.messages().cloned());
-        history.extend(self.step_messages.iter().map(|m| (**m).clone()));
+        history.extend(self.state.message_vector().iter().cloned());
+        history.extend(self.step_messages.iter().cloned());
         history
     }
 
     /// The kept conversation when it still mirrors the history, else a fresh one.
-    fn shared_history(&mut self) -> std::sync::Arc<Vec<Message>> {
+    fn shared_history(&mut self) -> Arc<Vec<Arc<Message>>> {
         match self.conversation.take() {
             Some(kept)
                 if kept.step_len == self.step_messages.len()
@@ -498,7 +499,7 @@ impl<'a> Steps<'a> {
             {
                 kept.messages
             }
-            _ => std::sync::Arc::new(self.history()),
+            _ => Arc::new(self.history()),
         }
     }
 

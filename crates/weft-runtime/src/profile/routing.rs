@@ -939,7 +939,7 @@ mod tests {
 
     fn request(messages: usize) -> LlmRequest {
         LlmRequest {
-            messages: Arc::new(vec![weft_provider::Message::user("hi"); messages]),
+            messages: Arc::new(vec![Arc::new(weft_provider::Message::user("hi")); messages]),
             system: None,
             params: None,
             tools: Arc::new([]),
