@@ -343,7 +343,13 @@ impl<'a> Steps<'a> {
         };
         self.act_and_observe(step, &turn);
         let ran = tools_ran(&turn);
-        self.step_messages.append(&mut turn.messages);
+        if self.step_messages.is_empty() {
+            // The step's first model call: its messages vector becomes the step's (no copy
+            // into a new one).
+            std::mem::swap(&mut self.step_messages, &mut turn.messages);
+        } else {
+            self.step_messages.append(&mut turn.messages);
+        }
         self.keep_turn(turn);
         self.end_step(step).await;
         Ok(if ran {
@@ -545,9 +551,11 @@ impl<'a> Steps<'a> {
         let messages_of_step = std::mem::take(&mut self.step_messages);
         // The committed state is replaced right below: let it (and the working state) go
         // first, so no one else holds the history's tail chunk and the step's messages are
-        // appended in place instead of into a copy of the chunk.
-        self.committed = AgentState::initial();
-        let working = std::mem::replace(&mut self.state, self.committed.clone());
+        // appended in place instead of into a copy of the chunk. The stand-in is the
+        // execution's input state (a clone is a few reference counts; a new state would
+        // generate an id).
+        self.committed = self.ctx.state.clone();
+        let working = std::mem::replace(&mut self.state, self.ctx.state.clone());
         self.state = working.into_step_result(step, messages_of_step.iter().cloned(), traces);
         // The new state's history is the old one plus exactly this step's messages, which the
         // kept conversation already holds.
