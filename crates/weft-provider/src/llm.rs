@@ -790,7 +790,7 @@ impl LlmInstance {
 
     fn spawn_stream(
         &self,
-        history: Arc<Vec<Arc<Message>>>,
+        history: Conversation,
         input: impl IntoInputs,
         signal: CancellationToken,
         one_step: Option<u32>,
@@ -868,19 +868,23 @@ impl LlmInstance {
     }
 }
 
+/// The conversation the tool loop sends, shared with the caller: the list extended in
+/// place, each message shared with the turn and the caller's state.
+type Conversation = Arc<Vec<Arc<Message>>>;
+
 type EventSink = mpsc::UnboundedSender<Result<StreamEvent, UppError>>;
 
 /// The tool loop. With `one_step = Some(rounds_done)` it stops after one model call and its
 /// tool round, counting `rounds_done` earlier rounds against the limit.
 async fn run_loop(
     inner: Arc<Inner>,
-    conversation: Arc<Vec<Arc<Message>>>,
+    conversation: Conversation,
     new_messages: Vec<Message>,
     signal: CancellationToken,
     sink: Option<EventSink>,
     one_step: Option<u32>,
     keep_conversation: bool,
-) -> Result<(Turn, Option<Arc<Vec<Arc<Message>>>>), UppError> {
+) -> Result<(Turn, Option<Conversation>), UppError> {
     let provider = inner.model.provider().to_owned();
     // The conversation is shared with each request behind an `Arc` and extended in place (no
     // copy while the caller holds no other reference). Its messages are shared too: a new
@@ -1056,14 +1060,14 @@ struct TurnMessages {
 
 impl TurnMessages {
     /// A message of the turn that a later model call of this loop reads.
-    fn push(&mut self, conversation: &mut Arc<Vec<Arc<Message>>>, message: Arc<Message>) {
+    fn push(&mut self, conversation: &mut Conversation, message: Arc<Message>) {
         Arc::make_mut(conversation).push(message.clone());
         self.messages.push(message);
     }
 
     /// A message that ends the loop: added to the conversation only when the caller
     /// keeps it.
-    fn last(&mut self, conversation: &mut Arc<Vec<Arc<Message>>>, message: Arc<Message>) {
+    fn last(&mut self, conversation: &mut Conversation, message: Arc<Message>) {
         if self.keep {
             self.push(conversation, message);
         } else {
@@ -1072,10 +1076,7 @@ impl TurnMessages {
     }
 
     /// The turn's messages and, when the caller keeps it, the conversation.
-    fn finish(
-        self,
-        conversation: Arc<Vec<Arc<Message>>>,
-    ) -> (Vec<Arc<Message>>, Option<Arc<Vec<Arc<Message>>>>) {
+    fn finish(self, conversation: Conversation) -> (Vec<Arc<Message>>, Option<Conversation>) {
         (self.messages, self.keep.then_some(conversation))
     }
 }
@@ -1138,13 +1139,13 @@ pub struct StreamResult {
     turn: Option<oneshot::Receiver<LoopResult>>,
     finished: Option<Result<Turn, UppError>>,
     /// The kept conversation of a `stream_step_shared` turn, once it arrived.
-    conversation: Option<Arc<Vec<Arc<Message>>>>,
+    conversation: Option<Conversation>,
     signal: CancellationToken,
     provider: String,
 }
 
 /// What the tool loop hands back: the turn and, when the caller keeps it, the conversation.
-type LoopResult = Result<(Turn, Option<Arc<Vec<Arc<Message>>>>), UppError>;
+type LoopResult = Result<(Turn, Option<Conversation>), UppError>;
 
 impl StreamResult {
     /// Aborts the turn: the in-flight request and tools see the signal, pending tools are
