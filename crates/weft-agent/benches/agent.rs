@@ -14,7 +14,7 @@ use weft_provider::{LlmOptions, LlmRequest, Message, Tool, ToolUseStrategy, llm}
 /// Calls `noop` when the last message is the user's, answers otherwise: two steps per run.
 fn model() -> weft_provider::ModelReference {
     scripted::function_model(|req: &LlmRequest| {
-        Ok(match req.messages.last() {
+        Ok(match req.messages().last() {
             Some(Message::User(_)) => ScriptedResponse::tool_call("c1", "noop", json!({})),
             _ => ScriptedResponse::text("done"),
         })
@@ -61,8 +61,7 @@ fn bench_loop(c: &mut Criterion) {
 fn twenty_steps() -> weft_provider::ModelReference {
     scripted::function_model(|req: &LlmRequest| {
         let since_input = req
-            .messages
-            .iter()
+            .messages()
             .rev()
             .take_while(|m| !matches!(m, Message::User(_)))
             .filter(|m| m.is_tool_result())

@@ -413,3 +413,45 @@ async fn provider_errors_become_agent_errors_and_leave_state_untouched() {
     assert!(matches!(error, AgentError::Upp(_)));
     assert_eq!(s0.message_count(), 0);
 }
+
+#[tokio::test]
+async fn a_step_hands_the_model_the_states_own_messages_not_copies() {
+    // Every request's conversation, as the model received it.
+    let seen: Arc<Mutex<Vec<LlmRequest>>> = Arc::default();
+    let log = seen.clone();
+    let model = scripted::function_model(move |request: &LlmRequest| {
+        log.lock().unwrap().push(request.clone());
+        let rounds = request.messages().filter(|m| m.is_tool_result()).count();
+        Ok(match request.messages().last() {
+            Some(Message::ToolResult(_)) => text("done"),
+            _ => call(&format!("c{rounds}"), "add", json!({"a": 1, "b": 2})),
+        })
+    });
+    let agent = agent(AgentOptions::new(model).tool(add_tool())).unwrap();
+    let first = agent.generate("one", &AgentState::initial()).await.unwrap();
+    let second = agent.generate("two", &first.state).await.unwrap();
+    assert_eq!(second.turn.text(), "done");
+    let requests = seen.lock().unwrap().clone();
+    // The second run's first model call: the first run's whole history, then "two".
+    let request = &requests[2];
+    let history: Vec<&Message> = first.state.messages().collect();
+    assert_eq!(history.len(), 4);
+    assert_eq!(request.messages.len(), 5);
+    for (i, message) in history.iter().enumerate() {
+        assert!(
+            std::ptr::eq(*message, &*request.messages[i]),
+            "message {i} of the state was copied into the model's conversation"
+        );
+    }
+    // Within a run, a step's messages reach the next model call shared with the new state.
+    let last = &requests[3];
+    assert_eq!((last.messages.len(), second.state.message_count()), (7, 8));
+    for (i, message) in second
+        .state
+        .messages()
+        .take(last.messages.len())
+        .enumerate()
+    {
+        assert!(std::ptr::eq(message, &*last.messages[i]));
+    }
+}

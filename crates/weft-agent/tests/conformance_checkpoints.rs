@@ -521,8 +521,7 @@ async fn many_conversations_on_one_agent_never_mix() {
     let store = Arc::new(Memory::default());
     let echo = weft_provider::adapters::scripted::function_model(|request| {
         let last = request
-            .messages
-            .iter()
+            .messages()
             .rev()
             .find(|m| matches!(m, weft_provider::Message::User(_)))
             .map(weft_provider::Message::text)

@@ -379,7 +379,7 @@ fn request_recorder() -> (weft_provider::ModelReference, Arc<Mutex<Vec<Message>>
     let seen = Arc::new(Mutex::new(Vec::new()));
     let record = seen.clone();
     let model = scripted::function_model(move |req: &LlmRequest| {
-        *record.lock().unwrap() = req.messages.as_ref().clone();
+        *record.lock().unwrap() = req.messages().cloned().collect();
         Ok(ScriptedResponse::text("ok"))
     });
     (model, seen)

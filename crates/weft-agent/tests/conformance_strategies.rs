@@ -40,7 +40,7 @@ fn endless() -> weft_provider::ModelReference {
 }
 
 fn last_prompt(req: &LlmRequest) -> String {
-    req.messages.last().map(Message::text).unwrap_or_default()
+    req.messages().last().map(Message::text).unwrap_or_default()
 }
 
 #[tokio::test]
@@ -501,7 +501,7 @@ fn plan_model(
             };
             return Ok(text(&body.to_string()));
         }
-        match req.messages.last() {
+        match req.messages().last() {
             Some(Message::User(_)) => {
                 let prompt = last_prompt(req);
                 record.lock().unwrap().push(prompt.clone());

@@ -9,7 +9,8 @@
 //! `w1rt` is W1 through `weft_runtime::Runtime::start` (a durable run on SQLite: argument
 //! validation, the event log, the tool ledger, checkpoints), reported beside W1; it needs a
 //! build with `--features runtime` (kept apart so that W2's resident memory does not include
-//! the runtime's code).
+//! the runtime's code). Its store lives in a temporary directory: `TMPDIR=/dev/shm` puts it in
+//! memory (tmpfs), which leaves the disk out of the measure.
 //!
 //! Prints one JSON line per workload on stdout (and nothing else there); progress goes to
 //! stderr. Build with `cargo build --release -p weft-bench`.

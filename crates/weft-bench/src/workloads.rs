@@ -51,7 +51,7 @@ fn add_tool() -> Tool {
 
 /// The stateless scripted model of WORKLOAD.md: it reads the last message of the input.
 fn respond(request: &LlmRequest, n: u64) -> Result<ScriptedResponse, UppError> {
-    let step = match request.messages.last() {
+    let step = match request.messages().last() {
         Some(Message::ToolResult(results)) => results
             .results
             .first()

@@ -612,10 +612,10 @@ impl LlmInstance {
         signal: CancellationToken,
     ) -> Result<Turn, UppError> {
         let new_messages = inputs_to_messages(input.into_inputs());
-        self.check_content(history, &new_messages)?;
+        self.check_content(history.iter(), &new_messages)?;
         run_loop(
             self.inner.clone(),
-            Arc::new(history.to_vec()),
+            Arc::new(history.iter().cloned().map(Arc::new).collect()),
             new_messages,
             signal,
             None,
@@ -650,10 +650,10 @@ impl LlmInstance {
         signal: CancellationToken,
     ) -> Result<Turn, UppError> {
         let new_messages = inputs_to_messages(input.into_inputs());
-        self.check_content(&history, &new_messages)?;
+        self.check_content(history.iter(), &new_messages)?;
         run_loop(
             self.inner.clone(),
-            Arc::new(history),
+            Arc::new(history.into_iter().map(Arc::new).collect()),
             new_messages,
             signal,
             None,
@@ -676,13 +676,13 @@ impl LlmInstance {
     /// As [`LlmInstance::generate_with_signal`].
     pub async fn generate_step_shared(
         &self,
-        conversation: Arc<Vec<Message>>,
+        conversation: Arc<Vec<Arc<Message>>>,
         input: impl IntoInputs,
         rounds_done: u32,
         signal: CancellationToken,
-    ) -> Result<(Turn, Arc<Vec<Message>>), UppError> {
+    ) -> Result<(Turn, Arc<Vec<Arc<Message>>>), UppError> {
         let new_messages = inputs_to_messages(input.into_inputs());
-        self.check_content(&conversation, &new_messages)?;
+        self.check_content(conversation.iter().map(|m| &**m), &new_messages)?;
         let (turn, kept) = run_loop(
             self.inner.clone(),
             conversation,
@@ -709,7 +709,13 @@ impl LlmInstance {
         rounds_done: u32,
         signal: CancellationToken,
     ) -> Result<StreamResult, UppError> {
-        self.spawn_stream(Arc::new(history), input, signal, Some(rounds_done), false)
+        self.spawn_stream(
+            Arc::new(history.into_iter().map(Arc::new).collect()),
+            input,
+            signal,
+            Some(rounds_done),
+            false,
+        )
     }
 
     /// [`LlmInstance::stream_step`] over a shared conversation, as
@@ -721,7 +727,7 @@ impl LlmInstance {
     /// As [`LlmInstance::stream`].
     pub fn stream_step_shared(
         &self,
-        conversation: Arc<Vec<Message>>,
+        conversation: Arc<Vec<Arc<Message>>>,
         input: impl IntoInputs,
         rounds_done: u32,
         signal: CancellationToken,
@@ -774,7 +780,7 @@ impl LlmInstance {
         input: impl IntoInputs,
     ) -> Result<StreamResult, UppError> {
         self.spawn_stream(
-            Arc::new(history.to_vec()),
+            Arc::new(history.iter().cloned().map(Arc::new).collect()),
             input,
             CancellationToken::new(),
             None,
@@ -784,7 +790,7 @@ impl LlmInstance {
 
     fn spawn_stream(
         &self,
-        history: Arc<Vec<Message>>,
+        history: Conversation,
         input: impl IntoInputs,
         signal: CancellationToken,
         one_step: Option<u32>,
@@ -798,7 +804,7 @@ impl LlmInstance {
             ));
         }
         let new_messages = inputs_to_messages(input.into_inputs());
-        self.check_content(&history, &new_messages)?;
+        self.check_content(history.iter().map(|m| &**m), &new_messages)?;
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (turn_tx, turn_rx) = oneshot::channel();
         let inner = self.inner.clone();
@@ -826,14 +832,18 @@ impl LlmInstance {
         })
     }
 
-    fn check_content(&self, history: &[Message], new_messages: &[Message]) -> Result<(), UppError> {
+    fn check_content<'m>(
+        &self,
+        history: impl Iterator<Item = &'m Message>,
+        new_messages: &'m [Message],
+    ) -> Result<(), UppError> {
         let caps = self.capabilities();
         if caps.image_input && caps.document_input && caps.audio_input && caps.video_input {
             // Nothing to refuse: no walk over the whole history on every step.
             return Ok(());
         }
         let provider = self.inner.model.provider();
-        for message in history.iter().chain(new_messages) {
+        for message in history.chain(new_messages) {
             for block in message.content() {
                 let missing = match block {
                     ContentBlock::Image(_) if !caps.image_input => Some("image input"),
@@ -858,26 +868,28 @@ impl LlmInstance {
     }
 }
 
+/// The conversation the tool loop sends, shared with the caller: the list extended in
+/// place, each message shared with the turn and the caller's state.
+type Conversation = Arc<Vec<Arc<Message>>>;
+
 type EventSink = mpsc::UnboundedSender<Result<StreamEvent, UppError>>;
 
 /// The tool loop. With `one_step = Some(rounds_done)` it stops after one model call and its
 /// tool round, counting `rounds_done` earlier rounds against the limit.
 async fn run_loop(
     inner: Arc<Inner>,
-    conversation: Arc<Vec<Message>>,
+    conversation: Conversation,
     new_messages: Vec<Message>,
     signal: CancellationToken,
     sink: Option<EventSink>,
     one_step: Option<u32>,
     keep_conversation: bool,
-) -> Result<(Turn, Option<Arc<Vec<Message>>>), UppError> {
+) -> Result<(Turn, Option<Conversation>), UppError> {
     let provider = inner.model.provider().to_owned();
     // The conversation is shared with each request behind an `Arc` and extended in place (no
-    // copy while the caller holds no other reference). The turn's messages are built beside
-    // it as shared `Arc<Message>`s, which the caller (an agent's state) keeps without copying:
-    // a new message is made once for the turn and copied once into the conversation, and
-    // only while the conversation is still read (by a later model call, or by a caller that
-    // keeps it).
+    // copy while the caller holds no other reference). Its messages are shared too: a new
+    // message is made once, as an `Arc<Message>` that the conversation, the turn's messages
+    // and the caller (an agent's state) all hold; no message is deep-copied by the loop.
     let mut conversation = conversation;
     let mut made = TurnMessages {
         messages: Vec::with_capacity(new_messages.len() + 2),
@@ -887,8 +899,9 @@ async fn run_loop(
         let shared = Arc::make_mut(&mut conversation);
         shared.reserve(new_messages.len() + 4);
         for message in new_messages {
+            let message = Arc::new(message);
             shared.push(message.clone());
-            made.messages.push(Arc::new(message));
+            made.messages.push(message);
         }
     }
     let mut usage = TokenUsage::default();
@@ -923,8 +936,13 @@ async fn run_loop(
             () = signal.cancelled() => return Err(UppError::cancelled(&provider, Modality::Llm)),
             response = one_request(&*inner.model, request, sink.as_ref(), inner.tap.as_ref()) => response?,
         };
-        usage.add_cycle(response.usage.as_cycle());
-        let LlmResponse { message, data, .. } = response;
+        let LlmResponse {
+            message,
+            data,
+            usage: cycle,
+            ..
+        } = response;
+        add_cycle(&mut usage, cycle);
         // The turn's response and its assistant message in `messages` are one shared message.
         let message = TurnResponse::from(message);
         // The caller handles the calls itself with `maxIterations: 0` (§10.7), and when it
@@ -1019,6 +1037,19 @@ async fn run_loop(
     }
 }
 
+/// Adds one model call's usage to the turn's as one cycle. The first call's usage, when it
+/// already is exactly one such cycle (what adapters report), is taken as it is instead of
+/// being rebuilt: its per-cycle list is not allocated a second time.
+fn add_cycle(usage: &mut TokenUsage, call: TokenUsage) {
+    let cycle = call.as_cycle();
+    let is_one_cycle = matches!(call.cycles.as_deref(), Some([only]) if *only == cycle);
+    if is_one_cycle && usage.cycles.is_none() && *usage == TokenUsage::default() {
+        *usage = call;
+    } else {
+        usage.add_cycle(cycle);
+    }
+}
+
 /// The messages a turn of the tool loop made, shared with the caller, beside the conversation
 /// the next model call reads.
 struct TurnMessages {
@@ -1029,14 +1060,14 @@ struct TurnMessages {
 
 impl TurnMessages {
     /// A message of the turn that a later model call of this loop reads.
-    fn push(&mut self, conversation: &mut Arc<Vec<Message>>, message: Arc<Message>) {
-        Arc::make_mut(conversation).push(Message::clone(&message));
+    fn push(&mut self, conversation: &mut Conversation, message: Arc<Message>) {
+        Arc::make_mut(conversation).push(message.clone());
         self.messages.push(message);
     }
 
-    /// A message that ends the loop: copied into the conversation only when the caller
+    /// A message that ends the loop: added to the conversation only when the caller
     /// keeps it.
-    fn last(&mut self, conversation: &mut Arc<Vec<Message>>, message: Arc<Message>) {
+    fn last(&mut self, conversation: &mut Conversation, message: Arc<Message>) {
         if self.keep {
             self.push(conversation, message);
         } else {
@@ -1045,10 +1076,7 @@ impl TurnMessages {
     }
 
     /// The turn's messages and, when the caller keeps it, the conversation.
-    fn finish(
-        self,
-        conversation: Arc<Vec<Message>>,
-    ) -> (Vec<Arc<Message>>, Option<Arc<Vec<Message>>>) {
+    fn finish(self, conversation: Conversation) -> (Vec<Arc<Message>>, Option<Conversation>) {
         (self.messages, self.keep.then_some(conversation))
     }
 }
@@ -1111,13 +1139,13 @@ pub struct StreamResult {
     turn: Option<oneshot::Receiver<LoopResult>>,
     finished: Option<Result<Turn, UppError>>,
     /// The kept conversation of a `stream_step_shared` turn, once it arrived.
-    conversation: Option<Arc<Vec<Message>>>,
+    conversation: Option<Conversation>,
     signal: CancellationToken,
     provider: String,
 }
 
 /// What the tool loop hands back: the turn and, when the caller keeps it, the conversation.
-type LoopResult = Result<(Turn, Option<Arc<Vec<Message>>>), UppError>;
+type LoopResult = Result<(Turn, Option<Conversation>), UppError>;
 
 impl StreamResult {
     /// Aborts the turn: the in-flight request and tools see the signal, pending tools are
@@ -1146,7 +1174,7 @@ impl StreamResult {
     /// As [`StreamResult::turn`].
     pub async fn turn_and_conversation(
         mut self,
-    ) -> Result<(Turn, Option<Arc<Vec<Message>>>), UppError> {
+    ) -> Result<(Turn, Option<Arc<Vec<Arc<Message>>>>), UppError> {
         while self.events.recv().await.is_some() {}
         if let Some(result) = self.finished.take() {
             return result.map(|turn| (turn, self.conversation.take()));

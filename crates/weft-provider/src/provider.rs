@@ -46,8 +46,11 @@ pub struct LlmCapabilities {
 /// One request to a bound model (§5.5): the whole conversation so far plus options.
 #[derive(Debug, Clone)]
 pub struct LlmRequest {
-    /// History plus the new input, in order.
-    pub messages: Arc<Vec<Message>>,
+    /// History plus the new input, in order. Shared, not copied: each message is the very
+    /// one the caller's conversation (an agent's state, a turn) holds, and the list itself is
+    /// extended in place between the model calls of a tool loop. [`LlmRequest::messages()`]
+    /// iterates them as `&Message`.
+    pub messages: Arc<Vec<Arc<Message>>>,
     /// The system prompt.
     pub system: Option<String>,
     /// Vendor parameters, passed through unchanged (merged into the request body).
@@ -63,6 +66,26 @@ pub struct LlmRequest {
     pub signal: CancellationToken,
     /// The configuration resolved by the core.
     pub config: Arc<ProviderConfig>,
+}
+
+impl LlmRequest {
+    /// The conversation's messages as `&Message`, in order (for pattern matches).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use weft_provider::{LlmRequest, Message};
+    ///
+    /// fn last_tool_results(request: &LlmRequest) -> usize {
+    ///     match request.messages().last() {
+    ///         Some(Message::ToolResult(results)) => results.results.len(),
+    ///         _ => 0,
+    ///     }
+    /// }
+    /// ```
+    pub fn messages(&self) -> impl DoubleEndedIterator<Item = &Message> + ExactSizeIterator + '_ {
+        self.messages.iter().map(|m| &**m)
+    }
 }
 
 /// The result of one request (§5.5).

@@ -69,8 +69,7 @@ async fn upp_002_035_036_037_instance_surface_and_input_forms() {
     let model = scripted::function_model(move |request| {
         log.lock().unwrap().push(
             request
-                .messages
-                .iter()
+                .messages()
                 .map(|m| (m.message_type(), m.content().len()))
                 .collect::<Vec<_>>(),
         );

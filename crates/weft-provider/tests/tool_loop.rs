@@ -124,16 +124,11 @@ async fn upp_045_the_provider_sees_history_then_input_then_each_round() {
     let log = seen.clone();
     let model = scripted::function_model(move |request| {
         let texts: Vec<String> = request
-            .messages
-            .iter()
+            .messages()
             .map(|m| format!("{:?}", m.message_type()))
             .collect();
         log.lock().unwrap().push(texts);
-        let rounds = request
-            .messages
-            .iter()
-            .filter(|m| m.is_tool_result())
-            .count();
+        let rounds = request.messages().filter(|m| m.is_tool_result()).count();
         Ok(if rounds == 0 {
             calls(&[("c1", "echo", json!({}))])
         } else {
@@ -290,11 +285,7 @@ async fn upp_050_136_max_iterations_fires_the_hook_and_fails_with_the_partial_tu
 async fn upp_130_default_limit_is_ten_rounds_and_none_is_unbounded() {
     let looping = || {
         scripted::function_model(|request| {
-            let rounds = request
-                .messages
-                .iter()
-                .filter(|m| m.is_tool_result())
-                .count();
+            let rounds = request.messages().filter(|m| m.is_tool_result()).count();
             Ok(if rounds < 12 {
                 calls(&[(&format!("c{rounds}"), "echo", json!({}))])
             } else {
@@ -845,4 +836,56 @@ async fn a_skipped_call_is_visible_in_the_stream() {
         }
     }
     assert_eq!(ends, [(Some("c1".to_owned()), Some(true))]);
+}
+
+#[tokio::test]
+async fn a_tool_loop_shares_each_message_with_the_model_and_the_turn_instead_of_copying_it() {
+    // Every request's conversation, as the model received it.
+    type Seen = Arc<Mutex<Vec<Arc<Vec<Arc<Message>>>>>>;
+    let seen: Seen = Arc::default();
+    let log = seen.clone();
+    let model = scripted::function_model(move |request| {
+        log.lock().unwrap().push(request.messages.clone());
+        let rounds = request.messages().filter(|m| m.is_tool_result()).count();
+        let mut response = if rounds < 2 {
+            calls(&[(&format!("c{rounds}"), "echo", json!({"round": rounds}))])
+        } else {
+            ScriptedResponse::text("done")
+        };
+        response.usage = Some(scripted::ScriptedUsage {
+            input_tokens: 10 + rounds as u64,
+            output_tokens: 1,
+            ..Default::default()
+        });
+        Ok(response)
+    });
+    let instance = llm(LlmOptions::new(model).tool(echo("echo"))).unwrap();
+    let turn = instance.generate(&[], "go").await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 3);
+    // The last request holds the input and both rounds: the very messages the turn hands
+    // back, not copies of them.
+    let last = &seen[2];
+    assert_eq!(last.len(), 5);
+    for (i, message) in last.iter().enumerate() {
+        assert!(
+            Arc::ptr_eq(message, &turn.messages[i]),
+            "message {i} was copied into the conversation"
+        );
+    }
+    // An earlier request's messages are the same ones again.
+    assert!(Arc::ptr_eq(&seen[1][1], &turn.messages[1]));
+    // The final response is the turn's last message, shared.
+    assert!(Arc::ptr_eq(turn.response.message(), &turn.messages[5]));
+    // Usage keeps one entry per model call, in order, as the calls reported it.
+    let cycles: Vec<(u64, u64)> = turn
+        .usage
+        .cycles
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| (c.input_tokens, c.output_tokens))
+        .collect();
+    assert_eq!(cycles, [(10, 1), (11, 1), (12, 1)]);
+    assert_eq!((turn.usage.input_tokens, turn.usage.total_tokens), (33, 36));
 }

@@ -10,6 +10,7 @@
 //! identifies a request; the request's fingerprint (count and last message) is
 //! checked on replay, and a different one is a divergence, reported, never replayed.
 
+use std::borrow::Borrow;
 use std::sync::Arc;
 
 use futures_util::StreamExt as _;
@@ -93,23 +94,23 @@ impl GenerationScan {
     /// The compression generation label of `messages` (as
     /// [`crate::profile::context::generation_label`]), reading only the messages added since
     /// the last call when `messages` continues the conversation read then.
-    fn read(&mut self, messages: &[Message]) -> Option<String> {
+    fn read<M: Borrow<Message>>(&mut self, messages: &[M]) -> Option<String> {
         let continues = self.len > 0
             && self.len <= messages.len()
-            && messages[0].id() == self.first_id
-            && messages[self.len - 1].id() == self.last_id;
+            && messages[0].borrow().id() == self.first_id
+            && messages[self.len - 1].borrow().id() == self.last_id;
         if !continues {
             *self = GenerationScan::default();
         }
-        let best = messages[self.len..]
-            .iter()
-            .fold(self.best, crate::profile::context::newest_marker);
+        let best = messages[self.len..].iter().fold(self.best, |best, m| {
+            crate::profile::context::newest_marker(best, m.borrow())
+        });
         if let (Some(first), Some(last)) = (messages.first(), messages.last()) {
             if !continues {
-                self.first_id = first.id().to_owned();
+                self.first_id = first.borrow().id().to_owned();
             }
             self.len = messages.len();
-            self.last_id = last.id().to_owned();
+            self.last_id = last.borrow().id().to_owned();
             self.best = best;
         }
         crate::profile::context::label(best)
@@ -129,11 +130,11 @@ impl std::fmt::Debug for RecordedModel {
 /// message's generated `id` and `timestamp` (a step taken again rebuilds its input — side B's
 /// input in a `dual_ai` session, say — with a new id and time, and it is still the same
 /// conversation). Written as `2:HEX`.
-fn fingerprint(messages: &[Message]) -> String {
+fn fingerprint<M: Borrow<Message>>(messages: &[M]) -> String {
     let mut hasher = Sha256::new();
     hasher.update(messages.len().to_le_bytes());
     if let Some(last) = messages.last()
-        && let Ok(mut value) = serde_json::to_value(last)
+        && let Ok(mut value) = serde_json::to_value(last.borrow())
     {
         if let Some(object) = value.as_object_mut() {
             object.remove("id");
@@ -148,11 +149,11 @@ fn fingerprint(messages: &[Message]) -> String {
 
 /// The fingerprint records written before `2:` (the whole last message, id and time
 /// included), so runs recorded by an earlier build still resume.
-fn legacy_fingerprint(messages: &[Message]) -> String {
+fn legacy_fingerprint<M: Borrow<Message>>(messages: &[M]) -> String {
     let mut hasher = Sha256::new();
     hasher.update(messages.len().to_le_bytes());
     if let Some(last) = messages.last()
-        && let Ok(json) = serde_json::to_vec(last)
+        && let Ok(json) = serde_json::to_vec(last.borrow())
     {
         hasher.update(json);
     }
@@ -160,7 +161,7 @@ fn legacy_fingerprint(messages: &[Message]) -> String {
 }
 
 /// Whether `recorded` is the fingerprint of `messages` (in its own format).
-fn same_request(recorded: &str, messages: &[Message]) -> bool {
+fn same_request<M: Borrow<Message>>(recorded: &str, messages: &[M]) -> bool {
     if recorded.starts_with("2:") {
         recorded == fingerprint(messages)
     } else {
@@ -277,7 +278,7 @@ impl RecordedModel {
 /// the runtime profile compressed the conversation (generation `G`; `Gs` for the summary
 /// request of compression `G`): a compressed conversation is shorter than before, and
 /// within one generation it only grows again.
-fn position(scope: &str, messages: &[Message]) -> String {
+fn position<M: Borrow<Message>>(scope: &str, messages: &[M]) -> String {
     at(
         scope,
         messages.len(),

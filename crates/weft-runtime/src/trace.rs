@@ -210,11 +210,11 @@ fn assistant_parts(content: &[ContentBlock], calls: &[weft_provider::ToolCall]) 
 }
 
 /// The conversation in the conventions' input messages form (`role`, `parts`).
-fn input_messages(messages: &[Message]) -> Value {
+fn input_messages<M: std::borrow::Borrow<Message>>(messages: &[M]) -> Value {
     Value::Array(
         messages
             .iter()
-            .map(|message| match message {
+            .map(|message| match message.borrow() {
                 Message::User(user) => json!({"role": "user", "parts": text_parts(&user.content)}),
                 Message::Assistant(a) => {
                     json!({"role": "assistant", "parts": assistant_parts(&a.content, &a.tool_calls)})

@@ -37,8 +37,7 @@ fn metered(answers: Vec<Result<ScriptedResponse, String>>) -> weft_provider::Pro
                 let model: Arc<dyn weft_provider::LlmModel> =
                     Arc::new(scripted::ScriptedModel::from_fn(id, move |request| {
                         let k = request
-                            .messages
-                            .iter()
+                            .messages()
                             .filter(|m| matches!(m, weft_provider::Message::Assistant(_)))
                             .count();
                         match answers.get(k) {

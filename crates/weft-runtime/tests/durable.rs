@@ -587,8 +587,7 @@ async fn a_run_on_an_existing_thread_continues_its_conversation() {
     let store = sqlite(dir.path()).await;
     let providers = with_function_model("counting", |request| {
         let users: Vec<String> = request
-            .messages
-            .iter()
+            .messages()
             .filter(|m| matches!(m, weft_provider::Message::User(_)))
             .map(weft_provider::Message::text)
             .collect();

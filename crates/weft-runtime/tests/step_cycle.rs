@@ -86,12 +86,11 @@ fn recording(db: PathBuf, seen: Arc<Mutex<Vec<Seen>>>) -> impl Fn() -> Arc<Provi
                         seen.lock().unwrap().push(Seen {
                             model: id.clone(),
                             system: request.system.clone(),
-                            messages: request.messages.as_ref().clone(),
+                            messages: request.messages().cloned().collect(),
                             at: snapshot(&db),
                         });
                         let k = request
-                            .messages
-                            .iter()
+                            .messages()
                             .filter(|m| matches!(m, Message::Assistant(_)))
                             .count();
                         script.responses.get(k).cloned().ok_or_else(|| {

@@ -47,12 +47,11 @@ fn recording(seen: Requests) -> impl Fn() -> Arc<Provider> + Send + Sync + 'stat
                         seen.lock().expect("lock").push(Seen {
                             model: id.clone(),
                             system: request.system.clone(),
-                            messages: request.messages.as_ref().clone(),
+                            messages: request.messages().cloned().collect(),
                             tools: request.tools.iter().map(|t| t.name.clone()).collect(),
                         });
                         let k = request
-                            .messages
-                            .iter()
+                            .messages()
                             .filter(|m| matches!(m, Message::Assistant(_)))
                             .count();
                         script.responses.get(k).cloned().ok_or_else(|| {

@@ -186,13 +186,12 @@ fn capture_registry(seen: Seen) -> ProviderRegistry {
                 let model: Arc<dyn LlmModel> =
                     Arc::new(ScriptedModel::from_fn(model_id, move |request| {
                         let k = request
-                            .messages
-                            .iter()
+                            .messages()
                             .filter(|m| matches!(m, Message::Assistant(_)))
                             .count();
                         seen.lock()
                             .expect("lock")
-                            .push((id.clone(), request.messages.to_vec()));
+                            .push((id.clone(), request.messages().cloned().collect::<Vec<_>>()));
                         script.responses.get(k).cloned().ok_or_else(|| {
                             weft_provider::UppError::llm(
                                 weft_provider::ErrorCode::InvalidRequest,

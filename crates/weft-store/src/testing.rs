@@ -115,8 +115,7 @@ pub fn scripted_turns_provider() -> Arc<Provider> {
                         // holds another script's answers too, which do not count. (Answers
                         // recorded before answers were tagged count as this script's.)
                         let k = request
-                            .messages
-                            .iter()
+                            .messages()
                             .filter(|m| match m {
                                 Message::Assistant(a) => {
                                     let queued = a

@@ -160,7 +160,7 @@ pub struct Steps<'a> {
 }
 
 struct SharedConversation {
-    messages: std::sync::Arc<Vec<Message>>,
+    messages: Arc<Vec<Arc<Message>>>,
     mirrors: imbl::Vector<std::sync::Arc<Message>>,
     step_len: usize,
 }
@@ -354,7 +354,13 @@ impl<'a> Steps<'a> {
         };
         self.act_and_observe(step, &turn);
         let ran = tools_ran(&turn);
-        self.step_messages.append(&mut turn.messages);
+        if self.step_messages.is_empty() {
+            // The step's first model call: its messages vector becomes the step's (no copy
+            // into a new one).
+            std::mem::swap(&mut self.step_messages, &mut turn.messages);
+        } else {
+            self.step_messages.append(&mut turn.messages);
+        }
         self.keep_turn(turn);
         self.end_step(step).await;
         Ok(if ran {
@@ -492,16 +498,17 @@ impl<'a> Steps<'a> {
         Ok(turn)
     }
 
-    /// The history a model call sees: the state's messages, then the step's own.
-    fn history(&self) -> Vec<Message> {
+    /// The history a model call sees: the state's messages, then the step's own (shared,
+    /// not copied).
+    fn history(&self) -> Vec<Arc<Message>> {
         let mut history = Vec::with_capacity(self.state.message_count() + self.step_messages.len());
-        history.extend(self.state.messages().cloned());
-        history.extend(self.step_messages.iter().map(|m| (**m).clone()));
+        history.extend(self.state.message_vector().iter().cloned());
+        history.extend(self.step_messages.iter().cloned());
         history
     }
 
     /// The kept conversation when it still mirrors the history, else a fresh one.
-    fn shared_history(&mut self) -> std::sync::Arc<Vec<Message>> {
+    fn shared_history(&mut self) -> Arc<Vec<Arc<Message>>> {
         match self.conversation.take() {
             Some(kept)
                 if kept.step_len == self.step_messages.len()
@@ -509,7 +516,7 @@ impl<'a> Steps<'a> {
             {
                 kept.messages
             }
-            _ => std::sync::Arc::new(self.history()),
+            _ => Arc::new(self.history()),
         }
     }
 
@@ -555,9 +562,11 @@ impl<'a> Steps<'a> {
         let messages_of_step = std::mem::take(&mut self.step_messages);
         // The committed state is replaced right below: let it (and the working state) go
         // first, so no one else holds the history's tail chunk and the step's messages are
-        // appended in place instead of into a copy of the chunk.
-        self.committed = AgentState::initial();
-        let working = std::mem::replace(&mut self.state, self.committed.clone());
+        // appended in place instead of into a copy of the chunk. The stand-in is the
+        // execution's input state (a clone is a few reference counts; a new state would
+        // generate an id).
+        self.committed = self.ctx.state.clone();
+        let working = std::mem::replace(&mut self.state, self.ctx.state.clone());
         self.state = working.into_step_result(step, messages_of_step.iter().cloned(), traces);
         // The new state's history is the old one plus exactly this step's messages, which the
         // kept conversation already holds.

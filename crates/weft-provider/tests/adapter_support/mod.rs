@@ -75,7 +75,7 @@ pub struct Call {
 impl Call {
     pub fn request(&self, config: ProviderConfig) -> LlmRequest {
         LlmRequest {
-            messages: Arc::new(self.messages.clone()),
+            messages: Arc::new(self.messages.iter().cloned().map(Arc::new).collect()),
             system: self.system.clone(),
             params: self.params.clone(),
             tools: self.tools.clone().into(),

@@ -352,8 +352,12 @@ pub fn generation(messages: &[Message]) -> u64 {
 /// The compression generation a model request belongs to, for the recorded responses'
 /// positions: the highest marker generation of `messages`, `s` added for a summary request
 /// (`None`: never compressed). Within one generation the conversation only grows.
-pub fn generation_label(messages: &[Message]) -> Option<String> {
-    label(messages.iter().fold(None, newest_marker))
+pub fn generation_label<M: std::borrow::Borrow<Message>>(messages: &[M]) -> Option<String> {
+    label(
+        messages
+            .iter()
+            .fold(None, |best, m| newest_marker(best, m.borrow())),
+    )
 }
 
 /// `best` (the highest marker generation so far, and whether it marks a summary request)

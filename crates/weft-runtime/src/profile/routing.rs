@@ -939,7 +939,11 @@ mod tests {
 
     fn request(messages: usize) -> LlmRequest {
         LlmRequest {
-            messages: Arc::new(vec![weft_provider::Message::user("hi"); messages]),
+            messages: Arc::new(
+                (0..messages)
+                    .map(|_| Arc::new(weft_provider::Message::user("hi")))
+                    .collect(),
+            ),
             system: None,
             params: None,
             tools: Arc::new([]),

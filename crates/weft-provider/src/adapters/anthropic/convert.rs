@@ -24,7 +24,7 @@ pub(crate) fn request_body(
     stream: bool,
 ) -> Result<Value, UppError> {
     let mut messages: Vec<Value> = Vec::with_capacity(request.messages.len());
-    for message in request.messages.iter() {
+    for message in request.messages() {
         let (role, content) = encode_message(message)?;
         if content.is_empty() {
             continue;

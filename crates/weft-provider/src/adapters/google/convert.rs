@@ -25,7 +25,7 @@ use super::{NAME, finish_reason};
 pub(crate) fn request_body(request: &LlmRequest) -> Result<Value, UppError> {
     let mut names: HashMap<&str, &str> = HashMap::new();
     let mut contents = Vec::new();
-    for message in request.messages.iter() {
+    for message in request.messages() {
         if let Message::Assistant(assistant) = message {
             for call in &assistant.tool_calls {
                 names.insert(&call.tool_call_id, &call.tool_name);

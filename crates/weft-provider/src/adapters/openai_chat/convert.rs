@@ -24,7 +24,7 @@ pub(crate) fn request_body(
     if let Some(system) = &request.system {
         messages.push(json!({"role": "system", "content": system}));
     }
-    for message in request.messages.iter() {
+    for message in request.messages() {
         encode_message(message, provider, &mut messages)?;
     }
     let mut body = Map::new();

@@ -24,7 +24,7 @@ pub(crate) fn request_body(
     stream: bool,
 ) -> Result<Value, UppError> {
     let mut input = Vec::new();
-    for message in request.messages.iter() {
+    for message in request.messages() {
         encode_message(message, &mut input)?;
     }
     let mut body = Map::new();
