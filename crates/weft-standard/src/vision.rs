@@ -47,20 +47,33 @@ struct Blind {
 
 impl Blind {
     fn filtered(request: LlmRequest) -> LlmRequest {
-        let has_images = request.messages.iter().any(|m| {
-            m.content()
-                .iter()
-                .any(|b| matches!(b, ContentBlock::Image(_)))
-        });
-        if !has_images {
+        if !request.messages.iter().any(|m| has_image(m)) {
             return request;
         }
-        let messages = request.messages.iter().map(without_images).collect();
+        let messages = request
+            .messages
+            .iter()
+            .map(|m| {
+                if has_image(m) {
+                    Arc::new(without_images(m))
+                } else {
+                    m.clone()
+                }
+            })
+            .collect();
         LlmRequest {
             messages: Arc::new(messages),
             ..request
         }
     }
+}
+
+/// Whether `message` holds an image block.
+fn has_image(message: &Message) -> bool {
+    message
+        .content()
+        .iter()
+        .any(|b| matches!(b, ContentBlock::Image(_)))
 }
 
 /// `message` with each image block replaced by the text [`IMAGE_OMITTED`].

@@ -51,7 +51,7 @@ fn recording(seen: Requests, vision: bool) -> impl Fn() -> Arc<Provider> + Send 
                     seen.lock().expect("lock").push(Seen {
                         model: id.clone(),
                         system: request.system.clone(),
-                        messages: request.messages.as_ref().clone(),
+                        messages: request.messages().cloned().collect(),
                         tools: request
                             .tools
                             .iter()
