@@ -81,7 +81,7 @@ async fn a_runs_turn_and_state_share_its_messages_instead_of_copying_them() {
     assert_eq!(state.message_count(), 6);
     for (i, message) in turn.messages.iter().enumerate() {
         assert!(
-            std::ptr::eq(&**message, state.message(i).unwrap()),
+            std::ptr::eq(&**message, &*state.message(i).unwrap()),
             "message {i} was copied"
         );
     }
@@ -335,7 +335,7 @@ async fn uap_034_ask_keeps_prior_input_and_response() {
         .unwrap()
         .state;
     let r2 = a.ask("What is my name?", &s1).await.unwrap();
-    let texts: Vec<String> = r2.state.messages().map(Message::text).collect();
+    let texts: Vec<String> = r2.state.messages().map(|m| m.text()).collect();
     assert_eq!(
         texts,
         [
@@ -356,8 +356,8 @@ async fn uap_035_ask_never_duplicates_messages() {
     .unwrap();
     let a = agent(AgentOptions::new(a.model().clone()).tool(add_tool())).unwrap();
     let r = a.ask("1+2", &AgentState::initial()).await.unwrap();
-    let ids: Vec<&str> = r.state.messages().map(Message::id).collect();
-    let unique: std::collections::HashSet<&&str> = ids.iter().collect();
+    let ids: Vec<String> = r.state.messages().map(|m| m.id().to_owned()).collect();
+    let unique: std::collections::HashSet<&String> = ids.iter().collect();
     assert_eq!(ids.len(), unique.len());
     assert_eq!(ids.len(), 4);
     assert_eq!(r.state.messages().filter(|m| m.is_user()).count(), 1);

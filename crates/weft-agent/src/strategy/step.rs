@@ -151,7 +151,7 @@ pub struct Steps<'a> {
 
 struct SharedConversation {
     messages: std::sync::Arc<Vec<Message>>,
-    mirrors: imbl::Vector<std::sync::Arc<Message>>,
+    mirrors: crate::state::History,
     step_len: usize,
 }
 
@@ -484,7 +484,7 @@ impl<'a> Steps<'a> {
     /// The history a model call sees: the state's messages, then the step's own.
     fn history(&self) -> Vec<Message> {
         let mut history = Vec::with_capacity(self.state.message_count() + self.step_messages.len());
-        history.extend(self.state.messages().cloned());
+        history.extend(self.state.messages().map(std::borrow::Cow::into_owned));
         history.extend(self.step_messages.iter().map(|m| (**m).clone()));
         history
     }
