@@ -437,8 +437,8 @@ mod tests {
 
     #[test]
     fn a_state_is_small_and_states_without_extras_share_them() {
-        // id (36 characters inline), step, the message vector, one pointer to the extras.
-        assert!(std::mem::size_of::<AgentState>() <= 120);
+        // id (36 characters inline), step, the history (40 bytes), one pointer to the extras.
+        assert!(std::mem::size_of::<AgentState>() <= 96);
         let a = AgentState::initial().with_step(3);
         let b = AgentState::initial();
         assert!(Arc::ptr_eq(&a.extras, &b.extras));

@@ -466,7 +466,7 @@ impl RunCreate {
 }
 
 /// The conversation of a state as LangChain message dicts.
-/// Takes borrowed messages or a state's [`AgentState::messages`](weft_agent::AgentState::messages).
+/// Takes borrowed messages or a state's `AgentState::messages()` (`Cow`s).
 pub fn lc_messages<M: std::borrow::Borrow<Message>>(
     messages: impl Iterator<Item = M>,
 ) -> Vec<Value> {
