@@ -548,9 +548,13 @@ fn decode(tag: u8, reader: &mut Reader<'_>) -> Option<Message> {
     })
 }
 
-/// Bytes that were a `str` when written.
+/// Bytes that were a `str` when written (checked with the fast validator; the lossy
+/// conversion is only a fallback that never runs).
 fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text.to_owned(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
 }
 
 fn put_len(out: &mut Vec<u8>, mut len: usize) {
