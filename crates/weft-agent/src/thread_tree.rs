@@ -10,6 +10,7 @@
 //!
 //! The tree itself is a mutable container of immutable states.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
@@ -227,12 +228,12 @@ impl ThreadTree {
     pub fn history(&self) -> AgentState {
         let mut messages: Vec<Message> = Vec::new();
         for node in self.path(&self.current_id) {
-            let own: Vec<&Message> = node.state.messages().collect();
+            let own: Vec<Cow<'_, Message>> = node.state.messages().collect();
             let prefix = messages.len();
             let starts_with_history =
                 own.len() >= prefix && own.iter().zip(&messages).all(|(a, b)| a.id() == b.id());
             let skip = if starts_with_history { prefix } else { 0 };
-            messages.extend(own.into_iter().skip(skip).cloned());
+            messages.extend(own.into_iter().skip(skip).map(Cow::into_owned));
         }
         self.current().state.with_context(messages)
     }

@@ -172,7 +172,7 @@ fn uap_063_with_message_and_with_messages_append() {
         .with_message(Message::user("Hello"))
         .with_message(Message::assistant("Hi"));
     let s2 = s.with_messages([Message::user("Goodbye"), Message::assistant("Bye")]);
-    let texts: Vec<String> = s2.messages().map(Message::text).collect();
+    let texts: Vec<String> = s2.messages().map(|m| m.text()).collect();
     assert_eq!(texts, ["Hello", "Hi", "Goodbye", "Bye"]);
 }
 
@@ -182,7 +182,7 @@ fn uap_064_with_context_replaces_the_history() {
         .with_message(Message::user("Hello"))
         .with_message(Message::assistant("Hi"));
     let s2 = s.with_context([Message::user("Fresh start")]);
-    let texts: Vec<String> = s2.messages().map(Message::text).collect();
+    let texts: Vec<String> = s2.messages().map(|m| m.text()).collect();
     assert_eq!(texts, ["Fresh start"]);
     assert_eq!(s.message_count(), 2);
 }
@@ -263,8 +263,8 @@ fn uap_121_ids_survive_a_round_trip() {
     let text = s.to_json_string().unwrap();
     let r = AgentState::from_json_str(&text).unwrap();
     assert_eq!(r.id(), s.id());
-    let a: Vec<&str> = s.messages().map(Message::id).collect();
-    let b: Vec<&str> = r.messages().map(Message::id).collect();
+    let a: Vec<String> = s.messages().map(|m| m.id().to_owned()).collect();
+    let b: Vec<String> = r.messages().map(|m| m.id().to_owned()).collect();
     assert_eq!(a, b);
     assert_eq!(r.message(0).unwrap().id(), "user-1");
     assert_eq!(r.subagent_traces().next().unwrap().subagent_id, "sub-1");

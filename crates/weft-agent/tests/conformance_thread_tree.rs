@@ -61,7 +61,7 @@ async fn uap_070_history_runs_from_root_to_current() {
     tree.checkout(&deeper).unwrap();
     let s3 = a.generate("Deeper", &tree.history()).await.unwrap().state;
     tree.set_current_state(s3);
-    let texts: Vec<String> = tree.history().messages().map(Message::text).collect();
+    let texts: Vec<String> = tree.history().messages().map(|m| m.text()).collect();
     assert_eq!(
         texts,
         ["First", "r1", "Alternative path", "a1", "Deeper", "b1"]
@@ -72,7 +72,7 @@ async fn uap_070_history_runs_from_root_to_current() {
     let own = tree.branch(&root, None).unwrap();
     tree.checkout(&own).unwrap();
     tree.set_current_state(AgentState::initial().with_message(Message::user("delta only")));
-    let texts: Vec<String> = tree.history().messages().map(Message::text).collect();
+    let texts: Vec<String> = tree.history().messages().map(|m| m.text()).collect();
     assert_eq!(texts, ["First", "r1", "delta only"]);
 }
 

@@ -191,7 +191,7 @@ pub(crate) async fn run(
 
 /// The text of the final assistant message, when the state ends with one.
 fn final_text(state: &AgentState) -> Option<String> {
-    match state.messages().last() {
+    match state.last_message().as_deref() {
         Some(Message::Assistant(a)) if !a.has_tool_calls() => Some(a.text_content()),
         _ => None,
     }
@@ -214,7 +214,7 @@ impl ExecutionStrategy for DurableLoop {
     }
 
     async fn execute(&self, ctx: ExecutionContext) -> Result<ExecutionResult, AgentError> {
-        if let Some(Message::Assistant(answer)) = ctx.state.messages().last()
+        if let Some(Message::Assistant(answer)) = ctx.state.last_message().as_deref()
             && !answer.has_tool_calls()
             && !self.run.queue_waiting().await
         {

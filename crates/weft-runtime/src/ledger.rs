@@ -220,7 +220,7 @@ impl RunContext {
         for message in queued {
             let held = state.messages().rev().take(QUEUE_LOOKBACK).any(|m| {
                 m.id() == message.id
-                    || matches!(m, weft_provider::Message::Assistant(a)
+                    || matches!(&*m, weft_provider::Message::Assistant(a)
                         if a.tool_calls.iter().any(|c| c.tool_call_id == message.id))
             });
             if held {

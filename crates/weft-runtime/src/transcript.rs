@@ -237,7 +237,7 @@ async fn side_messages(
         return Ok(None);
     };
     Ok(Some(SideMessages {
-        messages: stored.checkpoint.state.messages().cloned().collect(),
+        messages: stored.checkpoint.state.messages_vec(),
         starts: starts_of(&summaries[..=last]),
     }))
 }

@@ -96,7 +96,7 @@ async fn tool_results(store: &Store, run: &str) -> Vec<(Value, bool)> {
         .checkpoint
         .state
         .messages()
-        .filter_map(|m| match m {
+        .filter_map(|m| match &*m {
             Message::ToolResult(r) => Some(r.results.clone()),
             _ => None,
         })

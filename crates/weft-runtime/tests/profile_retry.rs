@@ -88,7 +88,7 @@ async fn run_flaky(
         .checkpoint
         .state
         .messages()
-        .find_map(|m| match m {
+        .find_map(|m| match &*m {
             Message::ToolResult(r) => r.results.first().map(|r| (r.result.clone(), r.is_error)),
             _ => None,
         })

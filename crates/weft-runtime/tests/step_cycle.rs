@@ -305,7 +305,7 @@ async fn a_step_takes_the_queue_assembles_calls_records_the_response_then_runs_a
         .checkpoint
         .state
         .messages()
-        .map(Message::text)
+        .map(|m| m.text())
         .collect();
     assert_eq!(
         texts.iter().filter(|t| *t == QUEUED).count(),

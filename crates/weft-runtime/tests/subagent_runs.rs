@@ -173,7 +173,7 @@ async fn a_sub_agent_tool_in_a_run_is_a_child_run() {
         .checkpoint
         .state
         .messages()
-        .map(weft_provider::Message::text)
+        .map(|m| m.text())
         .collect();
     assert_eq!(texts.first().map(String::as_str), Some("write a line"));
     assert_eq!(texts.last().map(String::as_str), Some("child done"));

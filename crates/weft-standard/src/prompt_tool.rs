@@ -178,16 +178,16 @@ fn shaped(config: &SubpromptConfig, ended: ChildEnd) -> Result<Value, ToolError>
 /// The nested invocation's tool calls in call order: those that succeeded
 /// (`{name, arguments, result}`) and those that failed (`{name, arguments, error}`).
 fn nested_calls(outcome: &SessionOutcome) -> (Vec<Value>, Vec<Value>) {
-    let messages: Vec<&Message> = outcome.state_a.messages().collect();
+    let messages: Vec<std::borrow::Cow<'_, Message>> = outcome.state_a.messages().collect();
     let result_of = |id: &str| {
-        messages.iter().find_map(|m| match m {
+        messages.iter().find_map(|m| match m.as_ref() {
             Message::ToolResult(r) => r.results.iter().find(|r| r.tool_call_id == id),
             _ => None,
         })
     };
     let (mut succeeded, mut failed) = (Vec::new(), Vec::new());
     for message in &messages {
-        let Message::Assistant(reply) = message else {
+        let Message::Assistant(reply) = message.as_ref() else {
             continue;
         };
         for call in &reply.tool_calls {

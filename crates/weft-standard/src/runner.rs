@@ -284,7 +284,7 @@ async fn settle(
                     .take(HELD_LOOKBACK)
                     .any(|m| {
                         m.id() == q.id
-                            || matches!(m, weft_provider::Message::Assistant(a)
+                            || matches!(&*m, weft_provider::Message::Assistant(a)
                                 if a.tool_calls.iter().any(|c| c.tool_call_id == q.id))
                     })
             })

@@ -85,10 +85,12 @@ impl Project {
 pub(crate) fn ended_in(state: &weft_agent::AgentState) -> Option<crate::side::TurnEnd> {
     use weft_provider::Message;
     let count = state.message_count();
-    let Message::ToolResult(results) = state.message(count.checked_sub(1)?)? else {
+    let last = state.message(count.checked_sub(1)?)?;
+    let Message::ToolResult(results) = &*last else {
         return None;
     };
-    let Message::Assistant(response) = state.message(count.checked_sub(2)?)? else {
+    let previous = state.message(count.checked_sub(2)?)?;
+    let Message::Assistant(response) = &*previous else {
         return None;
     };
     let call = response.tool_calls.iter().find(|call| {

@@ -266,7 +266,7 @@ impl Driver<'_> {
             .messages()
             .rev()
             .find(|m| m.is_user())
-            .map(Message::text)
+            .map(|m| m.text())
             .unwrap_or_default();
         for (n, (config, immediate)) in entries.into_iter().enumerate() {
             let resolve = |name: &str| {
@@ -1009,7 +1009,7 @@ impl<'p> Position<'p> {
         };
         // A thread whose side A has not answered yet is booting.
         let mut fresh = fresh;
-        fresh.bootstrap = !fresh.state_a.messages().any(Message::is_assistant);
+        fresh.bootstrap = !fresh.state_a.messages().any(|m| m.is_assistant());
         let marks = [
             SessionMark::of(&fresh.state_a),
             SessionMark::of(&fresh.state_b),
@@ -1037,7 +1037,11 @@ impl<'p> Position<'p> {
         // new turn, numbered after them (so a later resume finds the latest turn).
         let latest_turn = marks.iter().flatten().map(|m| m.turn).max();
         if let Some(turns) = latest_turn
-            && (for_queue || matches!(fresh.state_a.messages().last(), Some(Message::User(_))))
+            && (for_queue
+                || matches!(
+                    fresh.state_a.last_message().as_deref(),
+                    Some(Message::User(_))
+                ))
         {
             return Ok(Position {
                 turns,

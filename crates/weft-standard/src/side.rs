@@ -142,11 +142,11 @@ impl StopPlan {
     pub(crate) fn ended_in(&self, state: &AgentState, steps: u64) -> Option<TurnEnd> {
         let count = state.message_count();
         let last = state.message(count.checked_sub(1)?)?;
-        let messages: Vec<Arc<Message>> = match last {
-            Message::Assistant(_) => vec![Arc::new(last.clone())],
+        let messages: Vec<Arc<Message>> = match &*last {
+            Message::Assistant(_) => vec![Arc::new(last.into_owned())],
             Message::ToolResult(_) => match state.message(count.checked_sub(2)?)? {
-                call @ Message::Assistant(_) => {
-                    vec![Arc::new(call.clone()), Arc::new(last.clone())]
+                call if call.is_assistant() => {
+                    vec![Arc::new(call.into_owned()), Arc::new(last.into_owned())]
                 }
                 _ => return None,
             },

@@ -232,7 +232,12 @@ async fn a_dual_ai_subagent_runs_as_a_child_thread_and_returns_the_canonical_res
         .await
         .expect("checkpoint")
         .expect("the child's checkpoint");
-    let first = latest.checkpoint.state.messages().next().cloned();
+    let first = latest
+        .checkpoint
+        .state
+        .messages()
+        .next()
+        .map(|m| m.into_owned());
     assert!(
         matches!(&first, Some(m @ weft_provider::Message::User(_)) if m.text() == "check the plan"),
         "{first:?}"

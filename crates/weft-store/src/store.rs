@@ -844,10 +844,21 @@ fn completed_entries<'a>(
     executions: &'a [ToolExecution],
     state: &'a AgentState,
 ) -> Vec<CompletedEntry<'a>> {
+    if executions.is_empty() {
+        return Vec::new();
+    }
+    // The history's last messages, read (decoded) once for all the executions.
+    let mut recent: Vec<std::borrow::Cow<'_, Message>> =
+        state.messages().rev().take(COMPLETED_LOOKBACK).collect();
+    recent.reverse();
     executions
         .iter()
-        .map(
-            |e| match call_and_result(state.messages(), &e.tool_call_id, COMPLETED_LOOKBACK) {
+        .map(|e| {
+            match call_and_result(
+                recent.iter().map(|m| &**m),
+                &e.tool_call_id,
+                COMPLETED_LOOKBACK,
+            ) {
                 Some((call, result))
                     if call.tool_name == e.tool_name
                         && call.arguments == e.arguments
@@ -861,8 +872,8 @@ fn completed_entries<'a>(
                     }
                 }
                 _ => CompletedEntry::Full(e),
-            },
-        )
+            }
+        })
         .collect()
 }
 
@@ -1343,7 +1354,7 @@ impl Store {
         let (messages_known, reasoning_known, traces_known) = known.unwrap_or((0, 0, 0));
         for i in messages_known..state.message_count() {
             if let Some(message) = state.message(i) {
-                let seq = self.stage_message(thread_id, message, cache, stmts)?;
+                let seq = self.stage_message(thread_id, &message, cache, stmts)?;
                 push_range(&mut ranges.messages, seq);
             }
         }

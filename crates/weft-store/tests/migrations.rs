@@ -95,7 +95,7 @@ async fn the_v1_fixture_keeps_opening_and_is_upgraded() {
     assert_eq!(state.step(), 1);
     assert_eq!(state.message_count(), 1);
     assert_eq!(
-        state.messages().next().map(Message::text).as_deref(),
+        state.messages().next().map(|m| m.text()).as_deref(),
         Some("fixture input")
     );
     assert_eq!(cp.sop_phase, Some(json!("plan")));
@@ -372,7 +372,8 @@ async fn check_v8_thread(store: &Store) {
             .parse::<chrono::DateTime<chrono::Utc>>()
             .unwrap()
     );
-    let Some(Message::Assistant(last_call)) = state.message(7) else {
+    let message_7 = state.message(7);
+    let Some(Message::Assistant(last_call)) = message_7.as_deref() else {
         panic!("message 7 is the step's assistant message");
     };
     assert_eq!(last_call.tool_calls[0].arguments, json!({"a": 3, "b": 1}));

@@ -101,7 +101,7 @@ fn check_version(version: &str) -> Result<(), StateError> {
 struct AgentStateRef<'a> {
     version: &'static str,
     id: &'a str,
-    messages: Items<'a, Message>,
+    messages: Messages<'a>,
     step: u64,
     metadata: &'a Map<String, Value>,
     reasoning: Items<'a, str>,
@@ -109,6 +109,15 @@ struct AgentStateRef<'a> {
     plan: Option<&'a [PlanStep]>,
     #[serde(skip_serializing_if = "Items::is_empty")]
     subagent_traces: Items<'a, SubagentExecutionTrace>,
+}
+
+/// The history, serialized as a JSON array of messages (decoded one at a time).
+struct Messages<'a>(&'a super::History);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter())
+    }
 }
 
 /// A persistent vector of shared items, serialized as a JSON array.
@@ -133,7 +142,7 @@ impl Serialize for AgentState {
         AgentStateRef {
             version: STATE_VERSION,
             id: self.id(),
-            messages: Items(&self.messages),
+            messages: Messages(&self.messages),
             step: self.step,
             metadata: &self.extras.metadata,
             reasoning: Items(&self.extras.reasoning),
@@ -231,7 +240,7 @@ impl AgentState {
         Ok(AgentState {
             id: json.id.into(),
             step: json.step,
-            messages: json.messages.into_iter().map(Arc::new).collect(),
+            messages: super::History::from_messages(json.messages.into_iter().map(Arc::new)),
             extras,
         })
     }

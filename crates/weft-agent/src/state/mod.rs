@@ -3,32 +3,38 @@
 //! **Invariant:** an `AgentState` is a value. Every `with_*` method returns a new state with a
 //! new UUIDv4 id and leaves `self` untouched; no method takes `&mut self`.
 //!
-//! **Representation:** the message history, the reasoning traces and the sub-agent traces are
-//! persistent vectors (`imbl::Vector`, an RRB tree with structural sharing) of `Arc`ed items.
-//! Cloning a state, forking it into two branches, or appending one message to a
-//! 10,000-message history costs O(1)–O(log n) and allocates only the touched tree nodes;
-//! the messages themselves are never copied. Metadata, reasoning traces, the plan and the
+//! **Representation:** the message history is a [`History`](history): compact records in a
+//! few contiguous, shared segments (a 200-character message costs 228 bytes; messages with
+//! tool calls, tool results, media or reasoning, and messages a run's `Turn` shares, are kept
+//! as shared `Arc<Message>`s beside the records). Reading decodes, so [`AgentState::messages`]
+//! yields `Cow<Message>`. The reasoning traces and the sub-agent traces are persistent vectors
+//! (`imbl::Vector`) of `Arc`ed items. Cloning a state or forking it into two branches is
+//! O(1); appending copies at most the history's last segment, never the messages before it.
+//! Metadata, reasoning traces, the plan and the
 //! sub-agent traces sit together behind one `Arc` (one pointer in the state; most states have
 //! none of them and share one empty set), copied only when one of them changes. The state id
 //! is kept inline (its 36 characters, no allocation per derived state).
 //!
-//! **Invariant (history lineage):** a message (or reasoning or sub-agent trace) gets its
-//! `Arc` when it is inserted, and no operation removes, reorders or re-inserts items of a
-//! vector: appends extend a shared vector, `with_context` builds a new one from new `Arc`s.
-//! So two states
-//! holding the same `Arc` at the same position share everything before it, which is what
-//! makes [`AgentState::extends`] O(log n).
+//! **Invariant (history lineage):** no operation removes, reorders or rewrites messages or
+//! traces: appends extend a shared history (a segment's first records never change once
+//! written), `with_context` builds a new one. A reasoning or sub-agent trace gets its `Arc`
+//! when it is inserted, so two states holding the same `Arc` at the same position share
+//! everything before it; for messages the history's segments record where they were copied
+//! from. That is what makes [`AgentState::extends`] O(log n).
 
+mod history;
 mod json;
 mod plan;
 mod trace;
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use weft_provider::Message;
 
+pub(crate) use history::History;
 pub use json::{AgentStateJson, FromJsonOptions, STATE_VERSION};
 pub(crate) use plan::topological_order;
 pub use plan::{PlanStep, PlanStepStatus};
@@ -127,7 +133,7 @@ fn no_extras() -> Arc<Extras> {
 pub struct AgentState {
     id: StateId,
     step: u64,
-    messages: imbl::Vector<Arc<Message>>,
+    messages: History,
     extras: Arc<Extras>,
 }
 
@@ -163,7 +169,7 @@ impl AgentState {
         AgentState {
             id: StateId::new(),
             step: 0,
-            messages: imbl::Vector::new(),
+            messages: History::default(),
             extras: no_extras(),
         }
     }
@@ -183,9 +189,24 @@ impl AgentState {
         self.id.as_str()
     }
 
-    /// The conversation history, oldest first.
-    pub fn messages(&self) -> impl DoubleEndedIterator<Item = &Message> + ExactSizeIterator + '_ {
-        self.messages.iter().map(|m| &**m)
+    /// The conversation history, oldest first: each message borrowed when the history keeps
+    /// it whole, else decoded from its compact record (see the module documentation).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use weft_agent::AgentState;
+    /// use weft_provider::Message;
+    ///
+    /// let state = AgentState::initial().with_messages([Message::user("a"), Message::assistant("b")]);
+    /// let texts: Vec<String> = state.messages().map(|m| m.text()).collect();
+    /// assert_eq!(texts, ["a", "b"]);
+    /// assert!(matches!(&*state.messages().next_back().unwrap(), Message::Assistant(_)));
+    /// ```
+    pub fn messages(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = Cow<'_, Message>> + ExactSizeIterator + '_ {
+        self.messages.iter()
     }
 
     /// The number of messages.
@@ -193,19 +214,23 @@ impl AgentState {
         self.messages.len()
     }
 
-    /// The message at `index`.
-    pub fn message(&self, index: usize) -> Option<&Message> {
-        self.messages.get(index).map(|m| &**m)
+    /// The message at `index` (borrowed or decoded, as [`AgentState::messages`]).
+    pub fn message(&self, index: usize) -> Option<Cow<'_, Message>> {
+        self.messages.get(index)
     }
 
     /// The last message.
-    pub fn last_message(&self) -> Option<&Message> {
-        self.messages.last().map(|m| &**m)
+    pub fn last_message(&self) -> Option<Cow<'_, Message>> {
+        self.messages
+            .len()
+            .checked_sub(1)
+            .and_then(|last| self.messages.get(last))
     }
 
-    /// The history as an owned list, for `LlmInstance::generate` (clones every message).
+    /// The history as an owned list, for `LlmInstance::generate` (clones or decodes every
+    /// message).
     pub fn messages_vec(&self) -> Vec<Message> {
-        self.messages.iter().map(|m| (**m).clone()).collect()
+        self.messages.iter().map(Cow::into_owned).collect()
     }
 
     /// The step number: an integer sequence, 0 before any step.
@@ -285,7 +310,7 @@ impl AgentState {
                 }
             }
         }
-        prefix(&self.messages, &earlier.messages)
+        self.messages.extends(&earlier.messages)
             && prefix(&self.extras.reasoning, &earlier.extras.reasoning)
             && prefix(
                 &self.extras.subagent_traces,
@@ -298,13 +323,12 @@ impl AgentState {
     /// Appends one message.
     #[must_use]
     pub fn with_message(&self, message: Message) -> Self {
-        let mut next = self.derive();
-        next.messages.push_back(Arc::new(message));
-        next
+        self.with_messages([message])
     }
 
     /// Appends several messages: owned `Message`s, or `Arc<Message>`s shared with their other
-    /// owners (a [`weft_provider::Turn`]'s messages), which are then not copied.
+    /// owners (a [`weft_provider::Turn`]'s messages), which are then not copied (kept shared
+    /// instead of compacted).
     #[must_use]
     pub fn with_messages<M: Into<Arc<Message>>>(
         &self,
@@ -312,6 +336,8 @@ impl AgentState {
     ) -> Self {
         let mut next = self.derive();
         next.messages.extend(messages.into_iter().map(Into::into));
+        // The tail was copied or built here: an idle state keeps no spare capacity.
+        next.messages.shrink();
         next
     }
 
@@ -319,7 +345,7 @@ impl AgentState {
     #[must_use]
     pub fn with_context(&self, messages: impl IntoIterator<Item = Message>) -> Self {
         let mut next = self.derive();
-        next.messages = messages.into_iter().map(Arc::new).collect();
+        next.messages = History::from_messages(messages.into_iter().map(Arc::new));
         next
     }
 
@@ -368,8 +394,8 @@ impl AgentState {
     }
 
     /// Several changes under one new id (used by strategies at step ends).
-    /// The persistent message vector (for O(1) "same history?" checks with `ptr_eq`).
-    pub(crate) fn message_vector(&self) -> &imbl::Vector<Arc<Message>> {
+    /// The shared history (for O(1) "same history?" checks with [`History::ptr_eq`]).
+    pub(crate) fn message_vector(&self) -> &History {
         &self.messages
     }
 
@@ -383,7 +409,7 @@ impl AgentState {
     }
 
     /// [`AgentState::with_step_result`] consuming this state: when nothing else shares the
-    /// history's tail chunk, the messages are appended in place (the derived state is still a
+    /// history's last segment, the messages are appended in place (the derived state is still a
     /// new value with a new id; only this one, which nobody can see any more, is reused).
     pub(crate) fn into_step_result(
         self,
@@ -411,8 +437,8 @@ mod tests {
 
     #[test]
     fn a_state_is_small_and_states_without_extras_share_them() {
-        // id (36 characters inline), step, the message vector, one pointer to the extras.
-        assert!(std::mem::size_of::<AgentState>() <= 120);
+        // id (36 characters inline), step, the history (40 bytes), one pointer to the extras.
+        assert!(std::mem::size_of::<AgentState>() <= 96);
         let a = AgentState::initial().with_step(3);
         let b = AgentState::initial();
         assert!(Arc::ptr_eq(&a.extras, &b.extras));
@@ -437,7 +463,8 @@ mod tests {
         }
         let a = state.with_message(Message::user("a"));
         let b = state.with_message(Message::user("b"));
-        assert!(Arc::ptr_eq(&a.messages[5], &b.messages[5]));
+        assert!(a.messages.extends(&state.messages) && b.messages.extends(&state.messages));
+        assert!(!a.messages.extends(&b.messages) && !b.messages.extends(&a.messages));
         assert_eq!(state.message_count(), 100);
         assert_eq!(a.last_message().unwrap().text(), "a");
         assert_eq!(b.last_message().unwrap().text(), "b");

@@ -161,7 +161,7 @@ pub struct Steps<'a> {
 
 struct SharedConversation {
     messages: Arc<Vec<Arc<Message>>>,
-    mirrors: imbl::Vector<std::sync::Arc<Message>>,
+    mirrors: crate::state::History,
     step_len: usize,
 }
 
@@ -502,7 +502,7 @@ impl<'a> Steps<'a> {
     /// not copied).
     fn history(&self) -> Vec<Arc<Message>> {
         let mut history = Vec::with_capacity(self.state.message_count() + self.step_messages.len());
-        history.extend(self.state.message_vector().iter().cloned());
+        history.extend(self.state.message_vector().shared_iter());
         history.extend(self.step_messages.iter().cloned());
         history
     }

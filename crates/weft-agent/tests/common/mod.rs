@@ -103,7 +103,7 @@ pub fn timed_tool(name: &str, ms: u64, log: &Log) -> Tool {
 
 /// A summary of a history that ignores ids and timestamps: (type, text, tool calls, results).
 pub fn content(state: &AgentState) -> Vec<String> {
-    state.messages().map(message_content).collect()
+    state.messages().map(|m| message_content(&m)).collect()
 }
 
 pub fn message_content(message: &Message) -> String {

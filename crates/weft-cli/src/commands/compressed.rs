@@ -28,16 +28,17 @@ pub(crate) async fn of_thread(store: &Store, thread: &str) -> Result<Vec<Expande
     let summaries = store.list_checkpoints(thread).await?;
     let mut out = Vec::new();
     for message in latest.checkpoint.state.messages() {
-        let Some(marker) = Marker::of(message) else {
+        let Some(marker) = Marker::of(&message) else {
             continue;
         };
+        let message = message.into_owned();
         let (originals, _) = expand(vec![message.clone()], |agent_step| {
             history_at(store, &summaries, agent_step)
         })
         .await?;
         let expanded = originals.len() != 1 || originals[0].id() != message.id();
         out.push(Expanded {
-            stand_in: message.clone(),
+            stand_in: message,
             marker,
             originals: if expanded { originals } else { Vec::new() },
         });

@@ -750,7 +750,7 @@ impl ContextManager {
         let since = |from: usize| -> u64 {
             (from..n)
                 .filter_map(|i| state.message(i))
-                .map(estimate_one)
+                .map(|m| estimate_one(&m))
                 .sum()
         };
         if let Some((usage, at)) = self.reported().as_ref()

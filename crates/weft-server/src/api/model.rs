@@ -466,11 +466,14 @@ impl RunCreate {
 }
 
 /// The conversation of a state as LangChain message dicts.
-pub fn lc_messages<'a>(messages: impl Iterator<Item = &'a Message>) -> Vec<Value> {
+/// Takes borrowed messages or a state's `AgentState::messages()` (`Cow`s).
+pub fn lc_messages<M: std::borrow::Borrow<Message>>(
+    messages: impl Iterator<Item = M>,
+) -> Vec<Value> {
     let mut out = Vec::new();
     let mut names: BTreeMap<String, String> = BTreeMap::new();
     for message in messages {
-        match message {
+        match message.borrow() {
             Message::User(user) => out.push(json!({
                 "type": "human",
                 "content": Message::User(user.clone()).text(),
