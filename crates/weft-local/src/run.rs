@@ -199,7 +199,11 @@ fn build_response(
 }
 
 fn prompt_for(engine: &Engine, request: &LlmRequest, plan: &Plan) -> Vec<u32> {
-    let segments = template::render(request.system.as_deref(), &request.messages, &plan.mode);
+    let segments = template::render(
+        request.system.as_deref(),
+        request.messages.as_slice(),
+        &plan.mode,
+    );
     engine.encode_prompt(&segments)
 }
 

@@ -23,6 +23,8 @@
 //! Control tokens are [`Segment::Control`]s and are added by id, never by tokenizing text, so
 //! text that spells `<end_of_turn>` stays text.
 
+use std::borrow::Borrow;
+
 use serde_json::Value;
 use weft_provider::{ContentBlock, DocumentSource, Message};
 
@@ -117,8 +119,13 @@ pub fn instructions(mode: &OutputMode) -> String {
     }
 }
 
-/// Renders the prompt: `<bos>`, the turns, and the opening of the model's turn.
-pub fn render(system: Option<&str>, messages: &[Message], mode: &OutputMode) -> Vec<Segment> {
+/// Renders the prompt: `<bos>`, the turns, and the opening of the model's turn. `messages`
+/// are owned or shared (`Arc<Message>`, as a request holds them).
+pub fn render<M: Borrow<Message>>(
+    system: Option<&str>,
+    messages: &[M],
+    mode: &OutputMode,
+) -> Vec<Segment> {
     let mut preamble = String::new();
     if let Some(system) = system.filter(|s| !s.trim().is_empty()) {
         preamble.push_str(system.trim_end());
@@ -141,7 +148,7 @@ pub fn render(system: Option<&str>, messages: &[Message], mode: &OutputMode) -> 
         _ => turns.push((role, text)),
     };
     for (index, message) in messages.iter().enumerate() {
-        match message {
+        match message.borrow() {
             Message::User(user) => push(Role::User, user_text(&user.content)),
             Message::Assistant(assistant) => {
                 let mut body = text_of(&assistant.content);
@@ -249,11 +256,11 @@ fn user_text(blocks: &[ContentBlock]) -> String {
     parts.join("\n\n")
 }
 
-fn tool_name_for(earlier: &[Message], call_id: &str) -> String {
+fn tool_name_for<M: Borrow<Message>>(earlier: &[M], call_id: &str) -> String {
     earlier
         .iter()
         .rev()
-        .filter_map(|m| match m {
+        .filter_map(|m| match m.borrow() {
             Message::Assistant(a) => a.tool_calls.iter().find(|c| c.tool_call_id == call_id),
             _ => None,
         })
