@@ -538,9 +538,10 @@ async fn run_subagent(
     if let Some(opened) = opened {
         // (A step given up for a decision ends the agent too: the runner knows it by the
         // decision, whatever the agent returned.)
+        // A child that finished keeps its result even when the parent is stopped right after.
         let outcome = match &result {
-            _ if signal.is_cancelled() => ChildOutcome::Interrupted,
             Ok(_) => ChildOutcome::Succeeded,
+            Err(_) if signal.is_cancelled() => ChildOutcome::Interrupted,
             Err(_) => ChildOutcome::Failed,
         };
         if let Err(error) = opened.end(outcome).await {

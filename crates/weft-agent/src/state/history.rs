@@ -484,9 +484,13 @@ fn encode(message: &Message, out: &mut Vec<u8>) -> bool {
         return false;
     }
     let metadata = match metadata {
+        // Kept only when it reads back: JSON nested deeper than the reader's limit (128)
+        // would not, so such a message stays a shared record.
         Some(map) => match serde_json::to_vec(map) {
-            Ok(json) => Some(json),
-            Err(_) => return false,
+            Ok(json) if serde_json::from_slice::<Map<String, Value>>(&json).is_ok() => {
+                Some(json)
+            }
+            _ => return false,
         },
         None => None,
     };
@@ -731,6 +735,26 @@ mod tests {
         ];
         let history = assert_round_trip(&messages);
         assert!(kinds(&history).iter().all(|k| *k == "compact"));
+    }
+
+    #[test]
+    fn metadata_too_deep_to_read_back_keeps_its_message_whole() {
+        // serde_json reads at most 128 levels: such metadata cannot be a compact record
+        // (decoding it would fail and cut the history short).
+        let mut deep = json!("leaf");
+        for _ in 0..200 {
+            deep = json!({ "a": deep });
+        }
+        let options = MessageOptions {
+            id: Some("deep".into()),
+            metadata: deep.as_object().cloned(),
+        };
+        let messages = vec![
+            UserMessage::with_options(vec![ContentBlock::text("deep")], options).into(),
+            Message::user("after"),
+        ];
+        let history = assert_round_trip(&messages);
+        assert_eq!(kinds(&history), ["shared", "compact"]);
     }
 
     #[test]
