@@ -487,9 +487,7 @@ fn encode(message: &Message, out: &mut Vec<u8>) -> bool {
         // Kept only when it reads back: JSON nested deeper than the reader's limit (128)
         // would not, so such a message stays a shared record.
         Some(map) => match serde_json::to_vec(map) {
-            Ok(json) if serde_json::from_slice::<Map<String, Value>>(&json).is_ok() => {
-                Some(json)
-            }
+            Ok(json) if serde_json::from_slice::<Map<String, Value>>(&json).is_ok() => Some(json),
             _ => return false,
         },
         None => None,
