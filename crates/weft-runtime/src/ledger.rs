@@ -218,12 +218,7 @@ impl RunContext {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut messages = Vec::new();
         for message in queued {
-            let held = state.messages().rev().take(QUEUE_LOOKBACK).any(|m| {
-                m.id() == message.id
-                    || matches!(&*m, weft_provider::Message::Assistant(a)
-                        if a.tool_calls.iter().any(|c| c.tool_call_id == message.id))
-            });
-            if held {
+            if holds_queued(state, &message.id) {
                 taken.push(message.id.clone());
                 continue;
             }
@@ -770,6 +765,17 @@ pub fn is_silent(message: &weft_provider::Message) -> bool {
         .and_then(|m| m.get(SILENT))
         .and_then(Value::as_bool)
         .unwrap_or(false)
+}
+
+/// Whether the conversation's last messages hold the queue entry `id` (a message with its
+/// id, or a call of the queued tool with it): a run took it and was checkpointed, and the
+/// process died before taking it out of the queue.
+pub(crate) fn holds_queued(state: &weft_agent::AgentState, id: &str) -> bool {
+    state.messages().rev().take(QUEUE_LOOKBACK).any(|m| {
+        m.id() == id
+            || matches!(&*m, weft_provider::Message::Assistant(a)
+                if a.tool_calls.iter().any(|c| c.tool_call_id == id))
+    })
 }
 
 /// How many of a conversation's last messages are searched for a queued message it already

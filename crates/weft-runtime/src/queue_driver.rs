@@ -33,8 +33,9 @@ pub type LaunchError = Box<dyn std::error::Error + Send + Sync>;
 /// What a run started for a thread's queue begins with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QueueInput {
-    /// A message the user queued, taken out of the queue: the run's input (a user message
-    /// with the queue entry's id).
+    /// A message the user queued: the run's input. Its spec must name the entry in
+    /// [`RunSpec::queued_input`](crate::spec::RunSpec::queued_input), so the message keeps
+    /// the entry's id and leaves the queue once the run holds it.
     Message {
         /// The message.
         text: String,
@@ -61,12 +62,12 @@ pub enum QueueInput {
 /// #[async_trait::async_trait]
 /// impl QueueRuns for Scripted {
 ///     async fn start(&self, thread: &str, input: QueueInput) -> Result<String, LaunchError> {
-///         let (text, id) = match input {
+///         let (text, entry) = match input {
 ///             QueueInput::Message { text, id } => (text, Some(id)),
 ///             QueueInput::Queue => (String::new(), None),
 ///         };
 ///         let mut spec = RunSpec::new(text, Program::Agent(AgentProgram::new("echo")));
-///         spec.input_id = id;
+///         spec.queued_input = entry;
 ///         let handle = self.0.start_on(Some(thread), spec, false).await?;
 ///         Ok(handle.id().to_owned())
 ///     }
@@ -210,7 +211,7 @@ impl QueueDriver {
     ///
     /// # Errors
     /// Storage failures; [`RunError::Launch`] when the run cannot start (the work stays
-    /// queued: a message taken as the run's input is queued again).
+    /// queued).
     pub async fn run_the_queue(
         &self,
         thread: &str,
@@ -242,22 +243,13 @@ impl QueueDriver {
                 .await
                 .map_err(RunError::Launch)?
         } else {
-            store
-                .dequeue(thread, std::slice::from_ref(&first.id))
-                .await?;
+            // The entry stays queued until the run's first checkpoint holds it
+            // (`RunSpec::queued_input`): a launch that fails, or a crash, loses nothing.
             let input = QueueInput::Message {
-                text: first.text.clone(),
-                id: first.id.clone(),
+                text: first.text,
+                id: first.id,
             };
-            match runs.start(thread, input).await {
-                Ok(run) => run,
-                Err(error) => {
-                    if let Err(again) = store.queue_message(thread, &first.text).await {
-                        tracing::error!(error = %again, text = %first.text, "a queued message could not be queued again: it is lost");
-                    }
-                    return Err(RunError::Launch(error));
-                }
-            }
+            runs.start(thread, input).await.map_err(RunError::Launch)?
         };
         self.follow(&run_id, thread, runs);
         Ok(QueueTaken::Started(run_id))

@@ -780,7 +780,7 @@ impl Runtime {
             .ok_or_else(|| RunError::UnknownRun(run_id.clone()))?;
         // The stream starts at the run's first event (`run_start`).
         let events = events.then_some(0);
-        Ok(self.spawn(
+        let handle = self.spawn(
             record,
             spec,
             tools,
@@ -789,7 +789,15 @@ impl Runtime {
             HashSet::new(),
             false,
             events,
-        ))
+        );
+        // A `terminate()` that set its flag after the check above looked for live runs
+        // to stop before this one was live: seen now, the run stops at once.
+        if let Some(thread) = thread
+            && self.refuse_terminated(thread).await.is_err()
+        {
+            self.stop(handle.id());
+        }
+        Ok(handle)
     }
 
     /// Adds the redactor the sessions ask for a run of `spec` ([`Sessions::redactor`]) to
@@ -1035,10 +1043,16 @@ impl Runtime {
                     // (a queued tool call or a child's silent result), which its first step
                     // takes.
                     Some(latest) if spec.input.is_empty() => latest.checkpoint.state,
-                    Some(latest) => latest
-                        .checkpoint
-                        .state
-                        .with_message(Message::user(spec.input.as_str())),
+                    // A queued message an earlier run took just before a crash is held
+                    // already.
+                    Some(latest)
+                        if spec.queued_input.as_deref().is_some_and(|id| {
+                            crate::ledger::holds_queued(&latest.checkpoint.state, id)
+                        }) =>
+                    {
+                        latest.checkpoint.state
+                    }
+                    Some(latest) => latest.checkpoint.state.with_message(input_message(spec)),
                     None => initial_state(spec, thread),
                 };
                 (thread.to_owned(), state)
@@ -1099,6 +1113,13 @@ impl Runtime {
             usage: Some(TokenUsage::default()),
         };
         store.save_checkpoint(&thread_id, &checkpoint).await?;
+        if let Some(entry) = &spec.queued_input {
+            // The checkpoint holds the message: it leaves the queue.
+            use weft_store::ThreadQueue as _;
+            store
+                .dequeue(&thread_id, std::slice::from_ref(entry))
+                .await?;
+        }
         store
             .append_event(NewEvent::new(
                 "run_start",
@@ -1211,9 +1232,23 @@ async fn finished(
     })
 }
 
+/// The run's input as a user message (with its queue entry's id when it was queued).
+fn input_message(spec: &RunSpec) -> Message {
+    match &spec.queued_input {
+        Some(id) => Message::User(weft_provider::UserMessage::with_options(
+            vec![weft_provider::ContentBlock::text(spec.input.as_str())],
+            weft_provider::MessageOptions {
+                id: Some(id.clone()),
+                metadata: None,
+            },
+        )),
+        None => Message::user(spec.input.as_str()),
+    }
+}
+
 fn initial_state(spec: &RunSpec, thread_id: &str) -> AgentState {
     AgentState::initial()
-        .with_message(Message::user(spec.input.as_str()))
+        .with_message(input_message(spec))
         .with_metadata(
             weft_agent::SESSION_ID_KEY,
             Value::String(thread_id.to_owned()),

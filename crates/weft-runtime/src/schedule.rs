@@ -17,8 +17,11 @@
 //! dropped ([`Runtime::terminate`] removes them, and the scheduler drops any it finds on a
 //! terminated thread), never fired. A scheduler starting up first hands the threads whose
 //! queue holds a fired effect not taken yet (its process died before the run started) to the
-//! driver.
+//! driver. When the caller's launcher cannot start a thread's run (a server at its limit of
+//! runs), the fired call stays queued and the scheduler tries again, waiting twice as long
+//! each time (1 s up to 5 min), until a run starts or another run takes the queue.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,8 +40,59 @@ pub const MAX_IDLE: Duration = Duration::from_secs(5);
 /// The most due effects an [`EffectScheduler`] fires in one pass (the rest in the next).
 pub const FIRE_BATCH: usize = 64;
 
-/// How long an [`EffectScheduler`] waits after a failed pass (the store unreachable).
+/// How long an [`EffectScheduler`] waits after a failed pass (the store unreachable), and
+/// first waits before it tries again to start a run a fired effect could not start.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The longest an [`EffectScheduler`] waits between tries to start a thread's run.
+const RETRY_AT_MOST: Duration = Duration::from_secs(300);
+
+/// Threads whose queue holds fired work no run could start for (the caller's launcher
+/// refused: a server at its limit of runs, a project that does not load), with when to try
+/// again and the wait after that (doubling, up to [`RETRY_AT_MOST`]).
+#[derive(Debug, Default)]
+struct Stranded(std::sync::Mutex<HashMap<String, (tokio::time::Instant, Duration)>>);
+
+impl Stranded {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (tokio::time::Instant, Duration)>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `thread`'s run could not start: it is tried again after a wait twice the last.
+    fn failed(&self, thread: &str) {
+        let mut stranded = self.lock();
+        let wait = stranded
+            .get(thread)
+            .map_or(RETRY_AFTER, |(_, wait)| (*wait * 2).min(RETRY_AT_MOST));
+        stranded.insert(
+            thread.to_owned(),
+            (tokio::time::Instant::now() + wait, wait),
+        );
+    }
+
+    fn settled(&self, thread: &str) {
+        self.lock().remove(thread);
+    }
+
+    /// The threads to try again now, and how long until the next one is due after them.
+    fn due(&self) -> (Vec<String>, Option<Duration>) {
+        let now = tokio::time::Instant::now();
+        let stranded = self.lock();
+        let due = stranded
+            .iter()
+            .filter(|(_, (at, _))| *at <= now)
+            .map(|(thread, _)| thread.clone())
+            .collect();
+        let next = stranded
+            .values()
+            .filter(|(at, _)| *at > now)
+            .map(|(at, _)| *at - now)
+            .min();
+        (due, next)
+    }
+}
 
 /// Microseconds since the Unix epoch, now.
 pub fn now_micros() -> i64 {
@@ -139,6 +193,7 @@ pub struct EffectScheduler {
     runs: Arc<dyn QueueRuns>,
     clock: Clock,
     max_idle: Duration,
+    stranded: Stranded,
 }
 
 impl std::fmt::Debug for EffectScheduler {
@@ -155,6 +210,7 @@ impl EffectScheduler {
             runs,
             clock: Arc::new(now_micros),
             max_idle: MAX_IDLE,
+            stranded: Stranded::default(),
         }
     }
 
@@ -195,28 +251,65 @@ impl EffectScheduler {
     }
 
     /// One pass: fires the effects due now (at most [`FIRE_BATCH`]) and starts runs for
-    /// their idle threads. Returns how long to sleep before the next pass.
+    /// their idle threads, and tries again to start the runs that could not start before.
+    /// Returns how long to sleep before the next pass.
+    ///
+    /// An effect that cannot be fired (its thread's row cannot be read) is reported and
+    /// left scheduled, and the effects after it still fire; the pass then waits a little
+    /// before the next.
     ///
     /// # Errors
-    /// Storage failures.
+    /// Storage failures reading the schedule.
     pub async fn fire_due(&self) -> Result<Duration, RunError> {
         let store = self.driver.runtime().store();
         let now = (self.clock)();
         let due = store.due_effects(now, FIRE_BATCH).await?;
+        let mut failed = false;
         for effect in &due {
-            self.fire(effect).await?;
+            if let Err(error) = self.fire(effect).await {
+                tracing::warn!(%error, effect = %effect.id, thread = %effect.thread_id, "a scheduled effect could not fire; it stays scheduled");
+                failed = true;
+            }
         }
-        if due.len() == FIRE_BATCH {
+        let (retry, next_retry) = self.stranded.due();
+        for thread in retry {
+            self.run_the_queue(&thread).await;
+        }
+        if due.len() == FIRE_BATCH && !failed {
             return Ok(Duration::ZERO);
         }
-        let wait = match store.next_effect_due().await? {
+        let mut wait = match store.next_effect_due().await? {
             Some(at) => {
                 let micros = at.saturating_sub((self.clock)()).max(0);
                 Duration::from_micros(u64::try_from(micros).unwrap_or(0))
             }
             None => self.max_idle,
         };
+        if failed {
+            wait = wait.max(RETRY_AFTER);
+        }
+        if let Some(retry) = next_retry {
+            wait = wait.min(retry);
+        }
         Ok(wait.min(self.max_idle))
+    }
+
+    /// Has the driver run `thread`'s queue; a run that cannot start is tried again later
+    /// (see [`Stranded`]).
+    async fn run_the_queue(&self, thread: &str) {
+        match self.driver.run_the_queue(thread, &self.runs).await {
+            Ok(taken) => {
+                self.stranded.settled(thread);
+                if let QueueTaken::Started(run) = taken {
+                    tracing::info!(%run, %thread, "a run started for a fired effect");
+                }
+            }
+            Err(RunError::Terminated(_)) => self.stranded.settled(thread),
+            Err(error) => {
+                self.stranded.failed(thread);
+                tracing::warn!(%error, %thread, "a fired effect could not start a run; it stays queued and is tried again");
+            }
+        }
     }
 
     /// Effects fired before (by a process that died before their runs started) whose calls
@@ -236,9 +329,7 @@ impl EffectScheduler {
             }
         };
         for thread in threads {
-            if let Err(error) = self.driver.run_the_queue(&thread, &self.runs).await {
-                tracing::warn!(%error, %thread, "a fired effect could not start a run; it stays queued");
-            }
+            self.run_the_queue(&thread).await;
         }
     }
 
@@ -258,16 +349,7 @@ impl EffectScheduler {
         store.fire_effect(&effect.id).await?;
         self.driver.runtime().wake_inbox(thread);
         tracing::info!(effect = %effect.id, %thread, tool = %effect.call.name, "a scheduled effect fired");
-        match self.driver.run_the_queue(thread, &self.runs).await {
-            Ok(QueueTaken::Started(run)) => {
-                tracing::info!(%run, %thread, "a run started for a fired effect");
-            }
-            Ok(_) => {}
-            Err(error) => {
-                // The call stays queued: the thread's next run takes it.
-                tracing::warn!(%error, %thread, "a fired effect could not start a run; it stays queued");
-            }
-        }
+        self.run_the_queue(thread).await;
         Ok(())
     }
 }

@@ -55,6 +55,13 @@ pub struct RunSpec {
     /// the thread's history shows the message with the id the client knows it by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_id: Option<String>,
+    /// The thread-queue entry the input message is (a run the
+    /// [`QueueDriver`](crate::queue_driver::QueueDriver) started for a queued message): the
+    /// input message keeps the entry's id, and the entry leaves the queue only once the
+    /// run's first checkpoint holds the message — a crash in between leaves it queued, and
+    /// whichever run takes it next finds it held instead of adding it twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_input: Option<String>,
 }
 
 fn is_unlimited(budget: &Budget) -> bool {
@@ -72,6 +79,7 @@ impl RunSpec {
             pricing: None,
             trace: None,
             input_id: None,
+            queued_input: None,
         }
     }
 
@@ -114,6 +122,7 @@ impl RunSpec {
             pricing: None,
             trace: None,
             input_id: None,
+            queued_input: None,
         })
     }
 

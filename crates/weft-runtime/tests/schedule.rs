@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::Path;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,15 +28,23 @@ async fn sqlite(dir: &Path) -> Store {
         .unwrap()
 }
 
-/// A launcher that starts nothing: it reports the thread, the input and the clock's time.
+/// A launcher that starts nothing: it reports the thread, the input and the clock's time
+/// (after refusing as many starts as `refuse` says, as a server at its limit of runs does).
 struct Recorder {
     clock: Clock,
     started: mpsc::Sender<(String, QueueInput, i64)>,
+    refuse: Arc<AtomicUsize>,
 }
 
 #[async_trait::async_trait]
 impl QueueRuns for Recorder {
     async fn start(&self, thread: &str, input: QueueInput) -> Result<String, LaunchError> {
+        let refused = self
+            .refuse
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if refused.is_ok() {
+            return Err("the caller drives as many runs as it may".into());
+        }
         self.started
             .send((thread.to_owned(), input, (self.clock)()))
             .await
@@ -59,6 +67,7 @@ struct Fixture {
     clock: Clock,
     time: Arc<AtomicI64>,
     started: mpsc::Receiver<(String, QueueInput, i64)>,
+    refuse: Arc<AtomicUsize>,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
@@ -72,9 +81,11 @@ async fn scheduler(threads: &[&str], max_idle: Duration) -> Fixture {
     let runtime = Runtime::new(store);
     let (clock, time) = manual_clock();
     let (tx, started) = mpsc::channel(16);
+    let refuse = Arc::new(AtomicUsize::new(0));
     let runs: Arc<dyn QueueRuns> = Arc::new(Recorder {
         clock: clock.clone(),
         started: tx,
+        refuse: refuse.clone(),
     });
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(
@@ -89,6 +100,7 @@ async fn scheduler(threads: &[&str], max_idle: Duration) -> Fixture {
         clock,
         time,
         started,
+        refuse,
         shutdown,
         task,
     }
@@ -153,6 +165,34 @@ async fn an_effect_fires_into_the_queue_when_due_and_not_before() {
             .unwrap()
             .is_empty()
     );
+    f.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fired_effect_whose_run_cannot_start_is_tried_again_until_one_does() {
+    let mut f = scheduler(&["t1"], Duration::from_secs(30)).await;
+    f.refuse.store(3, Ordering::SeqCst);
+    let at = tokio::time::Instant::now();
+    let effect = f
+        .runtime
+        .schedule_effect("t1", "remind", json!({}), (f.clock)())
+        .await
+        .unwrap();
+    // Refused three times (the tries 1 s, 2 s and 4 s apart), started at the fourth.
+    let (thread, input, _) = f.next_start().await;
+    assert_eq!((thread.as_str(), &input), ("t1", &QueueInput::Queue));
+    assert_eq!(f.refuse.load(Ordering::SeqCst), 0);
+    assert!(
+        at.elapsed() >= Duration::from_secs(7),
+        "tried again after 1 + 2 + 4 s, not at once: {:?}",
+        at.elapsed()
+    );
+    let queued = f.runtime.store().queued("t1").await.unwrap();
+    assert_eq!(queued.len(), 1, "the call waited in the queue all along");
+    assert_eq!(queued[0].id, effect.id);
+    // Started: no more tries.
+    f.idle_passes().await;
+    assert!(f.started.try_recv().is_err());
     f.stop().await;
 }
 
@@ -342,7 +382,7 @@ impl QueueRuns for Library {
             QueueInput::Queue => (String::new(), None),
         };
         let mut spec = spec(&self.dir, &text);
-        spec.input_id = id;
+        spec.queued_input = id;
         let handle = self.runtime.start_on(Some(thread), spec, false).await?;
         let id = handle.id().to_owned();
         self.started.lock().unwrap().push(id.clone());
@@ -433,4 +473,120 @@ async fn work_queued_on_an_idle_thread_through_the_driver_starts_a_run_that_take
         driver.run_the_queue(&thread, &runs).await.unwrap(),
         QueueTaken::Empty
     );
+}
+
+/// A launcher that cannot start runs (a project that stopped loading, a full server).
+struct Failing;
+
+#[async_trait::async_trait]
+impl QueueRuns for Failing {
+    async fn start(&self, _: &str, _: QueueInput) -> Result<String, LaunchError> {
+        Err("the project does not load".into())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_message_whose_run_cannot_start_stays_queued_in_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let runtime = Runtime::new(store.clone()).with_tools(ToolRegistry::with_builtins());
+    let first = runtime.start(spec(dir.path(), "go"), false).await.unwrap();
+    let run = first.id().to_owned();
+    first.outcome().await.unwrap();
+    let thread = store.run(&run).await.unwrap().unwrap().thread_id;
+    let driver = QueueDriver::new(runtime.clone());
+    let failing: Arc<dyn QueueRuns> = Arc::new(Failing);
+
+    let one = store.queue_message(&thread, "first").await.unwrap();
+    let two = store.queue_message(&thread, "second").await.unwrap();
+    let error = driver.run_the_queue(&thread, &failing).await.unwrap_err();
+    assert!(matches!(error, RunError::Launch(_)), "{error}");
+    let ids: Vec<String> = store
+        .queued(&thread)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(ids, [one.id.clone(), two.id.clone()]);
+
+    // Once runs can start again, the first message is the run's input, with its entry's id,
+    // and the second is taken before the run's first step: each once, in order.
+    let library: Arc<dyn QueueRuns> = Arc::new(Library {
+        runtime: runtime.clone(),
+        dir: dir.path().to_owned(),
+        started: Mutex::new(Vec::new()),
+    });
+    let QueueTaken::Started(next) = driver.run_the_queue(&thread, &library).await.unwrap() else {
+        panic!("no run started");
+    };
+    completed(&runtime, &next).await;
+    let latest = store.latest_checkpoint(&thread).await.unwrap().unwrap();
+    let said: Vec<(String, String)> = latest
+        .checkpoint
+        .state
+        .messages()
+        .map(|m| (m.id().to_owned(), m.text()))
+        .collect();
+    let at = said
+        .iter()
+        .position(|(_, t)| t == "first")
+        .unwrap_or_else(|| panic!("{said:?}"));
+    assert_eq!(said[at], (one.id, "first".to_owned()));
+    assert_eq!(said[at + 1], (two.id, "second".to_owned()));
+    assert_eq!(said.iter().filter(|(_, t)| t == "first").count(), 1);
+    assert!(store.queued(&thread).await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_message_a_cut_off_run_already_holds_is_not_taken_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let runtime = Runtime::new(store.clone()).with_tools(ToolRegistry::with_builtins());
+    let first = runtime.start(spec(dir.path(), "go"), false).await.unwrap();
+    let run = first.id().to_owned();
+    first.outcome().await.unwrap();
+    let thread = store.run(&run).await.unwrap().unwrap().thread_id;
+
+    // What a process killed between a queued run's first checkpoint and taking its input
+    // out of the queue leaves: the checkpoint holds the message, the queue still has it.
+    let entry = store.queue_message(&thread, "taken once").await.unwrap();
+    let mut latest = store
+        .latest_checkpoint(&thread)
+        .await
+        .unwrap()
+        .unwrap()
+        .checkpoint;
+    latest.state = latest.state.with_message(weft_provider::Message::User(
+        weft_provider::UserMessage::with_options(
+            vec![weft_provider::ContentBlock::text("taken once")],
+            weft_provider::MessageOptions {
+                id: Some(entry.id.clone()),
+                metadata: None,
+            },
+        ),
+    ));
+    latest.metadata.checkpoint_id = "cut-off".to_owned();
+    latest.metadata.step += 1;
+    store.save_checkpoint(&thread, &latest).await.unwrap();
+
+    let driver = QueueDriver::new(runtime.clone());
+    let library: Arc<dyn QueueRuns> = Arc::new(Library {
+        runtime: runtime.clone(),
+        dir: dir.path().to_owned(),
+        started: Mutex::new(Vec::new()),
+    });
+    let QueueTaken::Started(next) = driver.run_the_queue(&thread, &library).await.unwrap() else {
+        panic!("no run started");
+    };
+    completed(&runtime, &next).await;
+    let said = texts(&store, &thread).await;
+    assert_eq!(
+        said.iter().filter(|t| *t == "taken once").count(),
+        1,
+        "{said:?}"
+    );
+    let at = said.iter().position(|t| t == "taken once").unwrap();
+    assert_eq!(said[at + 1], "again", "{said:?}");
+    assert!(store.queued(&thread).await.unwrap().is_empty());
 }

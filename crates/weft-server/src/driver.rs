@@ -100,7 +100,12 @@ impl AppState {
         run_id: Option<String>,
     ) -> Result<Started, ApiError> {
         self.check_input(&input)?;
-        self.launch(caller, agent, thread, (input, input_id), run_id, true)
+        let input = Input {
+            text: input,
+            client_id: input_id,
+            queued: None,
+        };
+        self.launch(caller, agent, thread, input, run_id, true)
             .await
     }
 
@@ -109,7 +114,7 @@ impl AppState {
         caller: &Caller,
         agent: Option<&str>,
         thread: &str,
-        (input, input_id): (String, Option<String>),
+        input: Input,
         run_id: Option<String>,
         follow: bool,
     ) -> Result<Started, ApiError> {
@@ -142,9 +147,10 @@ impl AppState {
         let mut launch = self.config().launch.clone();
         launch.base_urls.extend(base_urls);
         let mut spec = launch
-            .spec(self.project(), agent, input)
+            .spec(self.project(), agent, input.text)
             .map_err(|e| ApiError::internal(e.to_string()))?;
-        spec.input_id = input_id;
+        spec.input_id = input.client_id;
+        spec.queued_input = input.queued;
         if self.store().thread(thread).await?.is_none() {
             self.store().put_thread(&ThreadRecord::new(thread)).await?;
         }
@@ -312,6 +318,15 @@ impl AppState {
     }
 }
 
+/// A run's input message and the ids it goes by.
+struct Input {
+    text: String,
+    /// The id the client gave the message (a chat's UI message id).
+    client_id: Option<String>,
+    /// The thread-queue entry it is ([`weft_runtime::spec::RunSpec::queued_input`]).
+    queued: Option<String>,
+}
+
 /// The queue driver's way to start this server's runs ([`AppState::queue_runs`]): a run of
 /// the thread's agent as the caller that queued the work, counted against its limit.
 struct ServeRuns {
@@ -337,19 +352,25 @@ impl QueueRuns for ServeRuns {
                 })
                 .filter(|agent| self.state.project().agent(agent).is_some()),
         };
-        let (input, input_id) = match input {
-            QueueInput::Message { text, id } => (text, Some(id)),
-            QueueInput::Queue => (String::new(), None),
+        let input = match input {
+            // The queue entry's id is the message's: the client that queued it knows it.
+            QueueInput::Message { text, id } => Input {
+                text,
+                client_id: Some(id.clone()),
+                queued: Some(id),
+            },
+            QueueInput::Queue => Input {
+                text: String::new(),
+                client_id: None,
+                queued: None,
+            },
         };
-        let started = Box::pin(self.state.launch(
-            &self.caller,
-            agent.as_deref(),
-            thread,
-            (input, input_id),
-            None,
-            false,
-        ))
-        .await?;
+        let started =
+            Box::pin(
+                self.state
+                    .launch(&self.caller, agent.as_deref(), thread, input, None, false),
+            )
+            .await?;
         Ok(started.run_id)
     }
 }

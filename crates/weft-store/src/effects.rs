@@ -64,6 +64,28 @@ impl ScheduledEffect {
 
 const COLUMNS: &str = "SELECT id, thread_id, tool, due_at, created_at FROM scheduled_effects";
 
+/// The due time of an effect set aside because its row does not decode
+/// ([`ScheduledEffects::due_effects`]): the end of time, so it never fires.
+pub const SET_ASIDE: i64 = i64::MAX;
+
+/// The rows that decode, in order; those that do not are reported (with their ids) and
+/// left out, so one bad row holds up no other effect.
+fn decode_rows(rows: &[Row]) -> (Vec<ScheduledEffect>, Vec<String>) {
+    let mut effects = Vec::with_capacity(rows.len());
+    let mut bad = Vec::new();
+    for row in rows {
+        match ScheduledEffect::from_row(row) {
+            Ok(effect) => effects.push(effect),
+            Err(error) => {
+                let id = row.text(0).unwrap_or_default();
+                tracing::error!(%error, effect = %id, "a scheduled effect's row does not decode; it is left out");
+                bad.push(id);
+            }
+        }
+    }
+    (effects, bad)
+}
+
 /// Durable scheduled effects, per thread (see the module docs).
 #[async_trait]
 pub trait ScheduledEffects: Send + Sync {
@@ -79,7 +101,8 @@ pub trait ScheduledEffects: Send + Sync {
         due_at: i64,
     ) -> Result<ScheduledEffect, StoreError>;
 
-    /// The effects scheduled on `thread`, soonest first.
+    /// The effects scheduled on `thread`, soonest first (a row that does not decode is
+    /// reported in the log and left out).
     ///
     /// # Errors
     /// Database failures.
@@ -103,13 +126,18 @@ pub trait ScheduledEffects: Send + Sync {
     /// Database failures.
     async fn remove_thread_effects(&self, thread: &str) -> Result<(), StoreError>;
 
-    /// When the soonest effect of any thread is due, if any is scheduled.
+    /// When the soonest effect of any thread is due, if any is scheduled (one set aside
+    /// does not count).
     ///
     /// # Errors
     /// Database failures.
     async fn next_effect_due(&self) -> Result<Option<i64>, StoreError>;
 
-    /// At most `limit` effects due at `now` (microseconds), soonest first.
+    /// At most `limit` effects due at `now` (microseconds), soonest first. A row that does
+    /// not decode (its call is not the JSON Weft wrote: the file was edited by something
+    /// else) is set aside — its due time becomes [`SET_ASIDE`], so it neither fires nor
+    /// holds up the effects after it — and reported in the log with its id; it stays in the
+    /// table, for a person to read or remove ([`ScheduledEffects::remove_scheduled_effect`]).
     ///
     /// # Errors
     /// Database failures.
@@ -170,7 +198,7 @@ impl ScheduledEffects for Store {
                 thread
             ))
             .await?;
-        rows.iter().map(ScheduledEffect::from_row).collect()
+        Ok(decode_rows(&rows).0)
     }
 
     async fn scheduled_effect(&self, id: &str) -> Result<Option<ScheduledEffect>, StoreError> {
@@ -181,7 +209,11 @@ impl ScheduledEffects for Store {
     }
 
     async fn remove_scheduled_effect(&self, id: &str) -> Result<bool, StoreError> {
-        if self.scheduled_effect(id).await?.is_none() {
+        // By id alone: an effect whose row does not decode can be removed too.
+        let rows = self
+            .query(stmt!("SELECT id FROM scheduled_effects WHERE id = $1", id))
+            .await?;
+        if rows.is_empty() {
             return Ok(false);
         }
         self.write_now(vec![stmt!(
@@ -203,7 +235,8 @@ impl ScheduledEffects for Store {
     async fn next_effect_due(&self) -> Result<Option<i64>, StoreError> {
         let rows = self
             .query(stmt!(
-                "SELECT due_at FROM scheduled_effects ORDER BY due_at LIMIT 1"
+                "SELECT due_at FROM scheduled_effects WHERE due_at < $1 ORDER BY due_at LIMIT 1",
+                SET_ASIDE
             ))
             .await?;
         rows.first().map(|row| row.int(0)).transpose()
@@ -216,12 +249,29 @@ impl ScheduledEffects for Store {
     ) -> Result<Vec<ScheduledEffect>, StoreError> {
         let rows = self
             .query(stmt!(
-                format!("{COLUMNS} WHERE due_at <= $1 ORDER BY due_at, id LIMIT $2"),
+                format!(
+                    "{COLUMNS} WHERE due_at <= $1 AND due_at < $3 ORDER BY due_at, id LIMIT $2"
+                ),
                 now,
-                i64::try_from(limit).unwrap_or(i64::MAX)
+                i64::try_from(limit).unwrap_or(i64::MAX),
+                SET_ASIDE
             ))
             .await?;
-        rows.iter().map(ScheduledEffect::from_row).collect()
+        let (effects, bad) = decode_rows(&rows);
+        if !bad.is_empty() {
+            let set_aside = bad
+                .iter()
+                .map(|id| {
+                    stmt!(
+                        "UPDATE scheduled_effects SET due_at = $1 WHERE id = $2",
+                        SET_ASIDE,
+                        id.as_str()
+                    )
+                })
+                .collect();
+            self.write_now(set_aside).await?;
+        }
+        Ok(effects)
     }
 
     async fn fire_effect(&self, id: &str) -> Result<(), StoreError> {

@@ -50,7 +50,7 @@ mod variables;
 
 pub use children::{ChildRecord, SubagentRegistryEntry, Subagents};
 pub use decision::{DecisionKind, DecisionRecord, DecisionStatus, Decisions, Verdict};
-pub use effects::{ScheduledEffect, ScheduledEffects};
+pub use effects::{SET_ASIDE, ScheduledEffect, ScheduledEffects};
 pub use error::StoreError;
 pub use model::{
     AgentNode, AgentStatus, ArtifactMetadata, ArtifactRecord, ArtifactType, CheckpointSummary,
