@@ -1,6 +1,7 @@
 //! Images and models without vision (SA-090, excerpts D §4): when the provider of a session's
 //! model declares no image input (`LlmCapabilities::image_input`, e.g. the embedded local
-//! model), every image part of a request is replaced, at request time, by the text
+//! model), every image part of a request — an image block of a message, or an image part
+//! of a tool result given as content parts — is replaced, at request time, by the text
 //! [`IMAGE_OMITTED`]; the conversation the session keeps (its states, checkpoints, the
 //! messages' attachments) is not changed. A model with image input gets the request
 //! unchanged.
@@ -68,21 +69,53 @@ impl Blind {
     }
 }
 
-/// Whether `message` holds an image block.
+/// Whether `message` holds an image: an image block, or an image part of a tool result
+/// given as content parts (`[{"type": "text", …}, {"type": "image", …}]`, the form the
+/// adapters pass to the provider as is).
 fn has_image(message: &Message) -> bool {
-    message
-        .content()
-        .iter()
-        .any(|b| matches!(b, ContentBlock::Image(_)))
+    match message {
+        Message::ToolResult(m) => m.results.iter().any(|r| image_parts(&r.result).is_some()),
+        _ => message
+            .content()
+            .iter()
+            .any(|b| matches!(b, ContentBlock::Image(_))),
+    }
 }
 
-/// `message` with each image block replaced by the text [`IMAGE_OMITTED`].
+/// The parts of a tool result given as content parts, when one of them is an image.
+fn image_parts(result: &Value) -> Option<&Vec<Value>> {
+    let Value::Array(parts) = result else {
+        return None;
+    };
+    let is_part = |p: &Value| p.get("type").is_some_and(Value::is_string);
+    let is_image = |p: &Value| p.get("type").and_then(Value::as_str) == Some("image");
+    (parts.iter().all(is_part) && parts.iter().any(is_image)).then_some(parts)
+}
+
+/// `message` with each image replaced by the text [`IMAGE_OMITTED`].
 fn without_images(message: &Message) -> Message {
     let mut message = message.clone();
     let content = match &mut message {
         Message::User(m) => &mut m.content,
         Message::Assistant(m) => &mut m.content,
-        Message::ToolResult(_) => return message,
+        Message::ToolResult(m) => {
+            for result in &mut m.results {
+                if let Some(parts) = image_parts(&result.result) {
+                    let parts = parts
+                        .iter()
+                        .map(|p| {
+                            if p.get("type").and_then(Value::as_str) == Some("image") {
+                                serde_json::json!({"type": "text", "text": IMAGE_OMITTED})
+                            } else {
+                                p.clone()
+                            }
+                        })
+                        .collect();
+                    result.result = Value::Array(parts);
+                }
+            }
+            return message;
+        }
     };
     for block in content.iter_mut() {
         if matches!(block, ContentBlock::Image(_)) {

@@ -537,7 +537,9 @@ async fn session_with_an_image(vision: bool) -> (Vec<Seen>, Vec<Message>) {
     let project = write_project(
         dir.path(),
         ("\"lookup\"", "", ""),
-        &[json!({"text": "a cat"})],
+        // The scripted model answers by the count of assistant messages in the request:
+        // the history's one tool call is the first.
+        &[json!({"text": "(the earlier answer)"}), json!({"text": "a cat"})],
         &[],
     );
     let seen: Requests = Arc::default();
@@ -546,17 +548,37 @@ async fn session_with_an_image(vision: bool) -> (Vec<Seen>, Vec<Message>) {
     let mut options = SessionOptions::new(project.dir());
     options.providers = Arc::new(providers);
     let image = Image::from_bytes(vec![137, 80, 78, 71], "image/png").to_block();
-    options.initial_state =
-        options
-            .initial_state
-            .with_message(Message::User(weft_provider::UserMessage::new(vec![
-                ContentBlock::text("look at this"),
-                image,
-            ])));
+    // A tool that answered with a picture among content parts (an MCP screenshot).
+    let screenshot = weft_provider::Message::ToolResult(weft_provider::ToolResultMessage::new(
+        vec![weft_provider::ToolResult {
+            tool_call_id: "shot-1".into(),
+            result: json!([
+                {"type": "text", "text": "the screen"},
+                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+            ]),
+            is_error: false,
+        }],
+    ));
+    let asked = weft_provider::Message::Assistant(
+        weft_provider::AssistantMessage::new(
+            Vec::new(),
+            vec![weft_provider::ToolCall::new("shot-1", "lookup", json!({}))],
+            weft_provider::MessageOptions::default(),
+        )
+        .expect("no binary content"),
+    );
+    options.initial_state = options
+        .initial_state
+        .with_message(Message::User(weft_provider::UserMessage::new(vec![
+            ContentBlock::text("look at this"),
+            image,
+        ])))
+        .with_message(asked)
+        .with_message(screenshot);
     let outcome = run_session(&project, "lead", "what is it?", &options)
         .await
         .expect("session");
-    assert_eq!(outcome.status, SessionStatus::Completed);
+    assert_eq!(outcome.status, SessionStatus::Completed, "{}", outcome.message);
     let seen = seen.lock().expect("lock").clone();
     (seen, outcome.state_a.messages_vec())
 }
@@ -575,13 +597,32 @@ async fn a_model_without_vision_gets_a_note_for_each_image_and_the_history_keeps
             ContentBlock::text(weft_standard::vision::IMAGE_OMITTED)
         ]
     );
-    assert_eq!(request.messages[1].text(), "what is it?");
-    // The stored conversation still has the image.
+    // The tool's picture too; its other parts stay.
+    let Message::ToolResult(shot) = &request.messages[2] else {
+        panic!("the tool result: {:#?}", request.messages)
+    };
+    assert_eq!(
+        shot.results[0].result,
+        json!([
+            {"type": "text", "text": "the screen"},
+            {"type": "text", "text": weft_standard::vision::IMAGE_OMITTED}
+        ])
+    );
+    assert_eq!(request.messages[3].text(), "what is it?");
+    // The stored conversation still has the images.
     assert_eq!(history[0].images().len(), 1);
     assert_eq!(history[0].content().len(), 2);
+    let Message::ToolResult(kept) = &history[2] else {
+        panic!("{history:#?}")
+    };
+    assert_eq!(kept.results[0].result[1]["type"], "image");
 
-    // A model with vision receives the image itself.
+    // A model with vision receives the images themselves.
     let (seen, _) = session_with_an_image(true).await;
     assert_eq!(seen[0].messages[0].images().len(), 1);
     assert!(!seen[0].messages[0].text().contains("image omitted"));
+    let Message::ToolResult(shot) = &seen[0].messages[2] else {
+        panic!("the tool result")
+    };
+    assert_eq!(shot.results[0].result[1]["type"], "image");
 }
