@@ -539,7 +539,10 @@ async fn session_with_an_image(vision: bool) -> (Vec<Seen>, Vec<Message>) {
         ("\"lookup\"", "", ""),
         // The scripted model answers by the count of assistant messages in the request:
         // the history's one tool call is the first.
-        &[json!({"text": "(the earlier answer)"}), json!({"text": "a cat"})],
+        &[
+            json!({"text": "(the earlier answer)"}),
+            json!({"text": "a cat"}),
+        ],
         &[],
     );
     let seen: Requests = Arc::default();
@@ -549,16 +552,17 @@ async fn session_with_an_image(vision: bool) -> (Vec<Seen>, Vec<Message>) {
     options.providers = Arc::new(providers);
     let image = Image::from_bytes(vec![137, 80, 78, 71], "image/png").to_block();
     // A tool that answered with a picture among content parts (an MCP screenshot).
-    let screenshot = weft_provider::Message::ToolResult(weft_provider::ToolResultMessage::new(
-        vec![weft_provider::ToolResult {
-            tool_call_id: "shot-1".into(),
-            result: json!([
-                {"type": "text", "text": "the screen"},
-                {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
-            ]),
-            is_error: false,
-        }],
-    ));
+    let screenshot =
+        weft_provider::Message::ToolResult(weft_provider::ToolResultMessage::new(vec![
+            weft_provider::ToolResult {
+                tool_call_id: "shot-1".into(),
+                result: json!([
+                    {"type": "text", "text": "the screen"},
+                    {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+                ]),
+                is_error: false,
+            },
+        ]));
     let asked = weft_provider::Message::Assistant(
         weft_provider::AssistantMessage::new(
             Vec::new(),
@@ -578,7 +582,12 @@ async fn session_with_an_image(vision: bool) -> (Vec<Seen>, Vec<Message>) {
     let outcome = run_session(&project, "lead", "what is it?", &options)
         .await
         .expect("session");
-    assert_eq!(outcome.status, SessionStatus::Completed, "{}", outcome.message);
+    assert_eq!(
+        outcome.status,
+        SessionStatus::Completed,
+        "{}",
+        outcome.message
+    );
     let seen = seen.lock().expect("lock").clone();
     (seen, outcome.state_a.messages_vec())
 }

@@ -659,6 +659,16 @@ impl Store {
         self.shared.redactor.redact(value);
     }
 
+    /// A checkpoint's `pending_tools` / `completed_tools` column: the list as JSON
+    /// ([`Store::redacted_string`]), or NULL when it is empty (read back as empty: two bytes
+    /// and a column header fewer in most rows).
+    fn json_list<T: Serialize>(&self, list: &[T]) -> Result<Option<String>, StoreError> {
+        if list.is_empty() {
+            return Ok(None);
+        }
+        self.redacted_string(&list, true).map(Some)
+    }
+
     fn redacted_string<T: Serialize>(
         &self,
         value: &T,
@@ -697,6 +707,8 @@ struct StateHead {
     /// Written until the blob dropped it (it is always the state version of its writer).
     #[serde(default = "state_version")]
     version: String,
+    /// As written: encoded ([`encode_key`], since the fourth round of issue 19) or the id
+    /// itself (before); [`decode_key`] reads both.
     #[serde(rename = "i", alias = "id")]
     id: String,
     /// Written until the blob dropped it (the row's `agent_step` holds it); written again
@@ -726,8 +738,10 @@ fn state_version() -> String {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct StateHeadRef<'a> {
+    /// A canonical UUID (the ids Weft makes) as `~` and 22 base64url characters
+    /// ([`encode_key`]); read back by [`StateHead`].
     #[serde(rename = "i")]
-    id: &'a str,
+    id: std::borrow::Cow<'a, str>,
     /// The step, only when the row's `agent_step` (a signed 64-bit integer) cannot hold it.
     #[serde(skip_serializing_if = "Option::is_none")]
     step: Option<u64>,
@@ -826,17 +840,23 @@ fn call_and_result<'a>(
 /// A completed call as `completed_tools` holds it: in full, or — when the state's history
 /// holds its call and its result unchanged (a step's calls always) — only what the history
 /// does not say (`{"toolCallId":…,"duration":…}`: 40 bytes instead of the call and result
-/// again).
+/// again; only the id, `"call_49"`, when that is all it would say).
 #[derive(Serialize)]
 #[serde(untagged)]
 enum CompletedEntry<'a> {
     Reference {
         #[serde(rename = "toolCallId")]
         tool_call_id: &'a str,
+        /// Left out when 0 (read back as 0).
+        #[serde(skip_serializing_if = "is_zero")]
         duration: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
         approved: Option<bool>,
     },
+    /// A reference with nothing to add (no duration, no approval): its id alone,
+    /// `"call_49"` (a checkpoint row is written per step, and a row a few bytes smaller
+    /// packs one more into each page).
+    Id(&'a str),
     Full(&'a ToolExecution),
 }
 
@@ -865,6 +885,9 @@ fn completed_entries<'a>(
                         && result.result == e.result
                         && result.is_error == e.is_error =>
                 {
+                    if e.duration == 0 && e.approved.is_none() {
+                        return CompletedEntry::Id(&e.tool_call_id);
+                    }
                     CompletedEntry::Reference {
                         tool_call_id: &e.tool_call_id,
                         duration: e.duration,
@@ -877,16 +900,24 @@ fn completed_entries<'a>(
         .collect()
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// A stored `completed_tools` entry as the execution it stands for (a reference is completed
 /// from the call and result in `messages`).
 fn completed_execution(entry: Value, messages: &[Message]) -> Result<ToolExecution, StoreError> {
     if entry.get("toolName").is_some() {
         return serde_json::from_value(entry).map_err(|e| corrupt("checkpoints", e));
     }
-    let id = entry
-        .get("toolCallId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| corrupt("checkpoints", "a completed call without toolCallId"))?;
+    // A bare id: a reference with no duration and no approval.
+    let id = match &entry {
+        Value::String(id) => id.as_str(),
+        _ => entry
+            .get("toolCallId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| corrupt("checkpoints", "a completed call without toolCallId"))?,
+    };
     let (call, result) = call_and_result(messages.iter(), id, messages.len()).ok_or_else(|| {
         corrupt(
             "checkpoints",
@@ -1457,7 +1488,7 @@ impl Store {
         let blob = StateBlob {
             format: 3,
             state: StateHeadRef {
-                id: state.id(),
+                id: encode_key(state.id()),
                 step: i64::try_from(state.step()).is_err().then_some(state.step()),
                 metadata: MetadataRef {
                     map: state.metadata(),
@@ -1495,11 +1526,9 @@ impl Store {
         };
         let step = cache.next_step;
         cache.next_step += 1;
-        let pending = self.redacted_string(&checkpoint.pending_tool_calls, true)?;
-        let completed = self.redacted_string(
-            &completed_entries(&checkpoint.completed_tool_calls, state),
-            true,
-        )?;
+        let pending = self.json_list(&checkpoint.pending_tool_calls)?;
+        let completed =
+            self.json_list(&completed_entries(&checkpoint.completed_tool_calls, state))?;
         stmts.push(insert_checkpoint(CheckpointRow {
             id: &checkpoint.metadata.checkpoint_id,
             thread_id,
@@ -1509,8 +1538,8 @@ impl Store {
                 .timestamp
                 .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
             state_blob: &state_blob,
-            pending: &pending,
-            completed: &completed,
+            pending: pending.as_deref(),
+            completed: completed.as_deref(),
             usage,
             kind: "step",
             agent_id: &checkpoint.metadata.agent_id,
@@ -1571,16 +1600,16 @@ impl Store {
         let id = new_id();
         let step = cache.next_step;
         cache.next_step += 1;
-        let pending = self.redacted_string(&pending, true)?;
-        let completed = self.redacted_string(&completed, true)?;
+        let pending = self.json_list(pending)?;
+        let completed = self.json_list(completed)?;
         let stmt = insert_checkpoint(CheckpointRow {
             id: &id,
             thread_id,
             step,
             timestamp: &now_string(),
             state_blob: &last.state_blob,
-            pending: &pending,
-            completed: &completed,
+            pending: pending.as_deref(),
+            completed: completed.as_deref(),
             usage: last.usage,
             kind: "tool",
             agent_id: &last.agent_id,
@@ -1763,7 +1792,7 @@ impl Store {
             },
             state: AgentState::from_json(AgentStateJson {
                 version: blob.state.version,
-                id: blob.state.id,
+                id: decode_key(blob.state.id),
                 messages,
                 step,
                 metadata: match blob.session_at {
@@ -1895,8 +1924,10 @@ struct CheckpointRow<'a> {
     step: i64,
     timestamp: &'a str,
     state_blob: &'a str,
-    pending: &'a str,
-    completed: &'a str,
+    /// `None` (NULL) when there are none.
+    pending: Option<&'a str>,
+    /// `None` (NULL) when there are none.
+    completed: Option<&'a str>,
     usage: Usage,
     kind: &'static str,
     agent_id: &'a str,
@@ -3027,6 +3058,33 @@ mod tests {
             stored[0],
             serde_json::json!({"toolCallId": "c1", "duration": 7, "approved": true})
         );
+        // Nothing to add: the id alone; no time and no approval read back as such.
+        let instant = ToolExecution {
+            duration: 0,
+            approved: None,
+            ..done.clone()
+        };
+        let alone = serde_json::to_value(completed_entries(std::slice::from_ref(&instant), &state))
+            .unwrap_or_default();
+        assert_eq!(alone, serde_json::json!(["c1"]));
+        let untimed = ToolExecution {
+            duration: 0,
+            ..done.clone()
+        };
+        let approved =
+            serde_json::to_value(completed_entries(std::slice::from_ref(&untimed), &state))
+                .unwrap_or_default();
+        assert_eq!(
+            approved,
+            serde_json::json!([{"toolCallId": "c1", "approved": true}])
+        );
+        let messages = state.messages_vec();
+        for (entry, execution) in [(&alone[0], &instant), (&approved[0], &untimed)] {
+            assert_eq!(
+                completed_execution(entry.clone(), &messages).ok().as_ref(),
+                Some(execution)
+            );
+        }
         assert_eq!(
             stored[1],
             serde_json::to_value(&changed).unwrap_or_default()

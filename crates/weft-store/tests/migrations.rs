@@ -740,3 +740,100 @@ async fn a_fresh_sqlite_database_has_the_spec_tables_constraints_and_indexes() {
         )]
     );
 }
+
+/// What a checkpoint row holds on disk (issue 19's W3): no empty lists, the state's UUID
+/// in 23 characters, a completed call that took no time and needed no approval as its id
+/// alone — and every one of them reads back as it was saved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoint_rows_leave_out_what_reads_back_anyway() {
+    use weft_provider::{
+        AssistantMessage, MessageOptions, ToolCall, ToolResult, ToolResultMessage,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("weft.db");
+    let store = Store::open(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    let plain = sample_checkpoint();
+    store.save_checkpoint("t", &plain).await.unwrap();
+
+    let call = ToolCall::new("c1", "add", json!({"a": 1}));
+    let asked = AssistantMessage::new(vec![], vec![call], MessageOptions::default()).unwrap();
+    let answered = ToolResultMessage::new(vec![ToolResult {
+        tool_call_id: "c1".into(),
+        result: json!(2),
+        is_error: false,
+    }]);
+    let mut with_call = sample_checkpoint();
+    with_call.metadata.checkpoint_id = "fixture-checkpoint-2".into();
+    with_call.state = with_call
+        .state
+        .with_message(Message::Assistant(asked))
+        .with_message(Message::ToolResult(answered));
+    with_call.completed_tool_calls = vec![weft_provider::ToolExecution {
+        tool_name: "add".into(),
+        tool_call_id: "c1".into(),
+        arguments: json!({"a": 1}),
+        result: json!(2),
+        is_error: false,
+        duration: 0,
+        approved: None,
+    }];
+    store.save_checkpoint("t", &with_call).await.unwrap();
+    store.flush().await.unwrap();
+
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let rows: Vec<(String, Option<String>, Option<String>)> = conn
+        .prepare("SELECT state_blob, pending_tools, completed_tools FROM checkpoints ORDER BY step")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let state_id = plain.state.id();
+    assert!(!rows[0].0.contains(state_id), "{}", rows[0].0);
+    assert!(rows[0].0.contains("\"i\":\"~"), "{}", rows[0].0);
+    assert_eq!((rows[0].1.as_deref(), rows[0].2.as_deref()), (None, None));
+    assert_eq!(rows[1].1, None);
+    assert_eq!(rows[1].2.as_deref(), Some(r#"["c1"]"#));
+
+    // Each reads back as it was saved.
+    let listed = store.list_checkpoints("t").await.unwrap();
+    assert_eq!(listed.len(), 2);
+    let first = store
+        .checkpoint_at("t", listed[0].step)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.checkpoint.state.id(), state_id);
+    assert!(first.checkpoint.pending_tool_calls.is_empty());
+    assert!(first.checkpoint.completed_tool_calls.is_empty());
+    let second = store.latest_checkpoint("t").await.unwrap().unwrap();
+    assert_eq!(
+        second.checkpoint.completed_tool_calls,
+        with_call.completed_tool_calls
+    );
+    assert_eq!(second.checkpoint.state.id(), with_call.state.id());
+
+    // A row the previous release wrote (the state's id itself, empty lists as `[]`) reads
+    // as before.
+    let blob: serde_json::Value = serde_json::from_str(&rows[0].0).unwrap();
+    let encoded = blob["s"]["i"].as_str().unwrap();
+    conn.execute(
+        "UPDATE checkpoints SET state_blob = replace(state_blob, ?1, ?2), pending_tools = '[]', \
+         completed_tools = '[]' WHERE id = 'fixture-checkpoint'",
+        [encoded, state_id],
+    )
+    .unwrap();
+    drop(store);
+    let store = Store::open(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    let old = store
+        .checkpoint_at("t", listed[0].step)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(old.checkpoint.state.id(), state_id);
+    assert!(old.checkpoint.pending_tool_calls.is_empty());
+}
