@@ -390,6 +390,25 @@ impl QueueRuns for Library {
     }
 }
 
+fn library(runtime: &Runtime, dir: &Path) -> Arc<Library> {
+    Arc::new(Library {
+        runtime: runtime.clone(),
+        dir: dir.to_owned(),
+        started: Mutex::new(Vec::new()),
+    })
+}
+
+/// A store and runtime in `dir` and the thread of one completed run of the scripted agent.
+async fn thread_after_one_run(dir: &Path) -> (Store, Runtime, String) {
+    let store = sqlite(dir).await;
+    let runtime = Runtime::new(store.clone()).with_tools(ToolRegistry::with_builtins());
+    let first = runtime.start(spec(dir, "go"), false).await.unwrap();
+    let run = first.id().to_owned();
+    first.outcome().await.unwrap();
+    let thread = store.run(&run).await.unwrap().unwrap().thread_id;
+    (store, runtime, thread)
+}
+
 async fn completed(runtime: &Runtime, run: &str) {
     for _ in 0..1200 {
         runtime.settled(run).await;
@@ -417,17 +436,8 @@ async fn texts(store: &Store, thread: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn work_queued_on_an_idle_thread_through_the_driver_starts_a_run_that_takes_it() {
     let dir = tempfile::tempdir().unwrap();
-    let store = sqlite(dir.path()).await;
-    let runtime = Runtime::new(store.clone()).with_tools(ToolRegistry::with_builtins());
-    let first = runtime.start(spec(dir.path(), "go"), false).await.unwrap();
-    let run = first.id().to_owned();
-    first.outcome().await.unwrap();
-    let thread = store.run(&run).await.unwrap().unwrap().thread_id;
-    let library = Arc::new(Library {
-        runtime: runtime.clone(),
-        dir: dir.path().to_owned(),
-        started: Mutex::new(Vec::new()),
-    });
+    let (store, runtime, thread) = thread_after_one_run(dir.path()).await;
+    let library = library(&runtime, dir.path());
     let runs: Arc<dyn QueueRuns> = library.clone();
     let driver = QueueDriver::new(runtime.clone());
 
@@ -488,12 +498,7 @@ impl QueueRuns for Failing {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_message_whose_run_cannot_start_stays_queued_in_its_place() {
     let dir = tempfile::tempdir().unwrap();
-    let store = sqlite(dir.path()).await;
-    let runtime = Runtime::new(store.clone()).with_tools(ToolRegistry::with_builtins());
-    let first = runtime.start(spec(dir.path(), "go"), false).await.unwrap();
-    let run = first.id().to_owned();
-    first.outcome().await.unwrap();
-    let thread = store.run(&run).await.unwrap().unwrap().thread_id;
+    let (store, runtime, thread) = thread_after_one_run(dir.path()).await;
     let driver = QueueDriver::new(runtime.clone());
     let failing: Arc<dyn QueueRuns> = Arc::new(Failing);
 
@@ -512,11 +517,7 @@ async fn a_queued_message_whose_run_cannot_start_stays_queued_in_its_place() {
 
     // Once runs can start again, the first message is the run's input, with its entry's id,
     // and the second is taken before the run's first step: each once, in order.
-    let library: Arc<dyn QueueRuns> = Arc::new(Library {
-        runtime: runtime.clone(),
-        dir: dir.path().to_owned(),
-        started: Mutex::new(Vec::new()),
-    });
+    let library: Arc<dyn QueueRuns> = library(&runtime, dir.path());
     let QueueTaken::Started(next) = driver.run_the_queue(&thread, &library).await.unwrap() else {
         panic!("no run started");
     };
@@ -541,12 +542,7 @@ async fn a_queued_message_whose_run_cannot_start_stays_queued_in_its_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_message_a_cut_off_run_already_holds_is_not_taken_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let store = sqlite(dir.path()).await;
-    let runtime = Runtime::new(store.clone()).with_tools(ToolRegistry::with_builtins());
-    let first = runtime.start(spec(dir.path(), "go"), false).await.unwrap();
-    let run = first.id().to_owned();
-    first.outcome().await.unwrap();
-    let thread = store.run(&run).await.unwrap().unwrap().thread_id;
+    let (store, runtime, thread) = thread_after_one_run(dir.path()).await;
 
     // What a process killed between a queued run's first checkpoint and taking its input
     // out of the queue leaves: the checkpoint holds the message, the queue still has it.
@@ -571,11 +567,7 @@ async fn a_queued_message_a_cut_off_run_already_holds_is_not_taken_twice() {
     store.save_checkpoint(&thread, &latest).await.unwrap();
 
     let driver = QueueDriver::new(runtime.clone());
-    let library: Arc<dyn QueueRuns> = Arc::new(Library {
-        runtime: runtime.clone(),
-        dir: dir.path().to_owned(),
-        started: Mutex::new(Vec::new()),
-    });
+    let library: Arc<dyn QueueRuns> = library(&runtime, dir.path());
     let QueueTaken::Started(next) = driver.run_the_queue(&thread, &library).await.unwrap() else {
         panic!("no run started");
     };
