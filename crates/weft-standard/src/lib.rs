@@ -49,6 +49,7 @@ pub mod attachments;
 mod background;
 pub mod definition;
 mod delegation;
+pub mod effect_tools;
 mod error;
 pub mod filesystem;
 mod gates;

@@ -123,6 +123,9 @@ pub enum ToolKind<'a> {
     /// `mcp:NAME`: every tool of the MCP server `NAME` of `[mcpServers]` (named
     /// `NAME__TOOL`, as the server lists them while the run goes on).
     Mcp(&'a str),
+    /// One of the scheduled-effect tools (`schedule_effect`, `get_scheduled_effects`,
+    /// `remove_scheduled_effect`: [`crate::effect_tools`]).
+    Effect,
 }
 
 /// The prefix of a prompt's tool entry that offers an MCP server's tools (`mcp:NAME`).
@@ -566,6 +569,8 @@ impl Project {
             Some(ToolKind::Agent(agent))
         } else if BUILTIN_TOOLS.contains(&name) {
             Some(ToolKind::Builtin)
+        } else if crate::effect_tools::EFFECT_TOOLS.contains(&name) {
+            Some(ToolKind::Effect)
         } else {
             self.prompt(name)
                 .filter(|p| p.expose_as_tool)
@@ -851,7 +856,8 @@ impl Project {
                 None if self.prompt(name).is_some() => problems.push(Problem::new(file, &key, format!(
                     "the prompt {name:?} is not callable: set `exposeAsTool = true` in its definition"))),
                 None => problems.push(Problem::new(file, &key, format!(
-                    "unknown tool {name:?}: not a built-in tool ({}), not in tools/, not an agent, not a prompt, and not mcp:SERVER", BUILTIN_TOOLS.join(", ")))),
+                    "unknown tool {name:?}: not a built-in tool ({}, {}), not in tools/, not an agent, not a prompt, and not mcp:SERVER",
+                    BUILTIN_TOOLS.join(", "), crate::effect_tools::EFFECT_TOOLS.join(", ")))),
                 Some(ToolKind::Prompt(target)) => {
                     prompt_tool_problems(target, entry, file, &key, problems);
                 }

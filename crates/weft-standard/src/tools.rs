@@ -2,7 +2,7 @@
 //! project tools (declared signatures whose call returns the arguments), and agent tools
 //! (handoff to an `ai_human` agent with `exposeAsTool`; a `dual_ai` one is a subagent, see
 //! [`crate::subagent`]), and prompt tools (a prompt with `exposeAsTool`, see
-//! [`crate::prompt_tool`]).
+//! [`crate::prompt_tool`]), and the scheduled-effect tools ([`crate::effect_tools`]).
 
 use serde_json::{Value, json};
 use weft_provider::{Tool, ToolContext};
@@ -76,6 +76,7 @@ pub(crate) fn prompt_tools(
 ) -> Result<Vec<Tool>, SessionError> {
     let mut tools = Vec::with_capacity(prompt.tools.len());
     let mut resumable = Vec::new();
+    let mut effects = Vec::new();
     for entry in &prompt.tools {
         let name = entry.name();
         if let Some(config) = entry.subagent()
@@ -117,12 +118,29 @@ pub(crate) fn prompt_tools(
                 .ok_or_else(|| SessionError::Workspace(format!("no built-in tool {name:?}")))?,
             // An MCP server's tools are listed by the session, step by step (they change).
             Some(ToolKind::Mcp(_)) => continue,
+            // Built once the tools an effect may call are known (below).
+            Some(ToolKind::Effect) => {
+                effects.push(name);
+                continue;
+            }
             None => return Err(SessionError::Agent(format!("unknown tool {name:?}"))),
         };
         tools.push(tool);
     }
     if !resumable.is_empty() {
         tools.extend(crate::lifecycle::lifecycle_tools(resumable, parent.clone()));
+    }
+    if !effects.is_empty() {
+        // An effect calls one of the prompt's tools (the effect tools included: an effect
+        // may schedule the next, a recurring reminder).
+        let callable: std::collections::BTreeSet<String> = tools
+            .iter()
+            .map(|t| t.name.clone())
+            .chain(effects.iter().map(|n| (*n).to_owned()))
+            .collect();
+        tools.extend(effects.iter().filter_map(|name| {
+            crate::effect_tools::effect_tool(name, callable.clone(), parent.options.durable.clone())
+        }));
     }
     if let Some(escalation) = &parent.options.escalation {
         // An explicit subagent escalates to its parent with these (agents §7.10).

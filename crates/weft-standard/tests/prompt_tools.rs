@@ -635,3 +635,174 @@ async fn a_model_without_vision_gets_a_note_for_each_image_and_the_history_keeps
     };
     assert_eq!(shot.results[0].result[1]["type"], "image");
 }
+
+/// A durable run of `lead` on `thread` (a new one when `None`) of the project in `dir`.
+async fn run_lead(dir: &Path, store: &Store, seen: &Requests, thread: Option<&str>) -> RunOutcome {
+    let project = Project::load(dir).expect("valid project");
+    let spec = RunSpec::new(
+        "remind me",
+        Program::Session(SessionProgram {
+            project: Some(project.snapshot().expect("snapshot")),
+            workspace: project.dir().to_path_buf(),
+            agent: "lead".into(),
+            model_override: None,
+            project_dir: None,
+            sandbox: None,
+            base_urls: Default::default(),
+            profile: None,
+        }),
+    );
+    runtime(store, seen)
+        .start_on(thread, spec, false)
+        .await
+        .expect("start")
+        .outcome()
+        .await
+        .expect("outcome")
+}
+
+#[tokio::test]
+async fn the_model_schedules_lists_and_removes_effects_of_its_thread() {
+    use weft_store::{Decisions as _, Runs as _, ScheduledEffects as _, Verdict};
+    let before = chrono::Utc::now().timestamp_micros();
+    let lead = vec![
+        calls(&[
+            call(
+                "l1",
+                "schedule_effect",
+                json!({"name": "lookup", "arguments": {"term": "tea"}, "delay": 60000}),
+            ),
+            call("l2", "schedule_effect", json!({"name": "nope"})),
+            // Waits for a person: the run suspends after l1 ran, and a resume replays it.
+            call("l3", "lookup", json!({"term": "now"})),
+        ]),
+        calls(&[
+            call("l4", "get_scheduled_effects", json!({})),
+            call(
+                "l5",
+                "remove_scheduled_effect",
+                json!({"id": "e-0000000000000000"}),
+            ),
+        ]),
+        json!({"text": "done"}),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_project(
+        dir.path(),
+        (
+            "\"lookup\", \"schedule_effect\", \"get_scheduled_effects\", \"remove_scheduled_effect\"",
+            "requiresApproval = [\"lookup\"]\n",
+            "",
+        ),
+        &lead,
+        &[],
+    );
+    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
+        .await
+        .expect("store");
+    let seen: Requests = Arc::default();
+    let first = run_lead(dir.path(), &store, &seen, None).await;
+    let RunEnd::AwaitingDecision { decisions } = &first.end else {
+        panic!("waits for l3's decision: {:?}", first.end)
+    };
+    store
+        .decide(&first.run_id, &decisions[0].id, &Verdict::Approve)
+        .await
+        .expect("approve");
+    let resumed = runtime(&store, &seen)
+        .resume(&first.run_id, weft_runtime::ResumeOptions::default(), false)
+        .await
+        .expect("resume")
+        .outcome()
+        .await
+        .expect("outcome");
+    assert_eq!(
+        resumed.end,
+        RunEnd::Completed {
+            output: "done".into()
+        }
+    );
+    let after = chrono::Utc::now().timestamp_micros();
+    let ran = Ran {
+        dir,
+        store: store.clone(),
+        outcome: resumed,
+        seen: seen.clone(),
+    };
+
+    // The model is offered the tools, `name` limited to the prompt's tools.
+    let offered = &ran.requests("lead.json")[0].tools;
+    let (_, schema) = offered
+        .iter()
+        .find(|(n, _)| n == "schedule_effect")
+        .expect("offered");
+    let names = schema["properties"]["name"]["enum"]
+        .as_array()
+        .expect("enum");
+    assert!(names.contains(&json!("lookup")), "{names:?}");
+    assert!(!names.contains(&json!("read_file")), "{names:?}");
+
+    // One effect, on the run's thread, once (the resume replayed l1), a minute out.
+    let thread = store
+        .run(&first.run_id)
+        .await
+        .expect("run")
+        .expect("recorded")
+        .thread_id;
+    let effects = store.scheduled_effects(&thread).await.expect("effects");
+    let [effect] = effects.as_slice() else {
+        panic!("one effect: {effects:#?}")
+    };
+    assert_eq!(effect.call.name, "lookup");
+    assert_eq!(effect.call.arguments, json!({"term": "tea"}));
+    assert!(
+        (before + 60_000_000..=after + 60_000_000).contains(&effect.due_at),
+        "{effect:?}"
+    );
+    let (scheduled, failed) = ran.lead_received("l1");
+    assert!(!failed);
+    assert_eq!(scheduled["id"], effect.id.as_str());
+    assert_eq!(scheduled["name"], "lookup");
+    // A tool the prompt does not have is an error the model reads; nothing is scheduled.
+    let (refused, failed) = ran.lead_received("l2");
+    assert!(failed, "{refused}");
+    assert!(refused.to_string().contains("nope"), "{refused}");
+    let (listed, _) = ran.lead_received("l4");
+    assert_eq!(listed, json!([scheduled]));
+    assert_eq!(
+        ran.lead_received("l5").0,
+        json!({"id": "e-0000000000000000", "removed": false, "reason": "no such effect is still scheduled on this conversation"})
+    );
+
+    // The next run of the thread removes it by the id it was given.
+    let mut lead = lead;
+    lead.push(calls(&[call(
+        "l6",
+        "remove_scheduled_effect",
+        json!({"id": effect.id}),
+    )]));
+    lead.push(json!({"text": "removed"}));
+    std::fs::write(
+        ran.dir.path().join("lead.json"),
+        json!({"responses": lead}).to_string(),
+    )
+    .expect("script");
+    let second = run_lead(ran.dir.path(), &store, &seen, Some(&thread)).await;
+    assert_eq!(
+        second.end,
+        RunEnd::Completed {
+            output: "removed".into()
+        }
+    );
+    assert_eq!(
+        ran.lead_received("l6").0,
+        json!({"id": effect.id, "removed": true})
+    );
+    assert!(
+        store
+            .scheduled_effects(&thread)
+            .await
+            .expect("effects")
+            .is_empty()
+    );
+}

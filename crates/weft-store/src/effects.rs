@@ -101,6 +101,21 @@ pub trait ScheduledEffects: Send + Sync {
         due_at: i64,
     ) -> Result<ScheduledEffect, StoreError>;
 
+    /// [`ScheduledEffects::schedule_effect`] under a given `id` (`e-` and 16 hex digits, as
+    /// the store makes them): scheduling the same id again does nothing and returns the
+    /// effect as first scheduled — a program that derives the id from what asked for it (a
+    /// model's tool call, replayed after a crash) schedules it once.
+    ///
+    /// # Errors
+    /// Database failures.
+    async fn schedule_effect_once(
+        &self,
+        id: &str,
+        thread: &str,
+        call: &QueuedTool,
+        due_at: i64,
+    ) -> Result<ScheduledEffect, StoreError>;
+
     /// The effects scheduled on `thread`, soonest first (a row that does not decode is
     /// reported in the log and left out).
     ///
@@ -170,16 +185,28 @@ impl ScheduledEffects for Store {
         call: &QueuedTool,
         due_at: i64,
     ) -> Result<ScheduledEffect, StoreError> {
+        let id = format!("e-{:016x}", fastrand::u64(..));
+        self.schedule_effect_once(&id, thread, call, due_at).await
+    }
+
+    async fn schedule_effect_once(
+        &self,
+        id: &str,
+        thread: &str,
+        call: &QueuedTool,
+        due_at: i64,
+    ) -> Result<ScheduledEffect, StoreError> {
         let json = serde_json::to_string(call).map_err(|e| corrupt("scheduled_effects", e))?;
         let effect = ScheduledEffect {
-            id: format!("e-{:016x}", fastrand::u64(..)),
+            id: id.to_owned(),
             thread_id: thread.to_owned(),
             call: call.clone(),
             due_at,
             created_at: now_string(),
         };
         self.write_now(vec![stmt!(
-            "INSERT INTO scheduled_effects (id, thread_id, name, tool, due_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO scheduled_effects (id, thread_id, name, tool, due_at, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (id) DO NOTHING",
             effect.id.as_str(),
             thread,
             call.name.as_str(),
@@ -188,7 +215,8 @@ impl ScheduledEffects for Store {
             effect.created_at.as_str()
         )])
         .await?;
-        Ok(effect)
+        // Scheduled before: as it was scheduled then.
+        Ok(self.scheduled_effect(id).await?.unwrap_or(effect))
     }
 
     async fn scheduled_effects(&self, thread: &str) -> Result<Vec<ScheduledEffect>, StoreError> {

@@ -1265,6 +1265,18 @@ async fn scheduled_effects_fire_once_into_the_queue(store: &Store) {
     store.remove_thread_effects("fy").await.unwrap();
     assert!(store.scheduled_effects("fy").await.unwrap().is_empty());
     assert_eq!(store.next_effect_due().await.unwrap(), None);
+    // Under a given id: once, whatever is asked again.
+    let once = store
+        .schedule_effect_once("e-00000000000000aa", "fy", &call(5), 7_000)
+        .await
+        .unwrap();
+    let again = store
+        .schedule_effect_once("e-00000000000000aa", "fy", &call(6), 9_000)
+        .await
+        .unwrap();
+    assert_eq!(again, once);
+    assert_eq!(store.scheduled_effects("fy").await.unwrap(), [once]);
+    store.remove_thread_effects("fy").await.unwrap();
     let kept = store.schedule_effect("fz", &call(4), 10).await.unwrap();
     store.put_thread(&ThreadRecord::new("fz")).await.unwrap();
     store.delete_thread("fz").await.unwrap();
