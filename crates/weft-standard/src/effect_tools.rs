@@ -108,12 +108,21 @@ struct Effects {
 
 impl Effects {
     fn durable(&self) -> Result<&Durable, ToolError> {
-        self.durable.as_ref().ok_or_else(|| {
+        let durable = self.durable.as_ref().ok_or_else(|| {
             ToolError::new(
                 "scheduled effects need a durable run (they are kept in the run's store); this \
                  session has none",
             )
-        })
+        })?;
+        // A child's thread has no runs of its own to start for a fired effect (its runs are
+        // its parent's calls).
+        if durable.run.agent().depth() > 0 {
+            return Err(ToolError::new(
+                "only the conversation's own agent schedules effects, not a subagent or a nested \
+                 prompt: return what should happen later to the agent that called you",
+            ));
+        }
+        Ok(durable)
     }
 
     async fn schedule(&self, args: &Value, ctx: &ToolContext) -> Result<Value, ToolError> {
