@@ -548,3 +548,187 @@ impl ToolLayer for AfterLayer {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::tool::Extensions;
+
+    fn context() -> ToolContext {
+        ToolContext {
+            tool_call_id: "c1".into(),
+            signal: CancellationToken::new(),
+            extensions: Extensions::default(),
+        }
+    }
+
+    fn echo() -> Tool {
+        Tool::new(
+            "echo",
+            "Echoes.",
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+            |args: Value, _ctx: ToolContext| async move { Ok(args) },
+        )
+    }
+
+    /// A policy stage that counts the calls it sees and lets them pass; `child` says whether
+    /// a sub-agent's calls pass it too.
+    struct Counting {
+        seen: Arc<AtomicUsize>,
+        child: bool,
+    }
+
+    impl ToolLayer for Counting {
+        fn stage(&self) -> Stage {
+            Stage::Policy
+        }
+
+        fn call<'a, 't>(
+            &'a self,
+            inv: &'a mut Invocation<'t>,
+            next: Next<'a>,
+        ) -> BoxFuture<'a, ToolOutcome> {
+            self.seen.fetch_add(1, Ordering::SeqCst);
+            next.run(inv)
+        }
+
+        fn for_child(&self) -> Option<Arc<dyn ToolLayer>> {
+            self.child.then(|| {
+                Arc::new(Counting {
+                    seen: self.seen.clone(),
+                    child: true,
+                }) as Arc<dyn ToolLayer>
+            })
+        }
+    }
+
+    #[test]
+    fn an_outcome_is_the_result_the_model_reads() {
+        let outcomes = [
+            (ToolOutcome::Done(json!({"n": 1})), (json!({"n": 1}), false)),
+            (
+                ToolOutcome::Failed(ToolError::new("disk full")),
+                (json!("disk full"), true),
+            ),
+            (
+                ToolOutcome::Refused {
+                    stage: Stage::Policy,
+                    reason: "not allowed".into(),
+                },
+                (json!("not allowed"), true),
+            ),
+            (
+                ToolOutcome::Deferred {
+                    reason: "approval of rm".into(),
+                },
+                (json!("approval of rm"), true),
+            ),
+        ];
+        for (outcome, expected) in outcomes {
+            assert_eq!(outcome.to_result(), expected, "{outcome:?}");
+            assert_eq!(outcome.into_result(), expected);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sub_agents_pipeline_keeps_its_parents_stages_and_validation() {
+        let strategy = ToolUseStrategy::default();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let parent_only = Arc::new(AtomicUsize::new(0));
+        let layers: Vec<Arc<dyn ToolLayer>> = vec![
+            Arc::new(Counting {
+                seen: seen.clone(),
+                child: true,
+            }),
+            Arc::new(Counting {
+                seen: parent_only.clone(),
+                child: false,
+            }),
+        ];
+        let parent = Pipeline::new(true, &strategy, &layers);
+        assert_eq!(
+            format!("{parent:?}"),
+            "[Validate, Policy, Policy, Approval]"
+        );
+        // Only the stages that bind a sub-agent are handed down.
+        let inherited = parent.child_layers();
+        assert_eq!(inherited.len(), 1);
+        let child = Pipeline::new(true, &strategy, &[]).with_inherited(&strategy, &inherited);
+        assert_eq!(format!("{child:?}"), "[Validate, Policy, Approval]");
+
+        let tool = echo();
+        let good = ToolCall::new("c1", "echo", json!({"n": 1}));
+        let mut inv = Invocation::new(&tool, &good, context());
+        assert_eq!(
+            child.run(&mut inv).await,
+            ToolOutcome::Done(json!({"n": 1}))
+        );
+        assert!(inv.ran);
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+        assert_eq!(parent_only.load(Ordering::SeqCst), 0);
+        // The child validates as its parent does: a bad call never reaches the stage below.
+        let bad = ToolCall::new("c2", "echo", json!({"n": "one"}));
+        let mut inv = Invocation::new(&tool, &bad, context());
+        let outcome = child.run(&mut inv).await;
+        assert!(
+            matches!(
+                outcome,
+                ToolOutcome::Refused {
+                    stage: Stage::Validate,
+                    ..
+                }
+            ),
+            "{outcome:?}"
+        );
+        assert!(!inv.ran);
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_debug_forms_name_the_call_and_the_stages() {
+        let tool = echo();
+        let call = ToolCall::new("c7", "echo", json!({}));
+        let mut inv = Invocation::new(&tool, &call, context());
+        inv.key = Some("t@1#0".into());
+        let text = format!("{inv:?}");
+        assert!(text.starts_with("Invocation {"), "{text}");
+        assert!(
+            text.contains("\"echo\"") && text.contains("\"c7\"") && text.contains("t@1#0"),
+            "{text}"
+        );
+        let layer: Arc<dyn ToolLayer> = Arc::new(ValidateLayer);
+        assert_eq!(format!("{layer:?}"), "ToolLayer(validate)");
+        let layers = [layer];
+        assert_eq!(format!("{:?}", Next { layers: &layers }), "[Validate]");
+    }
+
+    #[test]
+    fn a_tool_event_is_stamped_with_the_time_it_happened() {
+        let before = chrono::Utc::now().timestamp_millis();
+        let events = std::sync::Mutex::new(Vec::new());
+        let sink = |event: StreamEvent| events.lock().unwrap().push(event);
+        let call = ToolCall::new("c1", "echo", json!({}));
+        emit_for(
+            Some(&sink),
+            &call,
+            StreamEventType::ToolExecutionEnd,
+            Some((&json!(3), false)),
+        );
+        let after = chrono::Utc::now().timestamp_millis();
+        let events = events.into_inner().unwrap();
+        let [event] = events.as_slice() else {
+            panic!("{events:?}")
+        };
+        let at = event.delta.timestamp.unwrap();
+        assert!((before..=after).contains(&at), "{before} {at} {after}");
+        assert_eq!(event.delta.tool_call_id.as_deref(), Some("c1"));
+        assert_eq!(event.delta.result, Some(json!(3)));
+        assert_eq!(event.delta.is_error, Some(false));
+    }
+}
