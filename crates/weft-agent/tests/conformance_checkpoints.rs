@@ -442,6 +442,87 @@ async fn uap_139_compression_codec() {
     assert_eq!(store.list().await.unwrap(), ["z"]);
 }
 
+/// A checkpoint file that cannot be read is an error naming the file (and the codec that
+/// decoded it), never "no checkpoint": a session must not silently start over.
+#[cfg(feature = "compression")]
+#[tokio::test]
+async fn a_checkpoint_that_cannot_be_read_is_an_error_that_names_its_file_and_codec() {
+    use weft_agent::checkpoint::{CheckpointCodec as _, GzipCodec};
+    let dir = tempfile::tempdir().unwrap();
+    let gzip = file_checkpoints(dir.path()).with_codec(GzipCodec::default());
+    let path = gzip.checkpoint_path("g");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    // Compressed, but not a checkpoint.
+    let text = GzipCodec::default().encode(b"not json".to_vec()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    let error = gzip.load("g").await.unwrap_err().to_string();
+    assert!(error.contains(&*path.to_string_lossy()), "{error}");
+    assert!(error.contains("as the gzip codec decoded it"), "{error}");
+    // Not even compressed.
+    std::fs::write(&path, b"plain").unwrap();
+    let error = gzip.load("g").await.unwrap_err();
+    assert!(
+        matches!(&error, CheckpointError::Codec { codec, .. } if codec == "gzip"),
+        "{error}"
+    );
+    // Stored as it is: the parser's message alone.
+    let plain = file_checkpoints(dir.path());
+    let path = plain.checkpoint_path("p");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, b"not json").unwrap();
+    let error = plain.load("p").await.unwrap_err().to_string();
+    assert!(error.contains(&*path.to_string_lossy()), "{error}");
+    assert!(!error.contains("codec"), "{error}");
+    // Something there that cannot be read is not "no checkpoint".
+    let path = plain.checkpoint_path("d");
+    std::fs::create_dir_all(&path).unwrap();
+    assert!(plain.load("d").await.is_err());
+    assert!(plain.load("nothing-here").await.unwrap().is_none());
+}
+
+/// The file store lists only sessions that have a checkpoint, and what it cannot read or
+/// remove is an error, not an empty answer.
+#[tokio::test]
+async fn the_file_store_lists_only_checkpoints_and_reports_what_it_cannot_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = file_checkpoints(dir.path().join("cp"));
+    let a = agent(
+        AgentOptions::new(texts(&["x"]))
+            .checkpoints(store.clone())
+            .session_id("kept"),
+    )
+    .unwrap();
+    a.generate("go", &AgentState::initial()).await.unwrap();
+    a.flush_checkpoints().await;
+    // A folder without a checkpoint (a session being written, something else's) and a
+    // checkpoint-named file under a name no session has are not sessions.
+    std::fs::create_dir_all(store.dir().join("empty")).unwrap();
+    std::fs::create_dir_all(store.dir().join("bad name")).unwrap();
+    std::fs::write(store.dir().join("bad name/checkpoint.json"), b"{}").unwrap();
+    assert_eq!(store.list().await.unwrap(), ["kept"]);
+    // A file where a session's folder would be cannot be deleted as a session.
+    std::fs::write(store.dir().join("stray"), b"x").unwrap();
+    assert!(store.delete("stray").await.is_err());
+    store.delete("kept").await.unwrap();
+    store.delete("kept").await.unwrap();
+    assert!(store.list().await.unwrap().is_empty());
+    // A store whose folder is a file: listing fails, where a missing folder lists nothing.
+    std::fs::write(dir.path().join("not-a-dir"), b"x").unwrap();
+    assert!(
+        file_checkpoints(dir.path().join("not-a-dir"))
+            .list()
+            .await
+            .is_err()
+    );
+    assert!(
+        file_checkpoints(dir.path().join("missing"))
+            .list()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 #[tokio::test]
 async fn uap_145_codecs_allow_encryption_at_rest() {
     // A toy XOR codec stands in for real encryption: the bytes on disk are not plain JSON.

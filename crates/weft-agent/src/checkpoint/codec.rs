@@ -75,7 +75,7 @@ impl CheckpointCodec for GzipCodec {
             .write_all(&bytes)
             .and_then(|()| encoder.finish())
             .map_err(|e| CheckpointError::Codec {
-                codec: "gzip".into(),
+                codec: self.name().into(),
                 message: e.to_string(),
             })
     }
@@ -85,7 +85,7 @@ impl CheckpointCodec for GzipCodec {
         flate2::read::GzDecoder::new(bytes.as_slice())
             .read_to_end(&mut out)
             .map_err(|e| CheckpointError::Codec {
-                codec: "gzip".into(),
+                codec: self.name().into(),
                 message: e.to_string(),
             })?;
         Ok(out)

@@ -208,7 +208,12 @@ impl CheckpointStore for FileCheckpoints {
                 .map(Some)
                 .map_err(|e| CheckpointError::Corrupt {
                     path: path.display().to_string(),
-                    message: e.to_string(),
+                    // What a codec gave back (a wrong key decrypts to garbage) is named.
+                    message: if codec.name() == "identity" {
+                        e.to_string()
+                    } else {
+                        format!("{e} (as the {} codec decoded it)", codec.name())
+                    },
                 })
         })
         .await
