@@ -599,24 +599,8 @@ async fn query_leaves_no_checkpoint() {
 /// checkpoints hold only its own conversation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_conversations_on_one_agent_never_mix() {
-    let store = Arc::new(Memory::default());
-    let echo = weft_provider::adapters::scripted::function_model(|request| {
-        let last = request
-            .messages()
-            .rev()
-            .find(|m| matches!(m, weft_provider::Message::User(_)))
-            .map(weft_provider::Message::text)
-            .unwrap_or_default();
-        Ok(weft_provider::adapters::scripted::ScriptedResponse::text(
-            format!("re: {last}"),
-        ))
-    });
-    let a = agent(
-        AgentOptions::new(echo)
-            .checkpoints_arc(store.clone())
-            .checkpoint_mode(weft_agent::checkpoint::CheckpointMode::Async),
-    )
-    .unwrap();
+    let store = Arc::new(Slow::default());
+    let a = echo_agent(store.clone());
     let runs = (0..8).map(|i| {
         let a = a.clone();
         async move {
@@ -672,4 +656,102 @@ proptest::proptest! {
         proptest::prop_assert_eq!(loaded.as_ref(), Some(&checkpoint));
         proptest::prop_assert_eq!(metadata.as_ref(), Some(&checkpoint.metadata));
     }
+}
+
+/// A store whose saves of a conversation that last said "slow" take a minute (under paused
+/// time, a minute nobody waits for); every other save is [`Memory`]'s.
+#[derive(Debug, Default)]
+struct Slow(Memory);
+
+#[async_trait]
+impl CheckpointStore for Slow {
+    async fn save(&self, session_id: &str, checkpoint: Checkpoint) -> Result<(), CheckpointError> {
+        let last_said = checkpoint
+            .state
+            .messages()
+            .rev()
+            .find(|m| matches!(&**m, weft_provider::Message::User(_)))
+            .map(|m| m.text());
+        if last_said.as_deref() == Some("slow") {
+            tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+        }
+        self.0.save(session_id, checkpoint).await
+    }
+    async fn load(&self, session_id: &str) -> Result<Option<Checkpoint>, CheckpointError> {
+        self.0.load(session_id).await
+    }
+    async fn load_metadata(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<CheckpointMetadata>, CheckpointError> {
+        self.0.load_metadata(session_id).await
+    }
+    async fn delete(&self, session_id: &str) -> Result<(), CheckpointError> {
+        self.0.delete(session_id).await
+    }
+    async fn list(&self) -> Result<Vec<String>, CheckpointError> {
+        self.0.list().await
+    }
+}
+
+/// An agent answering `re: ` and the last user message, saving to `store` in the background.
+fn echo_agent(store: Arc<Slow>) -> weft_agent::Agent {
+    let echo = weft_provider::adapters::scripted::function_model(|request| {
+        let last = request
+            .messages()
+            .rev()
+            .find(|m| matches!(m, weft_provider::Message::User(_)))
+            .map(weft_provider::Message::text)
+            .unwrap_or_default();
+        Ok(weft_provider::adapters::scripted::ScriptedResponse::text(
+            format!("re: {last}"),
+        ))
+    });
+    agent(
+        AgentOptions::new(echo)
+            .checkpoints_arc(store)
+            .checkpoint_mode(weft_agent::checkpoint::CheckpointMode::Async),
+    )
+    .unwrap()
+}
+
+/// `flush_checkpoints` waits for every save in flight, a slow one of another conversation
+/// included.
+#[tokio::test(start_paused = true)]
+async fn a_flush_waits_for_every_save_in_flight() {
+    let store = Arc::new(Slow::default());
+    let a = echo_agent(store.clone());
+    let slow = a.generate("slow", &AgentState::initial()).await.unwrap();
+    let fast = a.generate("fast", &AgentState::initial()).await.unwrap();
+    a.flush_checkpoints().await;
+    for run in [slow, fast] {
+        let session = run.state.session_id().unwrap();
+        assert!(
+            store.load(session).await.unwrap().is_some(),
+            "{session} not saved"
+        );
+    }
+}
+
+/// Two saves of one conversation land in order even while the agent forgets idle
+/// conversations (it keeps at most ~1,024): the older, slower save never overwrites the newer.
+#[tokio::test(start_paused = true)]
+async fn an_older_save_never_overwrites_a_newer_one_of_the_same_conversation() {
+    let store = Arc::new(Slow::default());
+    let a = echo_agent(store.clone());
+    for i in 0..1030 {
+        a.generate(format!("filler {i}"), &AgentState::initial())
+            .await
+            .unwrap();
+    }
+    a.flush_checkpoints().await;
+    let older = a.generate("slow", &AgentState::initial()).await.unwrap();
+    // Another conversation's save: the agent forgets idle conversations now — not this one,
+    // whose save is still in flight.
+    a.generate("another", &AgentState::initial()).await.unwrap();
+    let newer = a.generate("newer", &older.state).await.unwrap();
+    a.flush_checkpoints().await;
+    let session = newer.state.session_id().unwrap();
+    let saved = store.load(session).await.unwrap().unwrap();
+    assert_eq!(saved.state, newer.state);
 }
