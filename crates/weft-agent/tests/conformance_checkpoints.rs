@@ -739,12 +739,14 @@ async fn a_flush_waits_for_every_save_in_flight() {
 async fn an_older_save_never_overwrites_a_newer_one_of_the_same_conversation() {
     let store = Arc::new(Slow::default());
     let a = echo_agent(store.clone());
-    for i in 0..1030 {
+    // As many idle conversations as the agent remembers (1,024, each saved before the next
+    // starts): with the slow one, the next save finds one too many and forgets the idle ones.
+    for i in 0..1024 {
         a.generate(format!("filler {i}"), &AgentState::initial())
             .await
             .unwrap();
+        a.flush_checkpoints().await;
     }
-    a.flush_checkpoints().await;
     let older = a.generate("slow", &AgentState::initial()).await.unwrap();
     // Another conversation's save: the agent forgets idle conversations now — not this one,
     // whose save is still in flight.
