@@ -707,7 +707,7 @@ struct StateHead {
     /// Written until the blob dropped it (it is always the state version of its writer).
     #[serde(default = "state_version")]
     version: String,
-    /// As written: encoded ([`encode_key`], since the fourth round of issue 19) or the id
+    /// As written: encoded ([`encode_key`], since issue 19's sixth round) or the id
     /// itself (before); [`decode_key`] reads both.
     #[serde(rename = "i", alias = "id")]
     id: String,
