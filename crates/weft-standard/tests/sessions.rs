@@ -131,6 +131,28 @@ async fn stop_order_2_stop_tool_comes_before_the_response() {
     );
 }
 
+/// Without `stopToolResponseProperty` the turn's output is the stop tool's own result — not
+/// another call's of the same step, nor the response's text.
+#[tokio::test]
+async fn a_stop_tools_output_is_its_own_result() {
+    let (_d, p) = single(
+        "stopTool = \"finish\"\n",
+        json!([{"text": "here", "toolCalls": [
+            call("1", "note", json!({"n": 1})),
+            call("2", "finish", json!({"answer": "42"}))
+        ]}]),
+    );
+    let (o, _) = run(&p, "a").await;
+    assert_eq!(
+        (o.status, o.reason, o.message.as_str()),
+        (
+            SessionStatus::Completed,
+            StopReason::StopTool,
+            r#"{"answer":"42"}"#
+        )
+    );
+}
+
 #[tokio::test]
 async fn stop_order_3_response_stop_and_status_events() {
     let (_d, p) = single(
