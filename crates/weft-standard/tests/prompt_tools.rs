@@ -151,19 +151,7 @@ async fn run_with(keys: (&str, &str, &str), lead: &[Value], search: &[Value]) ->
         .await
         .expect("store");
     let seen: Requests = Arc::default();
-    let spec = RunSpec::new(
-        "find the plan",
-        Program::Session(SessionProgram {
-            project: Some(project.snapshot().expect("snapshot")),
-            workspace: project.dir().to_path_buf(),
-            agent: "lead".into(),
-            model_override: None,
-            project_dir: None,
-            sandbox: None,
-            base_urls: Default::default(),
-            profile: None,
-        }),
-    );
+    let spec = lead_spec(&project, "find the plan");
     let outcome = runtime(&store, &seen)
         .start(spec, false)
         .await
@@ -636,11 +624,10 @@ async fn a_model_without_vision_gets_a_note_for_each_image_and_the_history_keeps
     assert_eq!(shot.results[0].result[1]["type"], "image");
 }
 
-/// A durable run of `lead` on `thread` (a new one when `None`) of the project in `dir`.
-async fn run_lead(dir: &Path, store: &Store, seen: &Requests, thread: Option<&str>) -> RunOutcome {
-    let project = Project::load(dir).expect("valid project");
-    let spec = RunSpec::new(
-        "remind me",
+/// A run of the project's agent `lead` with `input`.
+fn lead_spec(project: &Project, input: &str) -> RunSpec {
+    RunSpec::new(
+        input,
         Program::Session(SessionProgram {
             project: Some(project.snapshot().expect("snapshot")),
             workspace: project.dir().to_path_buf(),
@@ -651,7 +638,13 @@ async fn run_lead(dir: &Path, store: &Store, seen: &Requests, thread: Option<&st
             base_urls: Default::default(),
             profile: None,
         }),
-    );
+    )
+}
+
+/// A durable run of `lead` on `thread` (a new one when `None`) of the project in `dir`.
+async fn run_lead(dir: &Path, store: &Store, seen: &Requests, thread: Option<&str>) -> RunOutcome {
+    let project = Project::load(dir).expect("valid project");
+    let spec = lead_spec(&project, "remind me");
     runtime(store, seen)
         .start_on(thread, spec, false)
         .await

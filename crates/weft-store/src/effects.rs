@@ -86,6 +86,42 @@ fn decode_rows(rows: &[Row]) -> (Vec<ScheduledEffect>, Vec<String>) {
     (effects, bad)
 }
 
+impl Store {
+    /// Inserts the effect `id` (with `on_conflict` after the row's values); returns it as
+    /// written.
+    async fn insert_effect(
+        &self,
+        id: &str,
+        thread: &str,
+        call: &QueuedTool,
+        due_at: i64,
+        on_conflict: &str,
+    ) -> Result<ScheduledEffect, StoreError> {
+        let json = serde_json::to_string(call).map_err(|e| corrupt("scheduled_effects", e))?;
+        let effect = ScheduledEffect {
+            id: id.to_owned(),
+            thread_id: thread.to_owned(),
+            call: call.clone(),
+            due_at,
+            created_at: now_string(),
+        };
+        self.write_now(vec![stmt!(
+            format!(
+                "INSERT INTO scheduled_effects (id, thread_id, name, tool, due_at, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6){on_conflict}"
+            ),
+            effect.id.as_str(),
+            thread,
+            call.name.as_str(),
+            json.as_str(),
+            due_at,
+            effect.created_at.as_str()
+        )])
+        .await?;
+        Ok(effect)
+    }
+}
+
 /// Durable scheduled effects, per thread (see the module docs).
 #[async_trait]
 pub trait ScheduledEffects: Send + Sync {
@@ -186,7 +222,7 @@ impl ScheduledEffects for Store {
         due_at: i64,
     ) -> Result<ScheduledEffect, StoreError> {
         let id = format!("e-{:016x}", fastrand::u64(..));
-        self.schedule_effect_once(&id, thread, call, due_at).await
+        self.insert_effect(&id, thread, call, due_at, "").await
     }
 
     async fn schedule_effect_once(
@@ -196,25 +232,9 @@ impl ScheduledEffects for Store {
         call: &QueuedTool,
         due_at: i64,
     ) -> Result<ScheduledEffect, StoreError> {
-        let json = serde_json::to_string(call).map_err(|e| corrupt("scheduled_effects", e))?;
-        let effect = ScheduledEffect {
-            id: id.to_owned(),
-            thread_id: thread.to_owned(),
-            call: call.clone(),
-            due_at,
-            created_at: now_string(),
-        };
-        self.write_now(vec![stmt!(
-            "INSERT INTO scheduled_effects (id, thread_id, name, tool, due_at, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (id) DO NOTHING",
-            effect.id.as_str(),
-            thread,
-            call.name.as_str(),
-            json.as_str(),
-            due_at,
-            effect.created_at.as_str()
-        )])
-        .await?;
+        let effect = self
+            .insert_effect(id, thread, call, due_at, " ON CONFLICT (id) DO NOTHING")
+            .await?;
         // Scheduled before: as it was scheduled then.
         Ok(self.scheduled_effect(id).await?.unwrap_or(effect))
     }
