@@ -16,32 +16,12 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-/// The Python that has the `mcp` package: (its executable, its installation prefix).
 fn python() -> Option<(PathBuf, PathBuf)> {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import mcp, sys, os; print(os.path.realpath(sys.executable)); print(os.path.realpath(sys.prefix))",
-        ])
-        .output();
-    match out {
-        Ok(out) if out.status.success() => {
-            let text = String::from_utf8_lossy(&out.stdout).to_string();
-            let mut lines = text.lines();
-            Some((PathBuf::from(lines.next()?), PathBuf::from(lines.next()?)))
-        }
-        _ => {
-            let reason =
-                "python3 with the `mcp` package is not available (python3 -m pip install mcp)";
-            assert!(std::env::var_os("CI").is_none(), "{reason}");
-            eprintln!("skipped: {reason}");
-            None
-        }
-    }
+    weft_testkit::mcp_python()
 }
 
 fn servers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../weft-mcp/tests/servers")
+    weft_testkit::mcp_servers_dir()
 }
 
 /// `[mcpServers.demo]` running the demo server over stdio in the command sandbox.

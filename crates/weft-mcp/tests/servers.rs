@@ -17,35 +17,12 @@ use weft_sandbox::Mode;
 
 const HELPER: &str = env!("CARGO_BIN_EXE_weft-mcp-sandbox-exec");
 
-/// The Python that has the `mcp` package: (its executable, its installation prefix), or
-/// `None` (skip) when there is none and `CI` is unset.
 fn python() -> Option<(PathBuf, PathBuf)> {
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import mcp, sys, os; print(os.path.realpath(sys.executable)); print(os.path.realpath(sys.prefix))",
-        ])
-        .output();
-    match out {
-        Ok(out) if out.status.success() => {
-            let text = String::from_utf8_lossy(&out.stdout).to_string();
-            let mut lines = text.lines();
-            let exe = PathBuf::from(lines.next()?);
-            let prefix = PathBuf::from(lines.next()?);
-            Some((exe, prefix))
-        }
-        _ => {
-            let reason =
-                "python3 with the `mcp` package is not available (python3 -m pip install mcp)";
-            assert!(std::env::var_os("CI").is_none(), "{reason}");
-            eprintln!("skipped: {reason}");
-            None
-        }
-    }
+    weft_testkit::mcp_python()
 }
 
 fn servers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers")
+    weft_testkit::mcp_servers_dir()
 }
 
 fn stdio_config(exe: &Path, prefix: &Path) -> ServerConfig {
@@ -342,51 +319,6 @@ async fn a_stdio_server_runs_in_the_command_sandbox() {
 }
 
 /// A free local port (the server binds it a moment later).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct HttpServer {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn http_server(exe: &Path, dir: &Path) -> HttpServer {
-    let port = free_port();
-    let child = std::process::Command::new(exe)
-        .arg(servers_dir().join("demo_server.py"))
-        .args(["http", &port.to_string()])
-        .current_dir(dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    HttpServer {
-        child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamable_http_servers_tools_run_with_the_configured_headers_and_announce_list_changes()
 {
@@ -394,7 +326,7 @@ async fn a_streamable_http_servers_tools_run_with_the_configured_headers_and_ann
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let server = http_server(&exe, dir.path()).await;
+    let server = weft_testkit::McpHttpServer::start(&exe, dir.path()).await;
     let config = ServerConfig {
         url: Some(server.url.clone()),
         headers: BTreeMap::from([("X-Weft-Test".to_owned(), "token-1".to_owned())]),

@@ -880,7 +880,7 @@ impl Driver<'_> {
 
 /// Where a session's events go: a durable run's log and subscribers (through its
 /// context, numbered at the run's turn), or the emitter of a session outside a run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct SessionEvents {
     run: Option<Arc<RunContext>>,
     live: Option<(Emitter, AgentPath)>,

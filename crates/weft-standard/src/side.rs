@@ -144,14 +144,14 @@ impl StopPlan {
         let last = state.message(count.checked_sub(1)?)?;
         let messages: Vec<Arc<Message>> = match &*last {
             Message::Assistant(_) => vec![Arc::new(last.into_owned())],
-            Message::ToolResult(_) => match state.message(count.checked_sub(2)?)? {
-                call if call.is_assistant() => {
-                    vec![Arc::new(call.into_owned()), Arc::new(last.into_owned())]
-                }
-                _ => return None,
-            },
+            // The results of the calls of the message before it.
+            Message::ToolResult(_) => {
+                let call = state.message(count.checked_sub(2)?)?;
+                vec![Arc::new(call.into_owned()), Arc::new(last.into_owned())]
+            }
             _ => return None,
         };
+        // A step is judged from its assistant message: without one there is none to judge.
         let response = TurnResponse::from_message(messages.first()?.clone()).ok()?;
         let turn = Turn {
             messages,
@@ -577,4 +577,43 @@ fn profile_end(next: Next) -> Option<TurnEnd> {
 /// An impossible state transition: a bug, which stops the run.
 fn illegal(error: weft_runtime::profile::state::IllegalTransition) -> AgentError {
     AgentError::Config(error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_side_turn_names_its_strategy_and_shows_its_stop_plan() {
+        // The name is what an error of a run that ended before any model call names.
+        let side: SideConfig =
+            serde_json::from_value(serde_json::json!({"prompt": "p", "stopTool": "finish"}))
+                .expect("a side");
+        let turn = SideTurn {
+            profile: None,
+            sop: None,
+            plan: StopPlan {
+                side,
+                handoffs: vec!["writer".into()],
+            },
+            input: None,
+            events: SessionEvents::default(),
+            end: Arc::default(),
+            prior_steps: 0,
+            run: None,
+            side: Side::A,
+            base_usage: weft_provider::TokenUsage::default(),
+            mcp: None,
+            thread: None,
+            registry: false,
+            context: None,
+        };
+        assert_eq!(turn.name(), "standard-side-turn");
+        let shown = format!("{turn:?}");
+        assert!(shown.starts_with("SideTurn { plan: StopPlan {"), "{shown}");
+        assert!(
+            shown.contains("\"finish\"") && shown.contains("\"writer\""),
+            "{shown}"
+        );
+    }
 }

@@ -3,8 +3,12 @@
 //! receive, for each `include*` flag, across a suspend and resume; and images left out of the
 //! requests of a model without vision (SA-090).
 
+mod common;
+
+use common::{Requests, Seen, call, calls, recording, runtime};
+
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use weft_provider::adapters::scripted::{Script, ScriptedModel};
@@ -15,72 +19,6 @@ use weft_runtime::spec::{Program, RunSpec, SessionProgram};
 use weft_runtime::{RunEnd, RunOutcome, Runtime};
 use weft_standard::{Project, SessionOptions, SessionStatus, StandardSessions, run_session};
 use weft_store::{EventLog as _, Store};
-
-fn call(id: &str, name: &str, args: Value) -> Value {
-    json!({"id": id, "name": name, "arguments": args})
-}
-
-fn calls(list: &[Value]) -> Value {
-    json!({"toolCalls": list})
-}
-
-/// What one model call received.
-#[derive(Debug, Clone)]
-struct Seen {
-    model: String,
-    system: Option<String>,
-    messages: Vec<Message>,
-    tools: Vec<(String, Value)>,
-}
-
-type Requests = Arc<Mutex<Vec<Seen>>>;
-
-/// The `recording:PATH` provider: answer k of the script at `PATH` for a request with k
-/// assistant messages, each request recorded in `seen`; `vision = false` declares no image
-/// input.
-fn recording(seen: Requests, vision: bool) -> impl Fn() -> Arc<Provider> + Send + Sync + 'static {
-    move || {
-        let seen = seen.clone();
-        Arc::new(Provider::new("recording", "0").with_llm(
-            move |model_id: &str, _options: &Value| {
-                let script = Script::load(Path::new(model_id)).map_err(|e| {
-                    UppError::llm(ErrorCode::InvalidRequest, "recording", e.to_string())
-                })?;
-                let (id, seen) = (model_id.to_owned(), seen.clone());
-                let model = ScriptedModel::from_fn(model_id, move |request| {
-                    seen.lock().expect("lock").push(Seen {
-                        model: id.clone(),
-                        system: request.system.clone(),
-                        messages: request.messages().cloned().collect(),
-                        tools: request
-                            .tools
-                            .iter()
-                            .map(|t| (t.name.clone(), t.parameters.clone()))
-                            .collect(),
-                    });
-                    let k = request.messages.iter().filter(|m| m.is_assistant()).count();
-                    script.responses.get(k).cloned().ok_or_else(|| {
-                        UppError::llm(
-                            ErrorCode::InvalidRequest,
-                            "recording",
-                            format!("{id} has no answer {}", k + 1),
-                        )
-                    })
-                });
-                let model = if vision {
-                    model
-                } else {
-                    model.with_capabilities(LlmCapabilities {
-                        streaming: true,
-                        tools: true,
-                        ..LlmCapabilities::default()
-                    })
-                };
-                Ok(Arc::new(model) as Arc<dyn LlmModel>)
-            },
-        ))
-    }
-}
 
 /// A lead (`ai_human`) whose prompt lists `entry` (the prompt tool `search`); `search` looks a
 /// term up (`lookup`, a project tool) and reads files.
@@ -131,14 +69,6 @@ struct Ran {
     seen: Requests,
 }
 
-fn runtime(store: &Store, seen: &Requests) -> Runtime {
-    let mut providers = weft_runtime::default_providers();
-    providers.register("recording", recording(seen.clone(), true));
-    Runtime::new(store.clone())
-        .with_providers(providers)
-        .with_sessions(Arc::new(StandardSessions))
-}
-
 async fn run(entry: &str, extra: &str, lead: &[Value], search: &[Value]) -> Ran {
     run_with((entry, extra, ""), lead, search).await
 }
@@ -147,9 +77,7 @@ async fn run(entry: &str, extra: &str, lead: &[Value], search: &[Value]) -> Ran 
 async fn run_with(keys: (&str, &str, &str), lead: &[Value], search: &[Value]) -> Ran {
     let dir = tempfile::tempdir().expect("tempdir");
     let project = write_project(dir.path(), keys, lead, search);
-    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
-        .await
-        .expect("store");
+    let store = common::sqlite_store(dir.path()).await;
     let seen: Requests = Arc::default();
     let spec = lead_spec(&project, "find the plan");
     let outcome = runtime(&store, &seen)
@@ -169,11 +97,7 @@ async fn run_with(keys: (&str, &str, &str), lead: &[Value], search: &[Value]) ->
 
 impl Ran {
     fn requests(&self, script: &str) -> Vec<Seen> {
-        let seen = self.seen.lock().expect("lock");
-        seen.iter()
-            .filter(|s| s.model.ends_with(script))
-            .cloned()
-            .collect()
+        common::requests(&self.seen, script)
     }
 
     /// The result the lead's model received for its call `id`: (result, is_error).
@@ -626,19 +550,7 @@ async fn a_model_without_vision_gets_a_note_for_each_image_and_the_history_keeps
 
 /// A run of the project's agent `lead` with `input`.
 fn lead_spec(project: &Project, input: &str) -> RunSpec {
-    RunSpec::new(
-        input,
-        Program::Session(SessionProgram {
-            project: Some(project.snapshot().expect("snapshot")),
-            workspace: project.dir().to_path_buf(),
-            agent: "lead".into(),
-            model_override: None,
-            project_dir: None,
-            sandbox: None,
-            base_urls: Default::default(),
-            profile: None,
-        }),
-    )
+    common::session_spec(project, "lead", input)
 }
 
 /// A durable run of `lead` on `thread` (a new one when `None`) of the project in `dir`.
@@ -690,9 +602,7 @@ async fn the_model_schedules_lists_and_removes_effects_of_its_thread() {
         &lead,
         &[],
     );
-    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
-        .await
-        .expect("store");
+    let store = common::sqlite_store(dir.path()).await;
     let seen: Requests = Arc::default();
     let first = run_lead(dir.path(), &store, &seen, None).await;
     let RunEnd::AwaitingDecision { decisions } = &first.end else {

@@ -3,8 +3,12 @@
 //! message, `maxInstances`, `receives_messages`, and the child registry the parent's model
 //! sees at every step — checked on the exact requests the models receive.
 
+mod common;
+
+use common::{Requests, Seen, call};
+
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use weft_provider::adapters::scripted::{Script, ScriptedModel};
@@ -15,58 +19,6 @@ use weft_runtime::spec::{Program, RunSpec, SessionProgram};
 use weft_runtime::{RunEnd, RunOutcome, Runtime};
 use weft_standard::{Project, StandardSessions};
 use weft_store::{EventLog as _, Store, Subagents as _, Threads as _};
-
-fn call(id: &str, name: &str, args: Value) -> Value {
-    json!({"id": id, "name": name, "arguments": args})
-}
-
-/// What one model call received: the script (model id), the system text, the messages.
-#[derive(Debug, Clone)]
-struct Seen {
-    model: String,
-    system: Option<String>,
-    messages: Vec<Message>,
-    tools: Vec<String>,
-}
-
-type Requests = Arc<Mutex<Vec<Seen>>>;
-
-/// The `recording:PATH` provider: answer k of the script at `PATH` for a request with k
-/// assistant messages (like `scripted-turns`), each request recorded in `seen`.
-fn recording(seen: Requests) -> impl Fn() -> Arc<Provider> + Send + Sync + 'static {
-    move || {
-        let seen = seen.clone();
-        Arc::new(Provider::new("recording", "0").with_llm(
-            move |model_id: &str, _options: &Value| {
-                let script = Script::load(Path::new(model_id)).map_err(|e| {
-                    UppError::llm(ErrorCode::InvalidRequest, "recording", e.to_string())
-                })?;
-                let (id, seen) = (model_id.to_owned(), seen.clone());
-                let model: Arc<dyn LlmModel> =
-                    Arc::new(ScriptedModel::from_fn(model_id, move |request| {
-                        seen.lock().expect("lock").push(Seen {
-                            model: id.clone(),
-                            system: request.system.clone(),
-                            messages: request.messages().cloned().collect(),
-                            tools: request.tools.iter().map(|t| t.name.clone()).collect(),
-                        });
-                        let k = request
-                            .messages()
-                            .filter(|m| matches!(m, Message::Assistant(_)))
-                            .count();
-                        script.responses.get(k).cloned().ok_or_else(|| {
-                            UppError::llm(
-                                ErrorCode::InvalidRequest,
-                                "recording",
-                                format!("{id} has no answer {}", k + 1),
-                            )
-                        })
-                    }));
-                Ok(model)
-            },
-        ))
-    }
-}
 
 /// A lead (`ai_human`) offered the `dual_ai` agent `writer` (`resumable` = the settings of its
 /// tool entry); the writer's side A drafts, its side B approves with `done`.
@@ -152,28 +104,10 @@ async fn run_with(
 ) -> Ran {
     let dir = tempfile::tempdir().expect("tempdir");
     let project = write_project(dir.path(), resumable, lead, side_a, side_b, side_a_keys);
-    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
-        .await
-        .expect("store");
+    let store = common::sqlite_store(dir.path()).await;
     let seen: Requests = Arc::default();
-    let mut providers = weft_runtime::default_providers();
-    providers.register("recording", recording(seen.clone()));
-    let runtime = Runtime::new(store.clone())
-        .with_providers(providers)
-        .with_sessions(Arc::new(StandardSessions));
-    let spec = RunSpec::new(
-        "write me two drafts",
-        Program::Session(SessionProgram {
-            project: Some(project.snapshot().expect("snapshot")),
-            workspace: project.dir().to_path_buf(),
-            agent: "lead".into(),
-            model_override: None,
-            project_dir: None,
-            sandbox: None,
-            base_urls: Default::default(),
-            profile: None,
-        }),
-    );
+    let runtime = common::runtime(&store, &seen);
+    let spec = common::session_spec(&project, "lead", "write me two drafts");
     let outcome = runtime
         .start(spec, false)
         .await
@@ -375,7 +309,7 @@ async fn a_resumable_subagent_is_created_by_name_and_messaged_again_from_its_che
     assert_eq!(lead_requests[2].system, Some(registry("completed")));
     assert_eq!(lead_requests[4].system, Some(registry("completed")));
     // The lifecycle tools replace a tool named after the agent.
-    let tools: Vec<&str> = lead_requests[0].tools.iter().map(String::as_str).collect();
+    let tools = lead_requests[0].tool_names();
     assert_eq!(tools, ["subagent_create", "subagent_message"]);
 }
 
@@ -566,13 +500,12 @@ async fn an_explicit_subagent_queues_nothing_itself_and_escalates_with_its_tools
     // The child was offered the escalation tools (and the lead was not).
     let a = requests(&ran.seen, "writer_a.json");
     assert!(
-        a[0].tools.contains(&"notify_parent".to_owned())
-            && a[0].tools.contains(&"set_status".to_owned())
+        a[0].tool_names().contains(&"notify_parent") && a[0].tool_names().contains(&"set_status")
     );
     assert!(
         !requests(&ran.seen, "lead.json")[0]
-            .tools
-            .contains(&"notify_parent".to_owned())
+            .tool_names()
+            .contains(&"notify_parent")
     );
     let conversation = lead_conversation(&ran).await;
     let texts: Vec<String> = conversation
@@ -738,27 +671,9 @@ async fn terminating_a_thread_aborts_its_run_in_flight() {
         json!([]),
         "",
     );
-    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
-        .await
-        .expect("store");
-    let mut providers = weft_runtime::default_providers();
-    providers.register("recording", recording(Arc::default()));
-    let runtime = Runtime::new(store.clone())
-        .with_providers(providers)
-        .with_sessions(Arc::new(StandardSessions));
-    let spec = RunSpec::new(
-        "go",
-        Program::Session(SessionProgram {
-            project: Some(project.snapshot().expect("snapshot")),
-            workspace: project.dir().to_path_buf(),
-            agent: "lead".into(),
-            model_override: None,
-            project_dir: None,
-            sandbox: None,
-            base_urls: Default::default(),
-            profile: None,
-        }),
-    );
+    let store = common::sqlite_store(dir.path()).await;
+    let runtime = common::runtime(&store, &Requests::default());
+    let spec = common::session_spec(&project, "lead", "go");
     let handle = runtime.start(spec, false).await.expect("start");
     let run = weft_store::Runs::run(&store, handle.id())
         .await
@@ -795,27 +710,9 @@ async fn terminating_a_background_child_stops_it_inside_its_parents_run() {
     // The child's model takes a minute to answer: only its termination ends the run soon.
     let side_a = json!([{"text": "late", "delayMs": 60_000}]);
     let project = write_project(dir.path(), "blocking = false", lead, side_a, json!([]), "");
-    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
-        .await
-        .expect("store");
-    let mut providers = weft_runtime::default_providers();
-    providers.register("recording", recording(Arc::default()));
-    let runtime = Runtime::new(store.clone())
-        .with_providers(providers)
-        .with_sessions(Arc::new(StandardSessions));
-    let spec = RunSpec::new(
-        "go",
-        Program::Session(SessionProgram {
-            project: Some(project.snapshot().expect("snapshot")),
-            workspace: project.dir().to_path_buf(),
-            agent: "lead".into(),
-            model_override: None,
-            project_dir: None,
-            sandbox: None,
-            base_urls: Default::default(),
-            profile: None,
-        }),
-    );
+    let store = common::sqlite_store(dir.path()).await;
+    let runtime = common::runtime(&store, &Requests::default());
+    let spec = common::session_spec(&project, "lead", "go");
     let handle = runtime.start(spec, false).await.expect("start");
     let thread = weft_store::Runs::run(&store, handle.id())
         .await

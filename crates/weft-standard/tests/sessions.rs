@@ -153,6 +153,52 @@ async fn a_stop_tools_output_is_its_own_result() {
     );
 }
 
+/// A session resumed from a checkpoint whose step called the stop tool and has its result
+/// ends with that result, asking the model nothing; a state whose last result follows no
+/// assistant message is no ended step, and the turn goes on.
+#[tokio::test]
+async fn a_resumed_turn_ended_by_its_stop_tools_result_asks_the_model_nothing() {
+    let (_d, p) = single("stopTool = \"finish\"\n", json!([{"text": "asked again"}]));
+    let now = "2026-11-24T00:00:00Z";
+    let state = |first: Value| {
+        let messages: Vec<Message> = serde_json::from_value(json!([
+            {"type": "user", "id": "u1", "timestamp": now, "content": [{"type": "text", "text": "go"}]},
+            first,
+            {"type": "tool_result", "id": "t1", "timestamp": now,
+             "results": [{"toolCallId": "c1", "result": "the answer", "isError": false}]}
+        ]))
+        .expect("messages");
+        weft_agent::AgentState::initial()
+            .with_messages(messages)
+            .with_step(1)
+    };
+    let mut options = SessionOptions::new(p.dir());
+    options.initial_state = state(json!({"type": "assistant", "id": "a1", "timestamp": now,
+        "content": [], "toolCalls": [{"toolCallId": "c1", "toolName": "finish", "arguments": {}}]}));
+    let ended = run_session(&p, "a", "", &options).await.expect("session");
+    assert_eq!(
+        (
+            ended.status,
+            ended.reason,
+            ended.message.as_str(),
+            ended.steps
+        ),
+        (
+            SessionStatus::Completed,
+            StopReason::StopTool,
+            "the answer",
+            0
+        )
+    );
+    options.initial_state = state(json!({"type": "user", "id": "u2", "timestamp": now,
+        "content": [{"type": "text", "text": "and then"}]}));
+    let went_on = run_session(&p, "a", "", &options).await.expect("session");
+    assert_eq!(
+        (went_on.reason, went_on.message.as_str(), went_on.steps),
+        (StopReason::Response, "asked again", 1)
+    );
+}
+
 #[tokio::test]
 async fn stop_order_3_response_stop_and_status_events() {
     let (_d, p) = single(

@@ -3,6 +3,10 @@
 //! parent's, its events nested under the parent's agent path, its usage rolled up into the
 //! run's, and the spec's canonical result or failure text as the call's result.
 
+mod common;
+
+use common::call;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,10 +16,6 @@ use weft_runtime::spec::{Program, RunSpec, SessionProgram};
 use weft_runtime::{RunEnd, RunOutcome, Runtime};
 use weft_standard::{Project, StandardSessions};
 use weft_store::{EventLog as _, Lineage as _, Runs as _, Store, Threads as _};
-
-fn call(id: &str, name: &str, args: Value) -> Value {
-    json!({"id": id, "name": name, "arguments": args})
-}
 
 fn usage(input: u64, output: u64) -> Value {
     json!({"inputTokens": input, "outputTokens": output})
@@ -117,23 +117,9 @@ async fn run_lead(worker_end: Value, extra: &str) -> (tempfile::TempDir, Ran) {
 async fn run_lead_with(worker_end: Value, extra: &str, entry: &str) -> (tempfile::TempDir, Ran) {
     let dir = tempfile::tempdir().expect("tempdir");
     let project = write_project(dir.path(), worker_end, extra, entry);
-    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
-        .await
-        .expect("store");
+    let store = common::sqlite_store(dir.path()).await;
     let runtime = Runtime::new(store.clone()).with_sessions(Arc::new(StandardSessions));
-    let spec = RunSpec::new(
-        "review my plan",
-        Program::Session(SessionProgram {
-            project: Some(project.snapshot().expect("snapshot")),
-            workspace: project.dir().to_path_buf(),
-            agent: "lead".into(),
-            model_override: None,
-            project_dir: None,
-            sandbox: None,
-            base_urls: Default::default(),
-            profile: None,
-        }),
-    );
+    let spec = common::session_spec(&project, "lead", "review my plan");
     let outcome = runtime
         .start(spec, false)
         .await
@@ -627,23 +613,9 @@ async fn subagents_nest_each_in_its_parents_thread_and_path() {
         std::fs::write(path, text).expect("write");
     }
     let project = Project::load(dir.path()).expect("valid project");
-    let store = Store::open(&format!("sqlite:{}", dir.path().join("weft.db").display()))
-        .await
-        .expect("store");
+    let store = common::sqlite_store(dir.path()).await;
     let runtime = Runtime::new(store.clone()).with_sessions(Arc::new(StandardSessions));
-    let spec = RunSpec::new(
-        "start",
-        Program::Session(SessionProgram {
-            project: Some(project.snapshot().expect("snapshot")),
-            workspace: project.dir().to_path_buf(),
-            agent: "lead".into(),
-            model_override: None,
-            project_dir: None,
-            sandbox: None,
-            base_urls: Default::default(),
-            profile: None,
-        }),
-    );
+    let spec = common::session_spec(&project, "lead", "start");
     let outcome = runtime
         .start(spec, false)
         .await

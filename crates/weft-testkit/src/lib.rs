@@ -38,6 +38,94 @@ pub fn weft_fixture(name: &str) -> String {
     std::fs::read_to_string(&path).expect("a fixture under testdata/fixtures/weft")
 }
 
+/// The Python that has the `mcp` package (the official MCP SDK), for tests against the real
+/// MCP servers in [`mcp_servers_dir`]: (its executable, its installation prefix, both with
+/// symbolic links resolved: a sandboxed server needs its prefix readable). `None` when there
+/// is none: the test prints why and skips.
+///
+/// # Panics
+/// When there is none and `CI` is set: there the tests must run.
+pub fn mcp_python() -> Option<(PathBuf, PathBuf)> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import mcp, sys, os; print(os.path.realpath(sys.executable)); print(os.path.realpath(sys.prefix))",
+        ])
+        .output();
+    match out {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout).to_string();
+            let mut lines = text.lines();
+            Some((PathBuf::from(lines.next()?), PathBuf::from(lines.next()?)))
+        }
+        _ => {
+            let reason =
+                "python3 with the `mcp` package is not available (python3 -m pip install mcp)";
+            assert!(std::env::var_os("CI").is_none(), "{reason}");
+            eprintln!("skipped: {reason}");
+            None
+        }
+    }
+}
+
+/// The MCP servers written with the official Python SDK for Weft's tests
+/// (`crates/weft-mcp/tests/servers`: `demo_server.py` and others), as a canonical path.
+pub fn mcp_servers_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../weft-mcp/tests/servers");
+    std::fs::canonicalize(&dir).unwrap_or(dir)
+}
+
+/// `demo_server.py` of [`mcp_servers_dir`] serving streamable HTTP on a free port of
+/// 127.0.0.1, run by `python` in `dir`; stopped when dropped.
+#[derive(Debug)]
+pub struct McpHttpServer {
+    child: std::process::Child,
+    /// The MCP endpoint: `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+}
+
+impl McpHttpServer {
+    /// Starts the server and waits (up to 10 s) until it accepts connections.
+    ///
+    /// # Panics
+    /// When no port is free or the server cannot be started.
+    #[allow(clippy::expect_used)]
+    pub async fn start(python: &Path, dir: &Path) -> McpHttpServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = std::process::Command::new(python)
+            .arg(mcp_servers_dir().join("demo_server.py"))
+            .args(["http", &port.to_string()])
+            .current_dir(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("the demo MCP server starts");
+        for _ in 0..100 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        McpHttpServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for McpHttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A canned HTTP response.
 #[derive(Debug, Clone)]
 pub struct Reply {
