@@ -11,13 +11,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use weft_provider::adapters::scripted::{Script, ScriptedModel};
-use weft_provider::provider::{LlmCapabilities, LlmModel, Provider};
-use weft_provider::{ContentBlock, ErrorCode, Image, Message, ProviderRegistry, UppError};
+use weft_provider::{ContentBlock, Image, Message, ProviderRegistry};
 use weft_runtime::event::{EventKind, RunEvent};
-use weft_runtime::spec::{Program, RunSpec, SessionProgram};
-use weft_runtime::{RunEnd, RunOutcome, Runtime};
-use weft_standard::{Project, SessionOptions, SessionStatus, StandardSessions, run_session};
+use weft_runtime::spec::RunSpec;
+use weft_runtime::{RunEnd, RunOutcome};
+use weft_standard::{Project, SessionOptions, SessionStatus, run_session};
 use weft_store::{EventLog as _, Store};
 
 /// A lead (`ai_human`) whose prompt lists `entry` (the prompt tool `search`); `search` looks a
@@ -701,6 +699,91 @@ async fn the_model_schedules_lists_and_removes_effects_of_its_thread() {
         ran.lead_received("l6").0,
         json!({"id": effect.id, "removed": true})
     );
+    assert!(
+        store
+            .scheduled_effects(&thread)
+            .await
+            .expect("effects")
+            .is_empty()
+    );
+}
+
+/// A nested invocation is not the conversation's own agent: its `schedule_effect` call is an
+/// error its model reads (and can answer), and nothing is scheduled on the thread.
+#[tokio::test]
+async fn a_nested_invocation_cannot_schedule_effects() {
+    use weft_store::{Runs as _, ScheduledEffects as _};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let search = [
+        calls(&[call(
+            "s1",
+            "schedule_effect",
+            json!({"name": "lookup", "arguments": {"term": "tea"}, "delay": 60000}),
+        )]),
+        json!({"text": "could not schedule it"}),
+    ];
+    write_project(
+        dir.path(),
+        ("\"search\"", "", ""),
+        &lead_script(json!({"message": "remind me"})),
+        &search,
+    );
+    // The prompt tool offers schedule_effect to its nested model.
+    let path = dir.path().join("prompts/search.toml");
+    let text = std::fs::read_to_string(&path)
+        .expect("search.toml")
+        .replace(
+            "tools = [\"lookup\", \"read_file\"]",
+            "tools = [\"lookup\", \"read_file\", \"schedule_effect\"]",
+        );
+    std::fs::write(&path, text).expect("search.toml");
+    let store = common::sqlite_store(dir.path()).await;
+    let seen: Requests = Arc::default();
+    let outcome = run_lead(dir.path(), &store, &seen, None).await;
+    assert_eq!(
+        outcome.end,
+        RunEnd::Completed {
+            output: "done".into()
+        }
+    );
+    let ran = Ran {
+        dir,
+        store: store.clone(),
+        outcome,
+        seen,
+    };
+    let search = ran.requests("search.json");
+    assert!(
+        search[0].tool_names().contains(&"schedule_effect"),
+        "offered: {:?}",
+        search[0].tool_names()
+    );
+    let refused = search[1]
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            Message::ToolResult(r) => r.results.iter().find(|r| r.tool_call_id == "s1").cloned(),
+            _ => None,
+        })
+        .expect("s1's result");
+    assert!(refused.is_error, "{refused:?}");
+    assert!(
+        refused
+            .result
+            .to_string()
+            .contains("only the conversation's own agent schedules effects"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        ran.lead_received("l1"),
+        (json!("could not schedule it"), false)
+    );
+    let thread = store
+        .run(&ran.outcome.run_id)
+        .await
+        .expect("run")
+        .expect("recorded")
+        .thread_id;
     assert!(
         store
             .scheduled_effects(&thread)

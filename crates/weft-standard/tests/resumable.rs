@@ -11,13 +11,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use weft_provider::adapters::scripted::{Script, ScriptedModel};
-use weft_provider::provider::{LlmModel, Provider};
-use weft_provider::{ErrorCode, Message, UppError};
+use weft_provider::Message;
 use weft_runtime::event::{EventKind, RunEvent};
 use weft_runtime::spec::{Program, RunSpec, SessionProgram};
 use weft_runtime::{RunEnd, RunOutcome, Runtime};
-use weft_standard::{Project, StandardSessions};
+use weft_standard::Project;
 use weft_store::{EventLog as _, Store, Subagents as _, Threads as _};
 
 /// A lead (`ai_human`) offered the `dual_ai` agent `writer` (`resumable` = the settings of its

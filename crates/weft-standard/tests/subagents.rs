@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use weft_runtime::event::{EventKind, RunEvent};
-use weft_runtime::spec::{Program, RunSpec, SessionProgram};
 use weft_runtime::{RunEnd, RunOutcome, Runtime};
 use weft_standard::{Project, StandardSessions};
 use weft_store::{EventLog as _, Lineage as _, Runs as _, Store, Threads as _};
