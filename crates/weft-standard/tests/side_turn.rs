@@ -382,3 +382,45 @@ async fn a_run_stopped_during_a_compressions_summary_call_is_interrupted_not_fai
     // What the steps before committed is kept.
     assert!(outcome.state_a.message_count() >= 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stopped_mid_step_under_an_sop_role_does_not_wait_for_a_decision() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The model takes a minute to answer: the run is stopped while it thinks.
+    let project = write_project(
+        dir.path(),
+        TRIAGE,
+        "tools = [\"read_file\"]\n",
+        &[json!({"text": "late", "delayMs": 60_000})],
+    );
+    let store = common::sqlite_store(dir.path()).await;
+    let seen = Requests::default();
+    let handle = common::runtime(&store, &seen)
+        .start(common::session_spec(&project, "lead", "go"), false)
+        .await
+        .expect("start");
+    while requests(&seen, "lead.json").is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    handle.abort_handle().cancel();
+    let outcome = handle.outcome().await.expect("outcome");
+    assert_eq!(outcome.end, RunEnd::Interrupted);
+    let transitions: Vec<String> = events(&store, &outcome.run_id)
+        .await
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::StateTransition { trigger, .. } => Some(trigger),
+            _ => None,
+        })
+        .collect();
+    // Stopped, not suspended: no decision is pending, and the task says it failed.
+    assert!(
+        !transitions.iter().any(|t| t == "awaiting_decision"),
+        "{transitions:?}"
+    );
+    assert_eq!(
+        transitions.last().map(String::as_str),
+        Some("failed"),
+        "{transitions:?}"
+    );
+}
