@@ -656,6 +656,34 @@ fn normalized(turn: &Turn) -> Value {
     value
 }
 
+/// A stream tap sees every event of a streamed turn — the model's and the tool executions' —
+/// in the order the stream's reader gets them.
+#[tokio::test]
+async fn a_stream_tap_sees_every_event_the_reader_sees_in_order() {
+    let responses = vec![
+        calls(&[("1", "echo", json!({"a": 1}))]),
+        ScriptedResponse::text("all done now"),
+    ];
+    let seen: Arc<Mutex<Vec<StreamEventType>>> = Arc::default();
+    let tap = {
+        let seen = seen.clone();
+        weft_provider::StreamTap::new(move |event| {
+            seen.lock().unwrap().push(event.event_type);
+        })
+    };
+    let options = LlmOptions::new(scripted::model(script(responses)))
+        .tool(echo("echo"))
+        .stream_tap(tap);
+    let mut stream = llm(options).unwrap().stream(&[], "go").unwrap();
+    let mut read = Vec::new();
+    while let Some(event) = stream.next().await {
+        read.push(event.unwrap().event_type);
+    }
+    assert!(read.contains(&StreamEventType::ToolExecutionEnd), "{read:?}");
+    assert!(read.contains(&StreamEventType::TextDelta), "{read:?}");
+    assert_eq!(*seen.lock().unwrap(), read);
+}
+
 #[tokio::test]
 async fn upp_109_112_114_stream_events_are_ordered_and_the_turn_equals_generate() {
     let responses = vec![
