@@ -682,6 +682,9 @@ async fn a_stream_tap_sees_every_event_the_reader_sees_in_order() {
     assert!(read.contains(&StreamEventType::ToolExecutionEnd), "{read:?}");
     assert!(read.contains(&StreamEventType::TextDelta), "{read:?}");
     assert_eq!(*seen.lock().unwrap(), read);
+    // Options print their tap by name (a closure has no Debug form of its own).
+    let shown = format!("{:?}", weft_provider::StreamTap::new(|_| {}));
+    assert_eq!(shown, "StreamTap");
 }
 
 #[tokio::test]
