@@ -679,7 +679,10 @@ async fn a_stream_tap_sees_every_event_the_reader_sees_in_order() {
     while let Some(event) = stream.next().await {
         read.push(event.unwrap().event_type);
     }
-    assert!(read.contains(&StreamEventType::ToolExecutionEnd), "{read:?}");
+    assert!(
+        read.contains(&StreamEventType::ToolExecutionEnd),
+        "{read:?}"
+    );
     assert!(read.contains(&StreamEventType::TextDelta), "{read:?}");
     assert_eq!(*seen.lock().unwrap(), read);
     // Options print their tap by name (a closure has no Debug form of its own).

@@ -348,6 +348,24 @@ fn stopping(signal: tokio_util::sync::CancellationToken) -> ProviderRegistry {
     registry
 }
 
+/// A project whose `lead` runs under `[runtime]` with a context of 1,000 tokens (compressed
+/// by summary, keeping the last message) and answers from `lead.json` through the `stopping`
+/// provider.
+fn compressing_project(dir: &Path, lead: &[Value]) -> Project {
+    write_project(
+        dir,
+        "[runtime]\nmaxTurns = 10\n[runtime.policy]\nmode = \"batch\"\n\
+         [runtime.context]\nmaxTokens = 1000\npreserveLastN = 1\ncompressionStrategy = \"summarize\"\n",
+        "tools = [\"read_file\"]\n",
+        lead,
+    );
+    let toml = std::fs::read_to_string(dir.join("weft.toml"))
+        .expect("weft.toml")
+        .replace("recording:", "stopping:");
+    std::fs::write(dir.join("weft.toml"), toml).expect("weft.toml");
+    Project::load(dir).expect("valid project")
+}
+
 #[tokio::test]
 async fn a_run_stopped_during_a_compressions_summary_call_is_interrupted_not_failed() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -355,18 +373,10 @@ async fn a_run_stopped_during_a_compressions_summary_call_is_interrupted_not_fai
         json!({"toolCalls": [{"id": id, "name": "read_file", "arguments": {"path": "notes.md"}}],
                "usage": {"inputTokens": 5000, "outputTokens": 10}})
     };
-    let project = write_project(
+    let project = compressing_project(
         dir.path(),
-        "[runtime]\nmaxTurns = 10\n[runtime.policy]\nmode = \"batch\"\n\
-         [runtime.context]\nmaxTokens = 1000\npreserveLastN = 1\ncompressionStrategy = \"summarize\"\n",
-        "tools = [\"read_file\"]\n",
         &[read("r1"), read("r2"), read("r3"), read("r4")],
     );
-    let script = std::fs::read_to_string(dir.path().join("weft.toml"))
-        .expect("weft.toml")
-        .replace("recording:", "stopping:");
-    std::fs::write(dir.path().join("weft.toml"), script).expect("weft.toml");
-    let project = Project::load(project.dir()).expect("valid project");
     let mut options = SessionOptions::new(dir.path());
     options.providers = Arc::new(stopping(options.signal.clone()));
     let outcome = run_session(&project, "lead", "read the notes", &options)
@@ -381,6 +391,58 @@ async fn a_run_stopped_during_a_compressions_summary_call_is_interrupted_not_fai
     );
     // What the steps before committed is kept.
     assert!(outcome.state_a.message_count() >= 3);
+}
+
+/// The first step of a turn counts its new input, not yet in the history, against the
+/// context: a long input on a short history is compressed for (here the summary call stops
+/// the run), before the model sees it.
+#[tokio::test]
+async fn a_turns_new_input_counts_toward_its_first_steps_compression() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Answer k for a request with k assistant messages: the history has three.
+    let done = calls(&[call("c1", "complete_task", json!({"summary": "answered"}))]);
+    let project = compressing_project(dir.path(), &vec![done; 4]);
+    let now = "2026-11-24T00:00:00Z";
+    let mut history = Vec::new();
+    for i in 0..3 {
+        history.push(
+            json!({"type": "user", "id": format!("u{i}"), "timestamp": now,
+            "content": [{"type": "text", "text": format!("question {i}")}]}),
+        );
+        history.push(
+            json!({"type": "assistant", "id": format!("a{i}"), "timestamp": now,
+            "content": [{"type": "text", "text": format!("answer {i}")}]}),
+        );
+    }
+    let messages: Vec<weft_provider::Message> =
+        serde_json::from_value(Value::Array(history)).expect("messages");
+    // The history alone is far below the trigger (800 tokens): asked without the input, the
+    // model would answer.
+    let mut options = SessionOptions::new(dir.path());
+    options.providers = Arc::new(stopping(options.signal.clone()));
+    options.initial_state = weft_agent::AgentState::initial()
+        .with_messages(messages.clone())
+        .with_step(3);
+    let short = run_session(&project, "lead", "and now?", &options)
+        .await
+        .expect("session");
+    assert_eq!(short.status, SessionStatus::Completed, "{}", short.message);
+    let mut options = SessionOptions::new(dir.path());
+    options.providers = Arc::new(stopping(options.signal.clone()));
+    options.initial_state = weft_agent::AgentState::initial()
+        .with_messages(messages)
+        .with_step(3);
+    let long = "the notes say many things ".repeat(300);
+    let outcome = run_session(&project, "lead", &long, &options)
+        .await
+        .expect("session");
+    assert!(options.signal.is_cancelled(), "the history was compressed");
+    assert_eq!(
+        outcome.status,
+        SessionStatus::Interrupted,
+        "{}",
+        outcome.message
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
