@@ -129,7 +129,7 @@ pub enum ToolKind<'a> {
 }
 
 /// The prefix of a prompt's tool entry that offers an MCP server's tools (`mcp:NAME`).
-pub const MCP_PREFIX: &str = "mcp:";
+pub const MCP_PREFIX: &str = weft_runtime::profile::sop::MCP_ENTRY_PREFIX;
 
 impl Project {
     /// Loads and validates the project in `dir`.

@@ -404,6 +404,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_sop_phases_mcp_entry_names_tools_as_weft_mcp_names_them() {
+        // A phase's `mcp:SERVER` matches the names weft-mcp gives the server's tools.
+        assert_eq!(
+            weft_runtime::profile::sop::MCP_SEPARATOR,
+            weft_mcp::SEPARATOR
+        );
+        let phase = weft_runtime::profile::sop::Phase {
+            name: "look".into(),
+            allowed_tools: vec![format!("{}demo", crate::project::MCP_PREFIX)],
+        };
+        assert!(phase.offers(&format!("demo{}echo", weft_mcp::SEPARATOR)));
+    }
+
+    #[test]
     fn the_profile_sets_the_specs_retry_policy_and_approvals() {
         let profile = RuntimeProfile::default();
         let tools = vec![weft_tools::complete_task()];

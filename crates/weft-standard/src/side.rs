@@ -365,7 +365,10 @@ impl ExecutionStrategy for SideTurn {
                             options.tools.push(tool.clone());
                         }
                     }
-                    options.offered = Some(sop.executor.offered());
+                    options.offered = Some(
+                        sop.executor
+                            .offered_among(options.tools.iter().map(|t| t.name.as_str())),
+                    );
                     let text = sop.executor.instructions();
                     options.system = Some(match options.system.take() {
                         Some(system) if !system.is_empty() => format!("{system}\n\n{text}"),

@@ -486,3 +486,58 @@ async fn a_run_stopped_mid_step_under_an_sop_role_does_not_wait_for_a_decision()
         "{transitions:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sop_phase_keeps_its_tools_when_an_mcp_server_changes_its_own() {
+    let Some(python) = weft_testkit::mcp_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = weft_testkit::McpHttpServer::start(&python.0, dir.path()).await;
+    let runtime = format!(
+        "[mcpServers.demo]\nurl = {:?}\n[runtime]\nrole = \"triage\"\n[runtime.policy]\nmode = \"batch\"\n\
+         [runtime.roles.triage]\ngoal = \"Sort the notes\"\nmaxReactLoop = 3\n\
+         phases = [{{name = \"look\", allowedTools = [\"read_file\", \"mcp:demo\"]}}, {{name = \"close\"}}]\n",
+        server.url
+    );
+    let project = write_project(
+        dir.path(),
+        &runtime,
+        "tools = [\"mcp:demo\"]\n",
+        &[
+            calls(&[call("c1", "demo__add_tool", json!({"name": "extra"}))]),
+            calls(&[call("c2", "demo__extra", json!({}))]),
+            calls(&[call("c3", "advance_phase", json!({}))]),
+            calls(&[call("c4", "complete_task", json!({"summary": "sorted"}))]),
+        ],
+    );
+    let store = common::sqlite_store(dir.path()).await;
+    let seen = Requests::default();
+    let outcome = run_lead(&project, &store, &seen, None).await;
+    assert_eq!(outcome.end, completed("sorted"));
+    let lead = requests(&seen, "lead.json");
+    // The phase's `mcp:demo` offers the server's tools of the start …
+    let names = lead[0].tool_names();
+    assert!(names.contains(&"demo__add_tool"), "{names:?}");
+    // … and, after the server's change, its new one, beside the phase's own tools, once each.
+    let names = lead[1].tool_names();
+    for name in ["read_file", "advance_phase", "complete_task", "demo__extra"] {
+        assert_eq!(
+            names.iter().filter(|n| **n == name).count(),
+            1,
+            "{name} in {names:?}"
+        );
+    }
+    // The server's tools ran: the phase allows them.
+    let added = lead[1]
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            weft_provider::Message::ToolResult(r) => {
+                r.results.iter().find(|r| r.tool_call_id == "c1").cloned()
+            }
+            _ => None,
+        })
+        .expect("c1's result");
+    assert!(!added.is_error, "{added:?}");
+}

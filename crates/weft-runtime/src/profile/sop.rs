@@ -106,9 +106,42 @@ pub struct QualityGate {
 pub struct Phase {
     /// The phase's name.
     pub name: String,
-    /// The tools offered in it.
+    /// The tools offered in it: tool names, or `mcp:SERVER` for every tool of an MCP server
+    /// (those the server has when the phase's step runs).
     #[serde(default)]
     pub allowed_tools: Vec<String>,
+}
+
+/// The prefix of a phase's entry that names every tool of an MCP server (`mcp:SERVER`).
+pub const MCP_ENTRY_PREFIX: &str = "mcp:";
+
+/// What separates an MCP server's name from its tool's in the name the model sees
+/// (`SERVER__TOOL`: weft-mcp's namespacing).
+pub const MCP_SEPARATOR: &str = "__";
+
+impl Phase {
+    /// Whether the phase offers `tool`: listed by name, or a tool of an MCP server it lists
+    /// as `mcp:SERVER`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use weft_runtime::profile::sop::Phase;
+    ///
+    /// let phase = Phase { name: "look".into(), allowed_tools: vec!["read_file".into(), "mcp:docs".into()] };
+    /// assert!(phase.offers("read_file") && phase.offers("docs__search"));
+    /// assert!(!phase.offers("write_file") && !phase.offers("docsearch") && !phase.offers("other__search"));
+    /// ```
+    pub fn offers(&self, tool: &str) -> bool {
+        self.allowed_tools.iter().any(|entry| {
+            entry == tool
+                || entry.strip_prefix(MCP_ENTRY_PREFIX).is_some_and(|server| {
+                    tool.strip_prefix(server)
+                        .and_then(|rest| rest.strip_prefix(MCP_SEPARATOR))
+                        .is_some_and(|name| !name.is_empty())
+                })
+        })
+    }
 }
 
 /// A role (the spec's `RoleDefinition`): phases, quality gates and `maxReactLoop`.
@@ -545,13 +578,36 @@ impl SopExecutor {
     }
 
     /// The names of the tools the model is offered now: the phase's, `complete_task`, and
-    /// `advance_phase` before the last phase.
+    /// `advance_phase` before the last phase (an `mcp:SERVER` entry as it is written; see
+    /// [`SopExecutor::offered_among`] for the server's tools).
     pub fn offered(&self) -> Vec<String> {
         let index = self.phase();
         let mut names: Vec<String> = self
             .phase_def(index)
             .map(|p| p.allowed_tools.clone())
             .unwrap_or_default();
+        names.push(COMPLETE_TASK.to_owned());
+        if !self.is_last(index) {
+            names.push(ADVANCE_PHASE.to_owned());
+        }
+        names
+    }
+
+    /// Which of `tools` (the names of the agent's tools now) the model is offered now: those
+    /// the phase offers ([`Phase::offers`]: an `mcp:SERVER` entry takes each of that
+    /// server's), then `complete_task`, and `advance_phase` before the last phase.
+    pub fn offered_among<'a>(&self, tools: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+        let index = self.phase();
+        let mut names: Vec<String> = match self.phase_def(index) {
+            Some(phase) => tools
+                .into_iter()
+                .filter(|tool| {
+                    *tool != COMPLETE_TASK && *tool != ADVANCE_PHASE && phase.offers(tool)
+                })
+                .map(str::to_owned)
+                .collect(),
+            None => Vec::new(),
+        };
         names.push(COMPLETE_TASK.to_owned());
         if !self.is_last(index) {
             names.push(ADVANCE_PHASE.to_owned());
@@ -591,7 +647,7 @@ impl SopExecutor {
                 )
             });
         }
-        if phase.allowed_tools.iter().any(|t| t == tool) {
+        if phase.offers(tool) {
             return None;
         }
         let offered = if phase.allowed_tools.is_empty() {
@@ -603,7 +659,7 @@ impl SopExecutor {
             .role
             .phases
             .iter()
-            .filter(|p| p.allowed_tools.iter().any(|t| t == tool))
+            .filter(|p| p.offers(tool))
             .map(|p| p.name.as_str())
             .collect::<Vec<_>>();
         let belongs = if home.is_empty() {
