@@ -656,6 +656,47 @@ fn normalized(turn: &Turn) -> Value {
     value
 }
 
+/// Each form of input a caller passes becomes the user message the model is asked with; no
+/// input (`()`) goes on from the history alone.
+#[tokio::test]
+async fn every_form_of_input_becomes_the_user_message_of_the_turn() {
+    use weft_provider::InferenceInput;
+    let instance =
+        llm(LlmOptions::new(scripted::model(Script::texts(["ok"; 5]))).system("Be brief."))
+            .unwrap();
+    let owned = String::from("from a String");
+    let asked = [
+        instance.generate(&[], owned.clone()).await.unwrap(),
+        instance.generate(&[], &owned).await.unwrap(),
+        instance
+            .generate(&[], InferenceInput::Text("an input".into()))
+            .await
+            .unwrap(),
+    ];
+    let texts: Vec<String> = asked.iter().map(|t| t.messages[0].text()).collect();
+    assert_eq!(texts, ["from a String", "from a String", "an input"]);
+    assert!(asked.iter().all(|t| t.messages[0].is_user()));
+    let history: Vec<Message> = vec![asked[0].messages[0].as_ref().clone()];
+    let went_on = instance.generate(&history, ()).await.unwrap();
+    // The turn holds what it added: the answer only.
+    assert_eq!(went_on.messages.len(), 1, "{:?}", went_on.messages);
+    assert!(went_on.messages[0].is_assistant());
+    // An instance prints its model, system text and tools (the tools by name).
+    let shown = format!(
+        "{:?}",
+        llm(LlmOptions::new(scripted::model(Script::texts(["ok"])))
+            .system("Be brief.")
+            .tool(echo("echo")))
+        .unwrap()
+    );
+    assert!(
+        shown.starts_with("LlmInstance { model: ")
+            && shown.contains("system: Some(\"Be brief.\")")
+            && shown.contains("tools: [\"echo\"]"),
+        "{shown}"
+    );
+}
+
 /// A stream tap sees every event of a streamed turn — the model's and the tool executions' —
 /// in the order the stream's reader gets them.
 #[tokio::test]
