@@ -16,7 +16,7 @@ use weft_runtime::event::{EventKind, RunEvent};
 use weft_runtime::spec::RunSpec;
 use weft_runtime::{RunEnd, RunOutcome};
 use weft_standard::{Project, SessionOptions, SessionStatus, run_session};
-use weft_store::{EventLog as _, Store};
+use weft_store::Store;
 
 /// A lead (`ai_human`) whose prompt lists `entry` (the prompt tool `search`); `search` looks a
 /// term up (`lookup`, a project tool) and reads files.
@@ -52,11 +52,7 @@ fn write_project(
         ("search.json", json!({ "responses": search }).to_string()),
         ("notes/plan.txt", "the plan".into()),
     ];
-    for (path, text) in files {
-        let path = dir.join(path);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
-    }
+    common::write_files(dir, files);
     Project::load(dir).expect("valid project")
 }
 
@@ -115,17 +111,7 @@ impl Ran {
     }
 
     async fn events(&self) -> Vec<RunEvent> {
-        let query = weft_store::EventQuery {
-            run_id: Some(self.outcome.run_id.clone()),
-            ..weft_store::EventQuery::default()
-        };
-        self.store
-            .events(&query)
-            .await
-            .expect("events")
-            .into_iter()
-            .map(RunEvent::from_record)
-            .collect()
+        common::events(&self.store, &self.outcome.run_id).await
     }
 }
 
@@ -566,7 +552,7 @@ async fn run_lead(dir: &Path, store: &Store, seen: &Requests, thread: Option<&st
 
 #[tokio::test]
 async fn the_model_schedules_lists_and_removes_effects_of_its_thread() {
-    use weft_store::{Decisions as _, Runs as _, ScheduledEffects as _, Verdict};
+    use weft_store::{Decisions as _, ScheduledEffects as _, Verdict};
     let before = chrono::Utc::now().timestamp_micros();
     let lead = vec![
         calls(&[
@@ -644,12 +630,7 @@ async fn the_model_schedules_lists_and_removes_effects_of_its_thread() {
     assert!(!names.contains(&json!("read_file")), "{names:?}");
 
     // One effect, on the run's thread, once (the resume replayed l1), a minute out.
-    let thread = store
-        .run(&first.run_id)
-        .await
-        .expect("run")
-        .expect("recorded")
-        .thread_id;
+    let thread = common::thread_of(&store, &first.run_id).await;
     let effects = store.scheduled_effects(&thread).await.expect("effects");
     let [effect] = effects.as_slice() else {
         panic!("one effect: {effects:#?}")
@@ -712,7 +693,7 @@ async fn the_model_schedules_lists_and_removes_effects_of_its_thread() {
 /// error its model reads (and can answer), and nothing is scheduled on the thread.
 #[tokio::test]
 async fn a_nested_invocation_cannot_schedule_effects() {
-    use weft_store::{Runs as _, ScheduledEffects as _};
+    use weft_store::ScheduledEffects as _;
     let dir = tempfile::tempdir().expect("tempdir");
     let search = [
         calls(&[call(
@@ -778,12 +759,7 @@ async fn a_nested_invocation_cannot_schedule_effects() {
         ran.lead_received("l1"),
         (json!("could not schedule it"), false)
     );
-    let thread = store
-        .run(&ran.outcome.run_id)
-        .await
-        .expect("run")
-        .expect("recorded")
-        .thread_id;
+    let thread = common::thread_of(&store, &ran.outcome.run_id).await;
     assert!(
         store
             .scheduled_effects(&thread)

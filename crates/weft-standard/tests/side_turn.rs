@@ -15,10 +15,10 @@ use serde_json::{Value, json};
 use weft_provider::adapters::scripted::ScriptedModel;
 use weft_provider::provider::{LlmModel, Provider};
 use weft_provider::{ErrorCode, ProviderRegistry, UppError};
-use weft_runtime::event::{EventKind, RunEvent};
+use weft_runtime::event::EventKind;
 use weft_runtime::{RunEnd, RunOutcome};
 use weft_standard::{Project, SessionOptions, SessionStatus, run_session};
-use weft_store::{EventLog as _, Runs as _, Store, Subagents as _};
+use weft_store::{Store, Subagents as _};
 
 /// A project in `dir` whose agent `lead` (`ai_human`) answers from `lead.json` with `prompt`
 /// (the lead's prompt's keys) and `extra` added to weft.toml.
@@ -35,11 +35,7 @@ fn write_project(dir: &Path, extra: &str, prompt: &str, lead: &[Value]) -> Proje
         ("lead.json", json!({ "responses": lead }).to_string()),
         ("notes.md", "# notes\n".into()),
     ];
-    for (path, text) in files {
-        let path = dir.join(path);
-        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
-    }
+    common::write_files(dir, files);
     Project::load(dir).expect("valid project")
 }
 
@@ -59,18 +55,12 @@ async fn run_lead(
         .expect("outcome")
 }
 
-async fn events(store: &Store, run: &str) -> Vec<RunEvent> {
-    let query = weft_store::EventQuery {
-        run_id: Some(run.into()),
-        ..weft_store::EventQuery::default()
-    };
-    store
-        .events(&query)
-        .await
-        .expect("events")
-        .into_iter()
-        .map(RunEvent::from_record)
-        .collect()
+/// Asserts that each of `names` is among `offered` exactly once.
+fn offered_once(offered: &[&str], names: &[&str]) {
+    for name in names {
+        let count = offered.iter().filter(|n| *n == name).count();
+        assert_eq!(count, 1, "{name} in {offered:?}");
+    }
 }
 
 fn completed(output: &str) -> RunEnd {
@@ -115,13 +105,10 @@ async fn a_tool_an_mcp_server_adds_mid_turn_is_offered_from_the_next_step_and_lo
     // From the step after the server added it: the new tool beside all the others.
     for later in &lead[1..] {
         let names = later.tool_names();
-        for name in ["lookup", "demo__add_tool", "demo__echo", "demo__extra"] {
-            assert_eq!(
-                names.iter().filter(|n| **n == name).count(),
-                1,
-                "{name} in {names:?}"
-            );
-        }
+        offered_once(
+            &names,
+            &["lookup", "demo__add_tool", "demo__echo", "demo__extra"],
+        );
     }
     // The call of the new tool ran on the server.
     let received = lead[2]
@@ -140,7 +127,7 @@ async fn a_tool_an_mcp_server_adds_mid_turn_is_offered_from_the_next_step_and_lo
         "{received:?}"
     );
     // The change is logged once: at the step that saw it, not at every step.
-    let changes: Vec<_> = events(&store, &outcome.run_id)
+    let changes: Vec<_> = common::events(&store, &outcome.run_id)
         .await
         .into_iter()
         .filter_map(|e| match e.kind {
@@ -201,13 +188,7 @@ async fn an_sop_phase_offers_its_tools_and_instructions_after_the_prompts_system
     );
     // The role's tool the prompt lacks is added once; the prompt's own is not repeated.
     let names = bare.tool_names();
-    for name in ["read_file", "advance_phase", "complete_task"] {
-        assert_eq!(
-            names.iter().filter(|n| **n == name).count(),
-            1,
-            "{name} in {names:?}"
-        );
-    }
+    offered_once(&names, &["read_file", "advance_phase", "complete_task"]);
     // With a system text of its own, the prompt's comes first.
     let with_system = first_sop_request("You sort.").await;
     assert_eq!(
@@ -231,12 +212,7 @@ async fn the_child_registry_is_the_whole_system_text_of_a_prompt_without_one() {
     assert_eq!(first.end, completed("hello"));
     // Without children the prompt's (empty) system text is all there is.
     assert_eq!(requests(&seen, "lead.json")[0].system.as_deref(), Some(""));
-    let thread = store
-        .run(&first.run_id)
-        .await
-        .expect("read")
-        .expect("the run")
-        .thread_id;
+    let thread = common::thread_of(&store, &first.run_id).await;
     let entry: weft_store::SubagentRegistryEntry = serde_json::from_value(json!({
         "reference": "child-1", "name": "alice", "description": "Writes drafts.",
         "resumable": true, "status": "idle", "agent": "writer"
@@ -284,7 +260,7 @@ async fn a_call_waiting_for_a_decision_under_an_sop_role_leaves_the_task_waiting
         "{:?}",
         outcome.end
     );
-    let transitions: Vec<(String, String, String)> = events(&store, &outcome.run_id)
+    let transitions: Vec<(String, String, String)> = common::events(&store, &outcome.run_id)
         .await
         .into_iter()
         .filter_map(|e| match e.kind {
@@ -467,7 +443,7 @@ async fn a_run_stopped_mid_step_under_an_sop_role_does_not_wait_for_a_decision()
     handle.abort_handle().cancel();
     let outcome = handle.outcome().await.expect("outcome");
     assert_eq!(outcome.end, RunEnd::Interrupted);
-    let transitions: Vec<String> = events(&store, &outcome.run_id)
+    let transitions: Vec<String> = common::events(&store, &outcome.run_id)
         .await
         .into_iter()
         .filter_map(|e| match e.kind {
@@ -521,13 +497,10 @@ async fn an_sop_phase_keeps_its_tools_when_an_mcp_server_changes_its_own() {
     assert!(names.contains(&"demo__add_tool"), "{names:?}");
     // … and, after the server's change, its new one, beside the phase's own tools, once each.
     let names = lead[1].tool_names();
-    for name in ["read_file", "advance_phase", "complete_task", "demo__extra"] {
-        assert_eq!(
-            names.iter().filter(|n| **n == name).count(),
-            1,
-            "{name} in {names:?}"
-        );
-    }
+    offered_once(
+        &names,
+        &["read_file", "advance_phase", "complete_task", "demo__extra"],
+    );
     // The server's tools ran: the phase allows them.
     let added = lead[1]
         .messages

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use weft_runtime::event::{EventKind, RunEvent};
 use weft_runtime::{RunEnd, RunOutcome, Runtime};
 use weft_standard::{Project, StandardSessions};
-use weft_store::{EventLog as _, Lineage as _, Runs as _, Store, Threads as _};
+use weft_store::{Lineage as _, Runs as _, Store, Threads as _};
 
 fn usage(input: u64, output: u64) -> Value {
     json!({"inputTokens": input, "outputTokens": output})
@@ -138,17 +138,7 @@ async fn run_lead_with(worker_end: Value, extra: &str, entry: &str) -> (tempfile
 }
 
 async fn events_of(store: &Store, run: &str) -> Vec<RunEvent> {
-    let query = weft_store::EventQuery {
-        run_id: Some(run.to_owned()),
-        ..weft_store::EventQuery::default()
-    };
-    store
-        .events(&query)
-        .await
-        .expect("events")
-        .into_iter()
-        .map(RunEvent::from_record)
-        .collect()
+    common::events(store, run).await
 }
 
 /// The result the lead's call of `reviewer` got, and whether it was an error.

@@ -138,3 +138,39 @@ pub(crate) fn session_spec(project: &Project, agent: &str, input: &str) -> RunSp
         }),
     )
 }
+
+/// Writes `files` (path relative to `dir`, text), making their folders.
+pub(crate) fn write_files(dir: &Path, files: impl IntoIterator<Item = (&'static str, String)>) {
+    for (path, text) in files {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+}
+
+/// Run `run`'s events in its log, in order.
+pub(crate) async fn events(store: &Store, run: &str) -> Vec<weft_runtime::event::RunEvent> {
+    use weft_store::EventLog as _;
+    let query = weft_store::EventQuery {
+        run_id: Some(run.to_owned()),
+        ..weft_store::EventQuery::default()
+    };
+    store
+        .events(&query)
+        .await
+        .expect("events")
+        .into_iter()
+        .map(weft_runtime::event::RunEvent::from_record)
+        .collect()
+}
+
+/// The thread run `run` runs on.
+pub(crate) async fn thread_of(store: &Store, run: &str) -> String {
+    use weft_store::Runs as _;
+    store
+        .run(run)
+        .await
+        .expect("run")
+        .expect("recorded")
+        .thread_id
+}
