@@ -293,6 +293,15 @@ async fn llm_sends_the_choice_and_refuses_a_forced_tool_it_does_not_offer() {
             vec!["complete_task".to_owned()]
         )]
     );
+    // `Required` with a tool offered (only some of them, or all) has something to call.
+    for options in [
+        options()
+            .offer_only(vec!["read_file".into()])
+            .tool_choice(ToolChoice::Required),
+        options().tool_choice(ToolChoice::Required),
+    ] {
+        assert!(llm(options).is_ok());
+    }
     // A forced tool that is not offered (hidden, or unknown) cannot be called: refused.
     for options in [
         options()

@@ -588,6 +588,60 @@ async fn upp_062_065_068_capability_checks_refuse_what_the_provider_cannot_do() 
         ErrorCode::InvalidRequest,
         "UPP-067"
     );
+    // A model that takes every other kind of content still refuses the one it lacks.
+    let all_but_images = LlmCapabilities {
+        image_input: false,
+        document_input: true,
+        audio_input: true,
+        video_input: true,
+        ..LlmCapabilities::default()
+    };
+    let instance = llm(LlmOptions::new(scripted::from_model(
+        ScriptedModel::from_script("m", Script::texts(["x"])).with_capabilities(all_but_images),
+    )))
+    .unwrap();
+    let image = Image::from_url("https://example.com/x.png", "image/png").to_block();
+    let error = instance.generate(&[], image).await.unwrap_err();
+    assert_eq!(error.code, ErrorCode::InvalidRequest);
+    assert!(
+        error.message.contains("does not support image input"),
+        "{error}"
+    );
+}
+
+/// A policy stage that binds sub-agents too (it hands itself down).
+struct Binding;
+
+impl weft_provider::pipeline::ToolLayer for Binding {
+    fn stage(&self) -> weft_provider::pipeline::Stage {
+        weft_provider::pipeline::Stage::Policy
+    }
+
+    fn call<'a, 't>(
+        &'a self,
+        inv: &'a mut weft_provider::pipeline::Invocation<'t>,
+        next: weft_provider::pipeline::Next<'a>,
+    ) -> weft_provider::tool::BoxFuture<'a, weft_provider::pipeline::ToolOutcome> {
+        next.run(inv)
+    }
+
+    fn for_child(&self) -> Option<Arc<dyn weft_provider::pipeline::ToolLayer>> {
+        Some(Arc::new(Binding))
+    }
+}
+
+#[test]
+fn an_instance_lists_its_tools_and_hands_its_binding_stages_to_sub_agents() {
+    let instance = llm(LlmOptions::new(scripted::model(Script::texts(["x"])))
+        .tool(echo("a"))
+        .tool(echo("b"))
+        .tool_layer(Arc::new(Binding)))
+    .unwrap();
+    let names: Vec<&str> = instance.tools().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    let handed = instance.child_layers();
+    assert_eq!(handed.len(), 1);
+    assert_eq!(handed[0].stage(), weft_provider::pipeline::Stage::Policy);
 }
 
 #[tokio::test]
