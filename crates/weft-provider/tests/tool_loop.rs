@@ -588,25 +588,52 @@ async fn upp_062_065_068_capability_checks_refuse_what_the_provider_cannot_do() 
         ErrorCode::InvalidRequest,
         "UPP-067"
     );
-    // A model that takes every other kind of content still refuses the one it lacks.
-    let all_but_images = LlmCapabilities {
-        image_input: false,
-        document_input: true,
-        audio_input: true,
-        video_input: true,
-        ..LlmCapabilities::default()
-    };
-    let instance = llm(LlmOptions::new(scripted::from_model(
-        ScriptedModel::from_script("m", Script::texts(["x"])).with_capabilities(all_but_images),
-    )))
-    .unwrap();
-    let image = Image::from_url("https://example.com/x.png", "image/png").to_block();
-    let error = instance.generate(&[], image).await.unwrap_err();
-    assert_eq!(error.code, ErrorCode::InvalidRequest);
-    assert!(
-        error.message.contains("does not support image input"),
-        "{error}"
-    );
+    // A model that takes every other kind of content refuses the one it lacks, and takes
+    // the others.
+    let blocks = [
+        (
+            "image input",
+            Image::from_url("https://example.com/x.png", "image/png").to_block(),
+        ),
+        (
+            "document input",
+            weft_provider::Document::from_text("hi").to_block(),
+        ),
+        (
+            "audio input",
+            weft_provider::Audio::from_bytes(vec![1, 2], "audio/wav").to_block(),
+        ),
+        (
+            "video input",
+            weft_provider::Video::from_bytes(vec![1, 2], "video/mp4").to_block(),
+        ),
+    ];
+    for (lacking, _) in &blocks {
+        let caps = LlmCapabilities {
+            image_input: *lacking != "image input",
+            document_input: *lacking != "document input",
+            audio_input: *lacking != "audio input",
+            video_input: *lacking != "video input",
+            ..LlmCapabilities::default()
+        };
+        let instance = llm(LlmOptions::new(scripted::from_model(
+            ScriptedModel::from_script("m", Script::texts(["x"; 4])).with_capabilities(caps),
+        )))
+        .unwrap();
+        for (kind, block) in &blocks {
+            let asked = instance.generate(&[], block.clone()).await;
+            if kind == lacking {
+                let error = asked.unwrap_err();
+                assert_eq!(error.code, ErrorCode::InvalidRequest);
+                assert!(
+                    error.message.contains(&format!("does not support {kind}")),
+                    "{error}"
+                );
+            } else {
+                assert!(asked.is_ok(), "{kind} without {lacking}: {asked:?}");
+            }
+        }
+    }
 }
 
 /// A policy stage that binds sub-agents too (it hands itself down).
