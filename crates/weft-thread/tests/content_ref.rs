@@ -32,8 +32,16 @@ impl ContentFetcher for Files {
 
 /// A valid thread whose agent turn calls `report` and gets `tool_return` back.
 fn thread_with(tool_return: Value) -> Thread {
+    let value = thread_value(tool_return);
+    let report = validate(&value);
+    assert!(report.is_valid(), "{:#?}", report.findings);
+    Thread::from_value(value).unwrap()
+}
+
+/// The document of [`thread_with`].
+fn thread_value(tool_return: Value) -> Value {
     let agent = "550e8400-e29b-41d4-a716-446655440001";
-    let value = json!({
+    json!({
         "version": "0.0.3", "thread_id": "550e8400-e29b-41d4-a716-446655440000",
         "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:00:03Z",
         "agents": {agent: {"agent_id": agent, "agent_name": "reporter", "created_at": "2025-01-01T00:00:00Z"}},
@@ -43,10 +51,36 @@ fn thread_with(tool_return: Value) -> Thread {
              "parts": [{"part_kind": "tool-call", "tool_name": "report", "tool_call_id": "c1", "args": {}}]},
             {"message_type": "request", "timestamp": "2025-01-01T00:00:02Z", "agent_id": agent,
              "parts": [tool_return]}]}]
-    });
-    let report = validate(&value);
-    assert!(report.is_valid(), "{:#?}", report.findings);
-    Thread::from_value(value).unwrap()
+    })
+}
+
+/// Inline content above 100 KB (its JSON text) is valid, with a `content-size` warning that
+/// points at it; at 100 KB there is none.
+#[test]
+fn inline_content_above_100_kb_is_a_warning_and_at_100_kb_none() {
+    for (size, warned) in [(100 * 1024, false), (100 * 1024 + 1, true), (2_000, false)] {
+        // A JSON string of `size` bytes: the text and its two quotes.
+        let content = "x".repeat(size - 2);
+        let report = validate(&thread_value(json!({
+            "part_kind": "tool-return", "tool_name": "report", "tool_call_id": "c1",
+            "status": "success", "content": content
+        })));
+        assert!(report.is_valid(), "{:#?}", report.findings);
+        let warnings: Vec<_> = report
+            .findings
+            .iter()
+            .filter(|f| f.rule == weft_thread::Rule::ContentSize)
+            .collect();
+        assert_eq!(warnings.len(), usize::from(warned), "{size}: {warnings:#?}");
+        if let [warning] = warnings.as_slice() {
+            assert_eq!(warning.severity, weft_thread::Severity::Warning);
+            assert_eq!(warning.pointer, "/turns/0/messages/1/parts/0/content");
+            assert!(
+                warning.message.contains(&format!("{size} bytes")),
+                "{warning:?}"
+            );
+        }
+    }
 }
 
 fn tool_return_of(thread: &Thread) -> &weft_thread::ToolReturnPart {
