@@ -78,3 +78,40 @@ fn a_finding_names_its_rule_by_number_when_the_spec_numbers_it() {
     );
     assert_eq!(numbered.number(), Some(2));
 }
+
+#[test]
+fn a_system_event_type_is_known_by_name_or_by_its_extension_prefix() {
+    let agent = "550e8400-e29b-41d4-a716-446655440001";
+    let with_event = |event_type: &str| {
+        json!({
+            "version": "0.0.3", "thread_id": "550e8400-e29b-41d4-a716-446655440000",
+            "created_at": "2025-01-01T00:00:00Z", "updated_at": "2025-01-01T00:00:03Z",
+            "agents": {agent: {"agent_id": agent, "agent_name": "a", "created_at": "2025-01-01T00:00:00Z"}},
+            "turns": [{"turn_type": "agent", "agent_id": agent, "started_at": "2025-01-01T00:00:01Z",
+                "completed_at": "2025-01-01T00:00:03Z", "messages": [
+                {"message_type": "system", "timestamp": "2025-01-01T00:00:02Z",
+                 "event_type": event_type, "event_data": {}}]}]
+        })
+    };
+    let unknown = |event_type: &str| {
+        let report = validate(&with_event(event_type));
+        assert!(report.is_valid(), "{event_type}: {:#?}", report.findings);
+        report
+            .findings
+            .iter()
+            .filter(|f| f.rule == Rule::UnknownExtension)
+            .count()
+    };
+    for known in [
+        "agent.handoff",
+        "thread.end",
+        "data-chart",
+        "meta:timing",
+        "custom:acme",
+        "source.url",
+    ] {
+        assert_eq!(unknown(known), 0, "{known}");
+    }
+    // Kept unchanged, with a warning.
+    assert_eq!(unknown("acme.thing"), 1);
+}
