@@ -1045,3 +1045,113 @@ async fn a_tool_loop_shares_each_message_with_the_model_and_the_turn_instead_of_
     assert_eq!(cycles, [(10, 1), (11, 1), (12, 1)]);
     assert_eq!((turn.usage.input_tokens, turn.usage.total_tokens), (33, 36));
 }
+
+/// An approval stage that can answer nobody now: every call waits for a decision.
+struct Waits;
+
+impl weft_provider::pipeline::ToolLayer for Waits {
+    fn stage(&self) -> weft_provider::pipeline::Stage {
+        weft_provider::pipeline::Stage::Approval
+    }
+
+    fn call<'a, 't>(
+        &'a self,
+        _inv: &'a mut weft_provider::pipeline::Invocation<'t>,
+        _next: weft_provider::pipeline::Next<'a>,
+    ) -> weft_provider::tool::BoxFuture<'a, weft_provider::pipeline::ToolOutcome> {
+        Box::pin(async {
+            weft_provider::pipeline::ToolOutcome::Deferred {
+                reason: "waits for a person".into(),
+            }
+        })
+    }
+}
+
+fn call_then_text() -> Vec<ScriptedResponse> {
+    vec![
+        calls(&[("1", "echo", json!({"a": 1}))]),
+        ScriptedResponse::text("done"),
+    ]
+}
+
+/// A call that waits for a decision ends the turn after its round, whatever the loop's mode:
+/// the model is not asked again until the decision is made.
+#[tokio::test]
+async fn a_call_waiting_for_a_decision_ends_the_turn_after_its_round() {
+    let instance = llm(LlmOptions::new(scripted::model(script(call_then_text())))
+        .tool(echo("echo"))
+        .tool_layer(Arc::new(Waits)))
+    .unwrap();
+    let turn = instance.generate(&[], "go").await.unwrap();
+    assert_eq!(turn.cycles, 1);
+    assert_eq!(turn.messages.len(), 3, "{:?}", turn.messages);
+    let Message::ToolResult(results) = &*turn.messages[2] else {
+        panic!("the round's results last: {:?}", turn.messages)
+    };
+    assert_eq!(results.results[0].result, json!("waits for a person"));
+}
+
+/// One step is one model call and its round of tools; the next step is the caller's.
+#[tokio::test]
+async fn a_step_is_one_model_call_and_its_round() {
+    let instance =
+        llm(LlmOptions::new(scripted::model(script(call_then_text()))).tool(echo("echo"))).unwrap();
+    let turn = instance
+        .generate_step(
+            Vec::new(),
+            "go",
+            0,
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(turn.cycles, 1);
+    assert_eq!(turn.tool_executions.len(), 1);
+    assert!(turn.messages.last().unwrap().is_tool_result());
+}
+
+/// A turn of several model calls adds up their usage, one cycle each.
+#[tokio::test]
+async fn a_turns_usage_is_the_sum_of_its_model_calls_one_cycle_each() {
+    let mut responses = call_then_text();
+    for (response, (input, output)) in responses.iter_mut().zip([(10, 1), (20, 2)]) {
+        response.usage = Some(scripted::ScriptedUsage {
+            input_tokens: input,
+            output_tokens: output,
+            ..Default::default()
+        });
+    }
+    let instance =
+        llm(LlmOptions::new(scripted::model(script(responses))).tool(echo("echo"))).unwrap();
+    let turn = instance.generate(&[], "go").await.unwrap();
+    assert_eq!((turn.usage.input_tokens, turn.usage.output_tokens), (30, 3));
+    let cycles = turn.usage.cycles.as_deref().unwrap_or_default();
+    assert_eq!(cycles.len(), 2, "{:?}", turn.usage);
+    assert_eq!(cycles[0].input_tokens, 10);
+    assert_eq!(cycles[1].input_tokens, 20);
+}
+
+/// The abort handle of a stream stops its turn: `CANCELLED`, not the model's late answer.
+#[tokio::test(start_paused = true)]
+async fn a_streams_abort_handle_cancels_its_turn() {
+    let slow = ScriptedResponse {
+        delay_ms: Some(60_000),
+        ..ScriptedResponse::text("late")
+    };
+    let instance = llm(LlmOptions::new(scripted::model(script(vec![slow])))).unwrap();
+    let stream = instance.stream(&[], "go").unwrap();
+    let handle = stream.abort_handle();
+    handle.cancel();
+    let error = stream.turn().await.unwrap_err();
+    assert_eq!(error.code, ErrorCode::Cancelled);
+}
+
+#[test]
+fn a_tool_use_strategy_shows_its_limit_and_which_hooks_it_has() {
+    let shown = format!("{:?}", ToolUseStrategy::default());
+    assert!(
+        shown.starts_with("ToolUseStrategy { max_iterations: "),
+        "{shown}"
+    );
+    assert!(shown.contains("on_tool_call: false"), "{shown}");
+}
