@@ -442,4 +442,92 @@ mod tests {
         let included = canonicalize_to_string(&thread, CanonicalOptions { include_meta: true });
         assert_eq!(included, to_jcs_string(&thread));
     }
+
+    /// `meta:*` members go at every position of the protocol the module docs list, and stay
+    /// in every opaque payload; `meta:*` parts and events go only from part and message lists.
+    #[test]
+    fn meta_rule_at_every_protocol_position_and_no_opaque_one() {
+        let agent = "550e8400-e29b-41d4-a716-446655440001";
+        let thread = serde_json::json!({
+            "version": "0.0.3", "meta:thread": 1,
+            "metadata": {"meta:m": 1, "kept": 1},
+            "agents": {agent: {"agent_name": "a", "meta:agent": 1,
+                               "config": {"meta:in-config": 1}}},
+            "turns": [
+                {"turn_type": "agent", "meta:turn": 1,
+                 "client_metadata": {"meta:cm": 1, "ui": 1},
+                 "total_usage": {"meta:tu": 1, "input_tokens": 1},
+                 "messages": [
+                    {"message_type": "response", "meta:message": 1,
+                     "usage": {"meta:u": 1, "output_tokens": 1},
+                     "parts": [
+                        {"part_kind": "tool-call", "meta:part": 1,
+                         "args": {"meta:arg": 1, "parts": [{"part_kind": "meta:in-args"}]}},
+                        {"part_kind": "tool-return", "content": {"meta:c": 1},
+                         "content_ref": {"meta:cr": 1, "uri": "file:///x"},
+                         "metadata": {"meta:pm": 1, "k": 1}}]}],
+                 "parts": [{"part_kind": "meta:turn-part"}, {"part_kind": "text", "meta:tp": 1}]},
+                {"turn_type": "user", "event_type": "meta:not-a-message-list"}],
+            "relationships": {"meta:rel": 1, "links": [
+                {"type": "fork", "meta:link": 1, "metadata": {"meta:lm": 1, "why": 1}},
+                {"type": "meta:not-a-part"}]},
+            "custom:ext": {"meta:opaque": 1}
+        });
+        let canonical = canonicalize_to_string(&thread, CanonicalOptions::default());
+        let kept: Value = serde_json::from_str(&canonical).unwrap();
+        // Every protocol position lost its `meta:*` member, and nothing else.
+        for (pointer, gone, stays) in [
+            ("", "meta:thread", "version"),
+            ("/metadata", "meta:m", "kept"),
+            (
+                &format!("/agents/{agent}") as &str,
+                "meta:agent",
+                "agent_name",
+            ),
+            ("/turns/0", "meta:turn", "turn_type"),
+            ("/turns/0/client_metadata", "meta:cm", "ui"),
+            ("/turns/0/total_usage", "meta:tu", "input_tokens"),
+            ("/turns/0/messages/0", "meta:message", "message_type"),
+            ("/turns/0/messages/0/usage", "meta:u", "output_tokens"),
+            ("/turns/0/messages/0/parts/0", "meta:part", "args"),
+            ("/turns/0/messages/0/parts/1/content_ref", "meta:cr", "uri"),
+            ("/turns/0/messages/0/parts/1/metadata", "meta:pm", "k"),
+            ("/turns/0/parts/0", "meta:tp", "part_kind"),
+            ("/relationships", "meta:rel", "links"),
+            ("/relationships/links/0", "meta:link", "type"),
+            ("/relationships/links/0/metadata", "meta:lm", "why"),
+        ] {
+            let object = kept
+                .pointer(pointer)
+                .unwrap_or_else(|| panic!("{pointer}: {canonical}"));
+            assert!(
+                object.get(gone).is_none(),
+                "{pointer} kept {gone}: {canonical}"
+            );
+            assert!(
+                object.get(stays).is_some(),
+                "{pointer} lost {stays}: {canonical}"
+            );
+        }
+        // A `meta:*` part of a part list goes; other lists keep their elements.
+        assert_eq!(kept["turns"][0]["parts"].as_array().unwrap().len(), 1);
+        assert_eq!(kept["turns"].as_array().unwrap().len(), 2);
+        assert_eq!(kept["relationships"]["links"].as_array().unwrap().len(), 2);
+        // Opaque payloads are written as they are.
+        for (pointer, member) in [
+            (&format!("/agents/{agent}/config") as &str, "meta:in-config"),
+            ("/turns/0/messages/0/parts/0/args", "meta:arg"),
+            ("/turns/0/messages/0/parts/1/content", "meta:c"),
+            ("/custom:ext", "meta:opaque"),
+        ] {
+            assert!(
+                kept.pointer(pointer).and_then(|o| o.get(member)).is_some(),
+                "{pointer} lost {member}: {canonical}"
+            );
+        }
+        assert_eq!(
+            kept["turns"][0]["messages"][0]["parts"][0]["args"]["parts"][0]["part_kind"],
+            "meta:in-args"
+        );
+    }
 }
