@@ -1155,3 +1155,70 @@ fn a_tool_use_strategy_shows_its_limit_and_which_hooks_it_has() {
     );
     assert!(shown.contains("on_tool_call: false"), "{shown}");
 }
+
+/// A model of another crate, reporting its usage without a per-call breakdown.
+#[derive(Debug)]
+struct Bare;
+
+impl weft_provider::provider::LlmModel for Bare {
+    fn model_id(&self) -> &str {
+        "bare"
+    }
+
+    fn provider(&self) -> &str {
+        "bare"
+    }
+
+    fn capabilities(&self) -> LlmCapabilities {
+        LlmCapabilities::default()
+    }
+
+    fn complete(
+        &self,
+        _request: weft_provider::LlmRequest,
+    ) -> weft_provider::tool::BoxFuture<
+        '_,
+        Result<weft_provider::LlmResponse, weft_provider::UppError>,
+    > {
+        Box::pin(async {
+            Ok(weft_provider::LlmResponse {
+                message: weft_provider::AssistantMessage::text("hi"),
+                usage: weft_provider::TokenUsage {
+                    input_tokens: 5,
+                    output_tokens: 1,
+                    total_tokens: 6,
+                    ..Default::default()
+                },
+                stop_reason: "end_turn".into(),
+                data: None,
+            })
+        })
+    }
+
+    fn stream(
+        &self,
+        _request: weft_provider::LlmRequest,
+    ) -> weft_provider::tool::BoxFuture<
+        '_,
+        Result<weft_provider::provider::LlmStream, weft_provider::UppError>,
+    > {
+        Box::pin(async {
+            Err(weft_provider::UppError::llm(
+                ErrorCode::InvalidRequest,
+                "bare",
+                "no streaming",
+            ))
+        })
+    }
+}
+
+/// A model call whose usage has no per-call breakdown is still one cycle of the turn's.
+#[tokio::test]
+async fn a_calls_usage_without_its_cycle_becomes_one_cycle_of_the_turn() {
+    let instance = llm(LlmOptions::new(scripted::from_shared(Arc::new(Bare)))).unwrap();
+    let turn = instance.generate(&[], "go").await.unwrap();
+    assert_eq!(turn.usage.input_tokens, 5);
+    let cycles = turn.usage.cycles.as_deref().unwrap_or_default();
+    assert_eq!(cycles.len(), 1, "{:?}", turn.usage);
+    assert_eq!(cycles[0].input_tokens, 5);
+}
