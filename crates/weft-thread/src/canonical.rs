@@ -183,10 +183,7 @@ pub fn compare_utf16(a: &str, b: &str) -> Ordering {
     }
     // Back up to the start of the differing characters (the prefix is shared, so both strings
     // have a char boundary at the same index).
-    let mut start = mismatch;
-    while start > 0 && !a.is_char_boundary(start) {
-        start -= 1;
-    }
+    let start = a.floor_char_boundary(mismatch);
     let tail_a = a.get(start..).unwrap_or("");
     let tail_b = b.get(start..).unwrap_or("");
     tail_a.encode_utf16().cmp(tail_b.encode_utf16())
@@ -421,6 +418,32 @@ mod tests {
                 "\u{fb33}"
             ]
         );
+    }
+
+    /// Strings that first differ inside a multi-byte character, or at one, order by their
+    /// UTF-16 code units: the characters' own order, not their UTF-8 bytes'.
+    #[test]
+    fn strings_differing_inside_a_character_order_by_utf16_code_units() {
+        for (lower, higher) in [
+            ("è", "é"),                   // C3 A8 < C3 A9: differ at the second byte
+            ("aè", "aé"),                 // the same after an ASCII prefix
+            ("\u{20ac}", "\u{20ad}"),     // three-byte characters, differ at the last byte
+            ("\u{1f600}", "\u{fb33}"),    // a surrogate pair sorts before U+FB33
+            ("x\u{1f600}y", "x\u{fb33}"), // … after a shared prefix too
+            ("é", "ée"),                  // a prefix sorts first
+        ] {
+            assert_eq!(
+                compare_utf16(lower, higher),
+                Ordering::Less,
+                "{lower} < {higher}"
+            );
+            assert_eq!(
+                compare_utf16(higher, lower),
+                Ordering::Greater,
+                "{higher} > {lower}"
+            );
+            assert_eq!(compare_utf16(lower, lower), Ordering::Equal);
+        }
     }
 
     #[test]
