@@ -446,6 +446,29 @@ mod tests {
         }
     }
 
+    /// The control characters JSON has short escapes for use them; the others are `\u00xx`
+    /// in lowercase hex.
+    #[test]
+    fn control_characters_escape_short_where_json_has_a_short_form() {
+        let text: String = [0x08u8, 0x09, 0x0a, 0x0c, 0x0d, 0x01, 0x1f, 0x0b]
+            .iter()
+            .map(|&b| char::from(b))
+            .collect();
+        assert_eq!(
+            to_jcs_string(&Value::String(text)),
+            r#""\b\t\n\f\r\u0001\u001f\u000b""#
+        );
+    }
+
+    /// At a power of two the double's interval is lopsided: the correctly rounded decimal of
+    /// the shortest length can fall outside it, and then the shortest round-trip digits win.
+    #[test]
+    fn a_double_whose_nearest_decimal_does_not_round_trip_keeps_its_shortest_digits() {
+        let value: Value = serde_json::from_str("7.120236347223045e-307").unwrap();
+        assert_eq!(value.as_f64(), Some(2f64.powi(-1017)));
+        assert_eq!(to_jcs_string(&value), "7.120236347223045e-307");
+    }
+
     #[test]
     fn meta_rule() {
         let thread = serde_json::json!({
