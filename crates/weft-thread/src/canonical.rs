@@ -469,10 +469,13 @@ mod tests {
         assert_eq!(to_jcs_string(&value), "7.120236347223045e-307");
     }
 
-    /// ECMAScript writes a fraction in plain notation down to 1e-6, in exponent form below.
+    /// ECMAScript writes a fraction in plain notation (`0.` first) down to 1e-6, in exponent
+    /// form below.
     #[test]
     fn fractions_turn_to_exponent_form_below_one_millionth() {
         let jcs = |text: &str| to_jcs_string(&serde_json::from_str::<Value>(text).unwrap());
+        assert_eq!(jcs("0.5"), "0.5");
+        assert_eq!(jcs("-0.125"), "-0.125");
         assert_eq!(jcs("0.000001"), "0.000001");
         assert_eq!(jcs("0.0000012"), "0.0000012");
         assert_eq!(jcs("0.0000001"), "1e-7");
