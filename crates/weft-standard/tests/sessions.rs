@@ -824,6 +824,46 @@ async fn a_state_without_session_marks_goes_on_as_side_a_first_turn() {
     ));
 }
 
+/// A session's `base_urls` option (what `weft run` resolves for a provider) points that
+/// provider's model calls at the given server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_base_url_points_its_provider_at_that_server() {
+    use weft_testkit::{ReplayServer, Reply};
+    let chunk = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "tiny",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": "from the server"},
+            "finish_reason": "stop"}]});
+    let server = ReplayServer::start(vec![Reply::sse(
+        &format!("data: {chunk}\n\ndata: [DONE]\n\n"),
+        64,
+    )])
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = project(
+        dir.path(),
+        &[
+            ("agents/a.toml", "name = \"a\"\n[sideA]\nprompt = \"p\"\n"),
+            (
+                "prompts/p.toml",
+                "name = \"p\"\nmodel = \"openai-compatible:tiny\"\n",
+            ),
+        ],
+        &[],
+    );
+    let mut options = SessionOptions::new(p.dir());
+    options
+        .base_urls
+        .insert("openai-compatible".into(), format!("{}/v1", server.url()));
+    let outcome = run_session(&p, "a", "hello?", &options)
+        .await
+        .expect("session");
+    assert_eq!(
+        (outcome.reason, outcome.message.as_str()),
+        (StopReason::Response, "from the server"),
+        "{outcome:?}"
+    );
+    assert_eq!(server.received().len(), 1);
+}
+
 /// A prompt's `headers` (with `${NAME}` from its env) and `outputSchema` reach the provider:
 /// checked on the HTTP request a Chat Completions server received.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

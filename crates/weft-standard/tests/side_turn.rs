@@ -514,3 +514,42 @@ async fn an_sop_phase_keeps_its_tools_when_an_mcp_server_changes_its_own() {
         .expect("c1's result");
     assert!(!added.is_error, "{added:?}");
 }
+
+/// Without the runtime profile a side turn logs once which model serves it and why.
+#[tokio::test]
+async fn a_side_turn_logs_which_model_serves_it_and_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let project = write_project(
+        dir.path(),
+        "",
+        "tools = [\"lookup\"]\n",
+        &[json!({"text": "hi"})],
+    );
+    let store = common::sqlite_store(dir.path()).await;
+    let outcome = run_lead(&project, &store, &Requests::default(), None).await;
+    assert_eq!(outcome.end, completed("hi"));
+    let routed: Vec<_> = common::events(&store, &outcome.run_id)
+        .await
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Routing {
+                requested,
+                resolved,
+                reason,
+                side,
+                ..
+            } => Some((requested, resolved, reason, side)),
+            _ => None,
+        })
+        .collect();
+    let model = format!("recording:{}", dir.path().join("lead.json").display());
+    assert_eq!(
+        routed,
+        [(
+            model.clone(),
+            model,
+            "project".to_owned(),
+            Some(weft_runtime::event::Side::A)
+        )]
+    );
+}
