@@ -824,6 +824,91 @@ async fn a_state_without_session_marks_goes_on_as_side_a_first_turn() {
     ));
 }
 
+/// The `stopping` provider: its model calls `note` `answers` times, then stops the session
+/// (cancels `signal`) at the next call; `calls` counts the calls.
+fn stopping_after(
+    answers: usize,
+    signal: tokio_util::sync::CancellationToken,
+    calls: Arc<std::sync::atomic::AtomicUsize>,
+) -> ProviderRegistry {
+    use std::sync::atomic::Ordering;
+    let mut registry = ProviderRegistry::with_builtins();
+    registry.register("stopping", move || {
+        let (signal, calls) = (signal.clone(), calls.clone());
+        Arc::new(
+            Provider::new("stopping", "0").with_llm(move |model_id: &str, _: &Value| {
+                let (signal, calls) = (signal.clone(), calls.clone());
+                let model: Arc<dyn LlmModel> =
+                    Arc::new(ScriptedModel::from_fn(model_id, move |_request| {
+                        let n = calls.fetch_add(1, Ordering::SeqCst);
+                        if n >= answers {
+                            signal.cancel();
+                            return Err(weft_provider::UppError::llm(
+                                weft_provider::ErrorCode::Cancelled,
+                                "stopping",
+                                "stopped",
+                            ));
+                        }
+                        Ok(serde_json::from_value(json!({"toolCalls": [
+                            {"id": format!("n{n}"), "name": "note", "arguments": {}}
+                        ]}))
+                        .expect("a response"))
+                    }));
+                Ok(model)
+            }),
+        )
+    });
+    registry
+}
+
+/// A turn stopped, resumed and stopped again still counts its steps from where it began:
+/// `maxSteps` (4) ends it at its fourth step, not four steps after the last resume.
+#[tokio::test]
+async fn a_turn_resumed_twice_counts_its_steps_from_where_it_began() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = project(
+        dir.path(),
+        &[
+            (
+                "agents/a.toml",
+                "name = \"a\"\n[sideA]\nprompt = \"p\"\nmaxSteps = 4\n",
+            ),
+            (
+                "prompts/p.toml",
+                "name = \"p\"\nmodel = \"stopping:m\"\ntools = [\"note\"]\n",
+            ),
+        ],
+        &[],
+    );
+    let mut state = weft_agent::AgentState::initial();
+    let mut input = "go";
+    // Two steps, stopped; one more, stopped; then the rest.
+    for (answers, status) in [
+        (2, SessionStatus::Interrupted),
+        (1, SessionStatus::Interrupted),
+    ] {
+        let mut options = SessionOptions::new(p.dir());
+        let calls = Arc::new(AtomicUsize::new(0));
+        options.providers = Arc::new(stopping_after(answers, options.signal.clone(), calls));
+        options.initial_state = state;
+        let stopped = run_session(&p, "a", input, &options)
+            .await
+            .expect("session");
+        assert_eq!(stopped.status, status, "{}", stopped.message);
+        state = stopped.state_a;
+        input = "";
+    }
+    assert_eq!(state.step(), 3);
+    let mut options = SessionOptions::new(p.dir());
+    let calls = Arc::new(AtomicUsize::new(0));
+    options.providers = Arc::new(stopping_after(10, options.signal.clone(), calls.clone()));
+    options.initial_state = state;
+    let ended = run_session(&p, "a", "", &options).await.expect("session");
+    assert_eq!(ended.reason, StopReason::MaxSteps, "{}", ended.message);
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "one step was left of four");
+}
+
 /// A session's `base_urls` option (what `weft run` resolves for a provider) points that
 /// provider's model calls at the given server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
