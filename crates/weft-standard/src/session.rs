@@ -799,17 +799,23 @@ impl Driver<'_> {
                 self.emit(EventKind::TurnStart { messages: 0, side }).await;
             }
             AgentStreamEvent::Uap(e) if e.event_type == weft_agent::UapEventType::StepEnd => {
-                let usage = &e.data["usage"];
-                let (input, output) = (
-                    usage["inputTokens"].as_u64().unwrap_or(0),
-                    usage["outputTokens"].as_u64().unwrap_or(0),
-                );
+                // The step's tokens, and the run's so far (the side turn starts from the
+                // session's usage before it).
+                let tokens = |key: &str| {
+                    let usage = &e.data[key];
+                    (
+                        usage["inputTokens"].as_u64().unwrap_or(0),
+                        usage["outputTokens"].as_u64().unwrap_or(0),
+                    )
+                };
+                let ((input, output), (run_input, run_output)) =
+                    (tokens("stepUsage"), tokens("usage"));
                 self.emit(EventKind::TurnEnd {
                     tool_calls: 0,
                     input_tokens: input,
                     output_tokens: output,
-                    run_input_tokens: self.usage.input_tokens + input,
-                    run_output_tokens: self.usage.output_tokens + output,
+                    run_input_tokens: run_input,
+                    run_output_tokens: run_output,
                     cost: None,
                     side,
                 })

@@ -824,6 +824,41 @@ async fn a_state_without_session_marks_goes_on_as_side_a_first_turn() {
     ));
 }
 
+/// A session outside a durable run passes each step on as a `turn_start` and a `turn_end`
+/// with the step's tokens and the run's so far, and nothing else as either.
+#[tokio::test]
+async fn each_step_outside_a_durable_run_is_a_turn_start_and_a_turn_end_with_its_tokens() {
+    let (_d, p) = single(
+        "",
+        json!([
+            {"toolCalls": [call("1", "note", json!({}))], "usage": {"inputTokens": 10, "outputTokens": 1}},
+            {"text": "done", "usage": {"inputTokens": 20, "outputTokens": 2}}
+        ]),
+    );
+    let (outcome, events) = run(&p, "a").await;
+    assert_eq!(outcome.reason, StopReason::Response);
+    let turns: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::TurnStart { .. } => Some("start".to_owned()),
+            EventKind::TurnEnd {
+                input_tokens,
+                output_tokens,
+                run_input_tokens,
+                run_output_tokens,
+                ..
+            } => Some(format!(
+                "end {input_tokens}/{output_tokens} run {run_input_tokens}/{run_output_tokens}"
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        turns,
+        ["start", "end 10/1 run 10/1", "start", "end 20/2 run 30/3"]
+    );
+}
+
 /// The `stopping` provider: its model calls `note` `answers` times, then stops the session
 /// (cancels `signal`) at the next call; `calls` counts the calls.
 fn stopping_after(

@@ -262,10 +262,13 @@ impl ExecutionContext {
             self.save_checkpoint(&result.state, completed, usage).await;
             return;
         }
+        let step_usage = &result.turn.usage;
         let mut data = serde_json::json!({
             "stateId": result.state.id(),
             "messageCount": result.state.message_count(),
             "toolExecutions": result.turn.tool_executions.len(),
+            // This step's model calls.
+            "stepUsage": {"inputTokens": step_usage.input_tokens, "outputTokens": step_usage.output_tokens},
         });
         if let (Some(usage), Some(object)) = (&usage, data.as_object_mut()) {
             // The run's usage so far (what the live view's running total shows).

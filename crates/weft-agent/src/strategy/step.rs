@@ -591,24 +591,21 @@ impl<'a> Steps<'a> {
             state: self.state.clone(),
         };
         // The run's usage so far (before this execution, its earlier steps, this one), for
-        // the checkpoint and the observer: not computed when nobody reads it.
-        let usage = (checkpointing || self.observer.is_some()).then(|| {
-            let mut usage = self.base_usage.clone();
-            usage.merge(&self.extra_usage);
-            if let Some(total) = &self.total {
-                usage.merge(&total.usage);
-            }
-            usage.merge(&result.turn.usage);
-            usage.cycles = None;
-            usage
-        });
+        // the checkpoint, the observer and the stream's `step_end`: not computed when nobody
+        // reads it.
+        let usage = (checkpointing || self.observer.is_some() || self.ctx.events.is_streaming())
+            .then(|| {
+                let mut usage = self.base_usage.clone();
+                usage.merge(&self.extra_usage);
+                if let Some(total) = &self.total {
+                    usage.merge(&total.usage);
+                }
+                usage.merge(&result.turn.usage);
+                usage.cycles = None;
+                usage
+            });
         self.ctx
-            .end_step_effects(
-                step,
-                &result,
-                completed,
-                usage.clone().filter(|_| checkpointing),
-            )
+            .end_step_effects(step, &result, completed, usage.clone())
             .await;
         if let (Some(observer), Some(usage)) = (&self.observer, &usage) {
             observer
