@@ -859,6 +859,66 @@ async fn each_step_outside_a_durable_run_is_a_turn_start_and_a_turn_end_with_its
     );
 }
 
+/// Outside a durable run the model's text and reasoning stream as deltas, and each call
+/// starts with its own arguments (assembled from the streamed pieces) and ends with its
+/// result.
+#[tokio::test]
+async fn outside_a_durable_run_text_reasoning_and_each_calls_arguments_stream() {
+    let (_d, p) = single(
+        "",
+        json!([
+            {"reasoning": "two notes", "toolCalls": [
+                call("1", "status", json!({"text": "first"})),
+                call("2", "status", json!({"text": "second"}))
+            ]},
+            {"text": "all done now"}
+        ]),
+    );
+    let (outcome, events) = run(&p, "a").await;
+    assert_eq!(outcome.message, "all done now");
+    let mut text = String::new();
+    let mut reasoning = String::new();
+    let mut starts = Vec::new();
+    let mut ends = Vec::new();
+    for event in &events {
+        match &event.kind {
+            EventKind::TextDelta { text: t, .. } => text.push_str(t),
+            EventKind::ReasoningDelta { text: t, .. } => reasoning.push_str(t),
+            EventKind::ToolCallStart {
+                tool, arguments, ..
+            } => starts.push((event.tool_call_id.clone(), tool.clone(), arguments.clone())),
+            EventKind::ToolCallEnd { tool, result, .. } => {
+                ends.push((event.tool_call_id.clone(), tool.clone(), result.is_some()))
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(text, "all done now");
+    assert_eq!(reasoning, "two notes");
+    assert_eq!(
+        starts,
+        [
+            (
+                Some("1".to_owned()),
+                "status".to_owned(),
+                json!({"text": "first"})
+            ),
+            (
+                Some("2".to_owned()),
+                "status".to_owned(),
+                json!({"text": "second"})
+            )
+        ]
+    );
+    assert_eq!(
+        ends,
+        [
+            (Some("1".to_owned()), "status".to_owned(), true),
+            (Some("2".to_owned()), "status".to_owned(), true)
+        ]
+    );
+}
+
 /// The `stopping` provider: its model calls `note` `answers` times, then stops the session
 /// (cancels `signal`) at the next call; `calls` counts the calls.
 fn stopping_after(
