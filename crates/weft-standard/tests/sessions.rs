@@ -919,6 +919,76 @@ async fn outside_a_durable_run_text_reasoning_and_each_calls_arguments_stream() 
     );
 }
 
+/// A new input after a session ended starts a new session on the same conversation: its
+/// turns are numbered after the earlier ones, and `maxSessionTurns` counts its own.
+#[tokio::test]
+async fn a_second_session_on_a_conversation_gets_its_own_max_session_turns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = dir.path().join("a.json");
+    let b = dir.path().join("b.json");
+    let agent = "name = \"pair\"\ntype = \"dual_ai\"\nmaxSessionTurns = 2\n[sideA]\nprompt = \"pa\"\n[sideB]\nprompt = \"pb\"\n";
+    let pa = format!("name = \"pa\"\nmodel = \"capture:{}\"\n", a.display());
+    let pb = format!("name = \"pb\"\nmodel = \"capture:{}\"\n", b.display());
+    let p = project(
+        dir.path(),
+        &[
+            ("agents/pair.toml", agent),
+            ("prompts/pa.toml", pa.as_str()),
+            ("prompts/pb.toml", pb.as_str()),
+        ],
+        &[
+            (
+                "a.json",
+                json!({"responses": [{"text": "A1"}, {"text": "A2"}, {"text": "A3"}]}),
+            ),
+            (
+                "b.json",
+                json!({"responses": [{"text": "B1"}, {"text": "B2"}, {"text": "B3"}]}),
+            ),
+        ],
+    );
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut options = SessionOptions::new(p.dir());
+    options.providers = Arc::new(capture_registry(seen.clone()));
+    let first = run_session(&p, "pair", "task", &options)
+        .await
+        .expect("session");
+    assert_eq!(
+        (first.reason, first.turns),
+        (StopReason::MaxSessionTurns, 2)
+    );
+    options.initial_state = first.state_a.clone();
+    options.initial_state_b = first.state_b.clone();
+    let second = run_session(&p, "pair", "again", &options)
+        .await
+        .expect("session");
+    // Two turns of its own, numbered 3 and 4.
+    assert_eq!(
+        (second.reason, second.turns),
+        (StopReason::MaxSessionTurns, 4),
+        "{second:?}"
+    );
+    // Each side answered once more, in the conversation it had.
+    let answers: Vec<String> = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|(id, messages)| {
+            let side = if id.ends_with("a.json") { "A" } else { "B" };
+            format!("{side}:{}", messages.len())
+        })
+        .collect();
+    assert_eq!(answers, ["A:1", "B:1", "A:3", "B:3"]);
+    // A later resume finds the second session's last turn: its marks come after the first's.
+    options.initial_state = second.state_a.clone();
+    options.initial_state_b = second.state_b.clone();
+    let resumed = run_session(&p, "pair", "", &options)
+        .await
+        .expect("session");
+    assert_eq!(resumed.reason, StopReason::MaxSessionTurns, "{resumed:?}");
+    assert_eq!(seen.lock().expect("lock").len(), 4, "nothing asked again");
+}
+
 /// The `stopping` provider: its model calls `note` `answers` times, then stops the session
 /// (cancels `signal`) at the next call; `calls` counts the calls.
 fn stopping_after(
