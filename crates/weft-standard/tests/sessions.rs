@@ -987,6 +987,19 @@ async fn a_second_session_on_a_conversation_gets_its_own_max_session_turns() {
         .expect("session");
     assert_eq!(resumed.reason, StopReason::MaxSessionTurns, "{resumed:?}");
     assert_eq!(seen.lock().expect("lock").len(), 4, "nothing asked again");
+    // A run attached to the finished conversation, its input already in the state (a
+    // queued message): a third session of two turns of its own, numbered 5 and 6.
+    options.initial_state = second.state_a.with_message(Message::user("and more"));
+    options.initial_state_b = second.state_b.clone();
+    let third = run_session(&p, "pair", "", &options)
+        .await
+        .expect("session");
+    assert_eq!(
+        (third.reason, third.turns),
+        (StopReason::MaxSessionTurns, 6),
+        "{third:?}"
+    );
+    assert_eq!(seen.lock().expect("lock").len(), 6);
 }
 
 /// The `stopping` provider: its model calls `note` `answers` times, then stops the session
