@@ -867,12 +867,12 @@ async fn outside_a_durable_run_text_reasoning_and_each_calls_arguments_stream() 
     let (_d, p) = single(
         "",
         json!([
-            {"reasoning": "two notes", "toolCalls": [
+            {"toolCalls": [
                 call("1", "status", json!({"text": "first"})),
                 call("2", "status", json!({"text": "second"}))
             ]},
-            // The next step's call streams at index 0 again.
-            {"toolCalls": [call("3", "status", json!({"text": "third"}))]},
+            // The next step's call streams at index 1 again (after its reasoning block).
+            {"reasoning": "one more", "toolCalls": [call("3", "status", json!({"text": "third"}))]},
             {"text": "all done now"}
         ]),
     );
@@ -896,7 +896,7 @@ async fn outside_a_durable_run_text_reasoning_and_each_calls_arguments_stream() 
         }
     }
     assert_eq!(text, "all done now");
-    assert_eq!(reasoning, "two notes");
+    assert_eq!(reasoning, "one more");
     assert_eq!(
         starts,
         [
