@@ -595,14 +595,12 @@ impl<'a> Steps<'a> {
         // reads it.
         let usage = (checkpointing || self.observer.is_some() || self.ctx.events.is_streaming())
             .then(|| {
-                let mut usage = self.base_usage.clone();
-                usage.merge(&self.extra_usage);
-                if let Some(total) = &self.total {
-                    usage.merge(&total.usage);
-                }
-                usage.merge(&result.turn.usage);
-                usage.cycles = None;
-                usage
+                let parts = [&self.base_usage, &self.extra_usage, &result.turn.usage];
+                totals(
+                    parts
+                        .into_iter()
+                        .chain(self.total.as_ref().map(|t| &t.usage)),
+                )
             });
         self.ctx
             .end_step_effects(step, &result, completed, usage.clone())
@@ -635,4 +633,18 @@ impl<'a> Steps<'a> {
             }),
         }
     }
+}
+
+/// The sum of `parts`' token counts without their per-cycle lists: the run's usage so far,
+/// in O(1) per step however many model calls came before (merging would copy every cycle).
+fn totals<'a>(parts: impl IntoIterator<Item = &'a TokenUsage>) -> TokenUsage {
+    let mut sum = TokenUsage::default();
+    for part in parts {
+        sum.input_tokens += part.input_tokens;
+        sum.output_tokens += part.output_tokens;
+        sum.cache_read_tokens += part.cache_read_tokens;
+        sum.cache_write_tokens += part.cache_write_tokens;
+    }
+    sum.total_tokens = sum.input_tokens + sum.output_tokens;
+    sum
 }
