@@ -37,7 +37,8 @@ use crate::project::{Project, ToolKind, side_config};
 use crate::side::{McpTools, SideTurn, StopPlan, TurnEnd};
 use crate::tools::prompt_tools;
 
-/// Most handoffs in one session (a guard against two agents handing back and forth).
+/// Most handoffs in one session (a guard against agents handing a task back and forth): one
+/// more fails the session, with a message that says so.
 pub const MAX_HANDOFFS: u32 = 16;
 
 /// Durable execution through weft-store: checkpoints, the event log, and the tool ledger.
@@ -1384,8 +1385,25 @@ async fn ai_human(driver: &mut Driver<'_>, mut pos: Position<'_>) -> SessionOutc
             .await;
         if let TurnEnd::Handoff { to, message } = &end
             && let Some(target) = driver.project.agent(to)
-            && u32::try_from(thread_events.len()).unwrap_or(u32::MAX) < MAX_HANDOFFS
         {
+            if u32::try_from(thread_events.len()).unwrap_or(u32::MAX) >= MAX_HANDOFFS {
+                // Agents handing the task back and forth: the session fails, saying so,
+                // rather than completing with a handoff message as its answer.
+                let mut o = outcome(
+                    SessionStatus::Failed,
+                    StopReason::StopTool,
+                    format!(
+                        "the session reached its limit of {MAX_HANDOFFS} handoffs: {} handed \
+                         off to {to} once more",
+                        pos.agent.name
+                    ),
+                    &pos.agent.name,
+                    pos.state_a,
+                );
+                o.thread_events = thread_events;
+                o.turns = pos.turns;
+                return o;
+            }
             let handoff = EventKind::Handoff {
                 from: pos.agent.name.clone(),
                 to: to.clone(),

@@ -105,6 +105,13 @@ fn write_project(dir: &Path) -> Project {
              [sideA]\nprompt = \"lw\"\nsessionStop = { name = \"done\", messageProperty = \"summary\" }\n[sideB]\nprompt = \"ic\"\n".into(),
         ),
         ("prompts/lw.toml", format!("name = \"lw\"\nmodel = \"{}\"\ntools = [\"done\"]\n", model("lw.json"))),
+        // A pair whose side A boots `leaf` at once, and takes two turns.
+        (
+            "agents/pair.toml",
+            "name = \"pair\"\ntype = \"dual_ai\"\nmaxSessionTurns = 3\n[sideA]\nprompt = \"pw\"\n[sideB]\nprompt = \"ic\"\n".into(),
+        ),
+        ("prompts/pw.toml", format!("name = \"pw\"\nmodel = \"{}\"\ntools = [{{ name = \"leaf\", immediate = true }}]\n", model("pw.json"))),
+        ("pw.json", json!({"responses": [{"text": "A1"}, {"text": "A2"}]}).to_string()),
         ("front.json", json!({"responses": [{"toolCalls": [call("h1", "lead", json!({"message": "over to you"}))]}]}).to_string()),
         ("lead.json", json!({"responses": [{"text": "lead answered"}]}).to_string()),
         (
@@ -236,4 +243,28 @@ async fn a_handoff_activates_the_targets_prompt_and_boots_its_immediate_tools() 
     // A non-immediate prompt (front's) booted nothing: its first request is the input alone.
     let front = first_request(&seen, "front.json");
     assert!(!front.contains("has returned"), "{front}");
+}
+
+/// The immediate tools of a `dual_ai` pair's side A run once, when the thread boots, not
+/// again before each of side A's later turns (nor before side B's).
+#[tokio::test]
+async fn a_pairs_immediate_tools_boot_once_not_before_every_turn() {
+    let (outcome, seen) = run("pair").await;
+    assert_eq!(outcome.turns, 3, "{}", outcome.message);
+    let order: Vec<&str> = seen
+        .iter()
+        .map(|(m, _)| m.rsplit('/').next().unwrap_or(m))
+        .collect();
+    // The leaf's one call (its `done`) before anything else; side A's model answered twice.
+    assert_eq!(
+        order.iter().filter(|m| **m == "lw.json").count(),
+        1,
+        "{order:?}"
+    );
+    assert_eq!(order.first(), Some(&"lw.json"), "{order:?}");
+    assert_eq!(
+        order.iter().filter(|m| **m == "pw.json").count(),
+        2,
+        "{order:?}"
+    );
 }

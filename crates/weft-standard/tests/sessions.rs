@@ -713,6 +713,29 @@ async fn a_resumed_handoff_is_logged_exactly_once() {
     assert_eq!(ending(&again), ending(&whole));
     assert_eq!(handoffs_logged(&store, "run-1").await, 1);
     // Resumed where the crash came before the log write (a run whose log lacks it): logged.
+    // An event of another type in that log carrying the handoff's turn number (one a newer
+    // Weft wrote, say) is not taken for it.
+    use weft_store::EventLog as _;
+    let handoff = store
+        .events(&weft_store::EventQuery {
+            run_id: Some("run-1".into()),
+            types: vec!["handoff".into()],
+            ..weft_store::EventQuery::default()
+        })
+        .await
+        .expect("events");
+    let turn = handoff[0].payload["turn"].clone();
+    assert!(turn.is_u64(), "{turn}");
+    store
+        .append_event(weft_store::NewEvent::new(
+            "turn_note",
+            "run-2",
+            "thread-1",
+            "agent-1",
+            json!({ "turn": turn }),
+        ))
+        .await
+        .expect("append");
     let again = run_session(
         &p,
         "triage",
@@ -1300,4 +1323,141 @@ async fn a_run_attached_to_a_finished_thread_answers_its_new_input() {
             output: "third answer".into()
         }
     );
+}
+
+/// A session resumed in the middle of its second session (a conversation's next message)
+/// still counts `maxSessionTurns` from that session's start: the resumed pair takes the one
+/// turn it had left, not none.
+#[tokio::test]
+async fn a_resume_inside_a_later_session_counts_its_turns_from_that_sessions_start() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Each side turn is one step (a `note` call), so each model call is one turn.
+    let p = project(
+        dir.path(),
+        &[
+            (
+                "agents/pair.toml",
+                "name = \"pair\"\ntype = \"dual_ai\"\nmaxSessionTurns = 2\n\
+                 [sideA]\nprompt = \"p\"\nmaxSteps = 1\n[sideB]\nprompt = \"p\"\nmaxSteps = 1\n",
+            ),
+            (
+                "prompts/p.toml",
+                "name = \"p\"\nmodel = \"stopping:m\"\ntools = [\"note\"]\n",
+            ),
+        ],
+        &[],
+    );
+    let session = |answers: usize,
+                   state: (weft_agent::AgentState, Option<weft_agent::AgentState>),
+                   input: &'static str| {
+        let p = &p;
+        async move {
+            let mut options = SessionOptions::new(p.dir());
+            let calls = Arc::new(AtomicUsize::new(0));
+            options.providers = Arc::new(stopping_after(
+                answers,
+                options.signal.clone(),
+                calls.clone(),
+            ));
+            (options.initial_state, options.initial_state_b) = state;
+            let outcome = run_session(p, "pair", input, &options)
+                .await
+                .expect("session");
+            (outcome, calls.load(Ordering::SeqCst))
+        }
+    };
+    let (first, _) = session(10, (weft_agent::AgentState::initial(), None), "task").await;
+    assert_eq!(
+        (first.reason, first.turns),
+        (StopReason::MaxSessionTurns, 2)
+    );
+    // The second session: side A answers (turn 3), side B is stopped in turn 4.
+    let (second, _) = session(1, (first.state_a, first.state_b), "again").await;
+    assert_eq!(second.status, SessionStatus::Interrupted, "{second:?}");
+    // Resumed: side B's turn 4 is taken, and the session's two turns are then done.
+    let (resumed, calls) = session(10, (second.state_a, second.state_b), "").await;
+    assert_eq!(
+        (resumed.reason, resumed.turns, calls),
+        (StopReason::MaxSessionTurns, 4, 1),
+        "{resumed:?}"
+    );
+}
+
+/// Agents handing a task back and forth: the session follows `MAX_HANDOFFS` handoffs, then
+/// fails at the next one, saying so — it neither loops nor completes with a handoff message
+/// as its answer.
+#[tokio::test]
+async fn agents_handing_a_task_back_and_forth_fail_at_the_handoff_limit() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let agent = |name: &str| {
+        format!(
+            "name = \"{name}\"\nexposeAsTool = true\ntoolDescription = \"Takes over.\"\n\
+             [sideA]\nprompt = \"{name}\"\n"
+        )
+    };
+    // `pingpong:OTHER`: every answer hands the task to OTHER.
+    let prompt = |name: &str, other: &str| {
+        format!("name = \"{name}\"\nmodel = \"pingpong:{other}\"\ntools = [\"{other}\"]\n")
+    };
+    let p = project(
+        dir.path(),
+        &[
+            ("agents/ping.toml", &agent("ping")),
+            ("agents/pong.toml", &agent("pong")),
+            ("prompts/ping.toml", &prompt("ping", "pong")),
+            ("prompts/pong.toml", &prompt("pong", "ping")),
+        ],
+        &[],
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let mut registry = ProviderRegistry::with_builtins();
+    let counter = calls.clone();
+    registry.register("pingpong", move || {
+        let counter = counter.clone();
+        Arc::new(
+            Provider::new("pingpong", "0").with_llm(move |other: &str, _: &Value| {
+                let (counter, other) = (counter.clone(), other.to_owned());
+                let model: Arc<dyn LlmModel> =
+                    Arc::new(ScriptedModel::from_fn("pingpong", move |_request| {
+                        let n = counter.fetch_add(1, Ordering::SeqCst);
+                        Ok(serde_json::from_value(json!({"toolCalls": [
+                            call(&format!("h{n}"), &other, json!({"message": "yours"}))
+                        ]}))
+                        .expect("a response"))
+                    }));
+                Ok(model)
+            }),
+        )
+    });
+    let emitter = Emitter::live("session-test");
+    let mut rx = emitter.subscribe(0);
+    let mut options = SessionOptions::new(p.dir());
+    options.providers = Arc::new(registry);
+    options.events = Some(emitter);
+    let o = run_session(&p, "ping", "a task", &options)
+        .await
+        .expect("session");
+    drop(options);
+    let mut logged = 0;
+    while let Some(e) = rx.next().await {
+        logged += usize::from(matches!(e.kind, EventKind::Handoff { .. }));
+    }
+    let limit = weft_standard::MAX_HANDOFFS as usize;
+    assert_eq!(
+        (o.status, o.reason),
+        (SessionStatus::Failed, StopReason::StopTool),
+        "{o:?}"
+    );
+    assert_eq!(
+        o.message,
+        format!(
+            "the session reached its limit of {limit} handoffs: ping handed off to pong once more"
+        )
+    );
+    // Sixteen handoffs followed (logged, and in the thread record), on the seventeenth answer.
+    assert_eq!((o.thread_events.len(), logged), (limit, limit));
+    assert_eq!(calls.load(Ordering::SeqCst), limit + 1);
+    assert_eq!(o.agent, "ping");
 }
