@@ -190,6 +190,53 @@ async fn a_call_that_needs_approval_suspends_and_runs_exactly_once_when_approved
         "{kinds:?}"
     );
     assert_eq!(kinds.iter().filter(|k| *k == "decision").count(), 2);
+    // A call waiting for a decision has not ended: each call's one `tool_call_end` is
+    // logged when it ran, none for the three suspensions.
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "tool_call_end").count(),
+        2,
+        "{kinds:?}"
+    );
+}
+
+/// An approval covers the call it was given for, not another at the same position: a
+/// decision whose arguments are not the call's (an edited store) is not used; the run
+/// suspends again, and nothing runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_covers_only_the_call_it_was_given_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let runtime = runtime(&store);
+    let outcome = runtime
+        .start(
+            spec(dir.path(), &["a"], ToolPolicy::requiring(["append_line"])),
+            false,
+        )
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    let RunEnd::AwaitingDecision { decisions } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    let run = outcome.run_id.clone();
+    runtime
+        .decide(&run, &decisions[0].id, Verdict::Approve)
+        .await
+        .unwrap();
+    store.flush().await.unwrap();
+    let db = rusqlite::Connection::open(dir.path().join("weft.db")).unwrap();
+    let changed = db
+        .execute("UPDATE decisions SET args_hash = 'other arguments'", [])
+        .unwrap();
+    assert_eq!(changed, 1);
+    let again = resume(&runtime, &run).await;
+    let RunEnd::AwaitingDecision { decisions: asked } = &again.end else {
+        panic!("the approval was used: {again:?}")
+    };
+    assert_eq!(asked[0].arguments, json!({"line": "a"}));
+    assert!(!dir.path().join("out.txt").exists(), "the call ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -806,3 +806,202 @@ async fn a_large_tool_result_is_stored_by_reference_in_the_event_log() {
     let call = calls.iter().find(|c| c.position == position).unwrap();
     assert_eq!(call.result.as_ref().unwrap()["line"], json!(big));
 }
+
+/// An interrupted call is logged as started and never as ended: whether its effect happened
+/// is unknown, so no `tool_call_end` claims a result for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_call_is_logged_as_started_and_never_as_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let Interrupted {
+        store,
+        run,
+        outcome,
+        ..
+    } = start_and_interrupt(dir.path()).await;
+    assert_eq!(outcome.end, RunEnd::Interrupted, "{outcome:?}");
+    store.flush().await.unwrap();
+    let types: Vec<String> = store
+        .events(&EventQuery {
+            run_id: Some(run),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect();
+    let count = |t: &str| types.iter().filter(|k| *k == t).count();
+    assert_eq!(
+        (count("tool_call_start"), count("tool_call_end")),
+        (1, 0),
+        "{types:?}"
+    );
+}
+
+/// With retries off (`max_retries = 0`, though a retry policy is set, as the runtime
+/// profile sets one), a failed call reaches the model, and the log, with the tool's own
+/// error: nothing is retried, and no retry note is added to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_retries_off_a_failed_call_ends_with_the_tools_own_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let providers = with_function_model("once", |request| {
+        Ok(if request.messages.len() > 1 {
+            ScriptedResponse::text("gave up")
+        } else {
+            ScriptedResponse::tool_call("call-0", "failing", json!({}))
+        })
+    });
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut tools = ToolRegistry::new();
+    let counter = runs.clone();
+    tools.register("failing", move |_config: &Value| {
+        let counter = counter.clone();
+        Ok(Tool::new(
+            "failing",
+            "always fails",
+            json!({"type": "object"}),
+            move |_args: Value, _ctx: weft_provider::ToolContext| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { Err(weft_provider::ToolError::transient("the disk is full")) }
+            },
+        ))
+    });
+    let mut program = AgentProgram::new("once:m");
+    program.tools = vec![ToolSpec {
+        name: "failing".into(),
+        config: Value::Null,
+    }];
+    program.policy.max_retries = 0;
+    program.policy.retry = Some(weft_runtime::approval::RetryPolicy::default());
+    let outcome = Runtime::new(store.clone())
+        .with_providers(providers)
+        .with_tools(tools)
+        .start(RunSpec::new("go", Program::Agent(program)), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "retried");
+    let ends: Vec<Value> = store
+        .events(&EventQuery {
+            run_id: Some(outcome.run_id.clone()),
+            types: vec!["tool_call_end".into()],
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.payload)
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    assert_eq!(
+        (&ends[0]["isError"], &ends[0]["result"]),
+        (&json!(true), &json!("the disk is full"))
+    );
+}
+
+/// A completed call replayed on resume must be the call the model makes now: a record of
+/// another tool at that position (an edited store) with the same arguments is a divergence,
+/// not a result to hand back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_of_another_tool_at_a_calls_position_is_a_divergence() {
+    let dir = tempfile::tempdir().unwrap();
+    let Interrupted {
+        store,
+        runtime,
+        run,
+        seen,
+        ..
+    } = start_and_interrupt(dir.path()).await;
+    store.flush().await.unwrap();
+    // The interrupted call finished after all (its result is in the ledger), but the ledger
+    // names another tool for it; its arguments are the call's own.
+    let record = store.tool_calls(&run).await.unwrap().remove(0);
+    assert_eq!(record.tool_name, "probe");
+    store
+        .with_durability(Durability::Sync)
+        .tool_call_finished(&run, &record.position, &json!("probed"), false)
+        .await
+        .unwrap();
+    let db = rusqlite::Connection::open(dir.path().join("weft.db")).unwrap();
+    let changed = db
+        .execute("UPDATE tool_calls SET tool_name = 'other'", [])
+        .unwrap();
+    assert_eq!(changed, 1);
+    let outcome = runtime
+        .resume(&run, ResumeOptions::default(), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    let RunEnd::Failed { error } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    assert!(
+        error.contains("diverged") && error.contains(&record.position),
+        "{error}"
+    );
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        1,
+        "a call ran after the divergence"
+    );
+}
+
+/// The inline limit is inclusive: a result of exactly `INLINE_RESULT_BYTES` (as JSON) is in
+/// its `tool_call_end`; one byte more is referred to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_at_the_inline_limit_is_logged_inline_and_one_byte_more_by_reference() {
+    use weft_runtime::ledger::INLINE_RESULT_BYTES;
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    // `append_line` answers `{"ok": true, "line": LINE}`.
+    let overhead = json!({"ok": true, "line": ""}).to_string().len();
+    let line = |bytes: usize| "x".repeat(bytes - overhead);
+    let model = script(
+        dir.path(),
+        &[
+            json!({"line": line(INLINE_RESULT_BYTES)}),
+            json!({"line": line(INLINE_RESULT_BYTES + 1)}),
+        ],
+    );
+    let outcome = runtime(&store)
+        .start(spec(dir.path(), model, false), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    let ends: Vec<Value> = store
+        .events(&EventQuery {
+            run_id: Some(outcome.run_id.clone()),
+            types: vec!["tool_call_end".into()],
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.payload)
+        .collect();
+    assert_eq!(ends.len(), 2);
+    assert_eq!(
+        ends[0]["result"].to_string().len(),
+        INLINE_RESULT_BYTES,
+        "inline"
+    );
+    assert!(
+        ends[0].get("resultRef").is_none(),
+        "{}",
+        ends[0]["resultRef"]
+    );
+    assert!(ends[1].get("result").is_none(), "by reference");
+    assert_eq!(
+        ends[1]["resultBytes"].as_u64(),
+        Some(INLINE_RESULT_BYTES as u64 + 1)
+    );
+}
