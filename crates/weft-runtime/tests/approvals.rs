@@ -658,48 +658,63 @@ async fn a_sub_agents_calls_pass_the_runs_hooks_and_approvals() {
     );
 }
 
-/// A registry with `delegate`: a hand-written sub-agent tool that runs its agent itself
-/// (with the call's `ToolExecutionContext` as its parent context), not a `SubagentTool`.
-fn hand_written_registry(dir: &Path) -> ToolRegistry {
+/// A scripted agent that calls `tool` once (with `arguments`), then answers.
+fn calling_once(tool: weft_provider::Tool, call: &str, arguments: Value) -> weft_agent::Agent {
+    use weft_provider::adapters::scripted::{Script, ScriptedResponse, model};
+    let model = model(Script {
+        fresh_ids: false,
+        responses: vec![
+            ScriptedResponse::tool_call(call, tool.name.clone(), arguments),
+            ScriptedResponse::text("child done"),
+        ],
+    });
+    weft_agent::agent(weft_agent::AgentOptions::new(model).tool(tool)).unwrap()
+}
+
+/// `name`: a hand-written sub-agent tool that runs `child` itself (with the call's
+/// `ToolExecutionContext` as its parent context), not a `SubagentTool`.
+fn hand_written(name: &str, child: weft_agent::Agent) -> weft_provider::Tool {
+    weft_provider::Tool::new(
+        name,
+        "Hands a task to a helper agent.",
+        json!({"type": "object", "properties": {"prompt": {"type": "string"}}}),
+        move |_args: Value, context: weft_provider::ToolContext| {
+            let child = child.clone();
+            async move {
+                let parent = weft_agent::ToolExecutionContext::from_tool(&context).cloned();
+                let options = weft_agent::RunOptions {
+                    parent_context: parent.map(Arc::new),
+                    checkpoints: false,
+                    ..weft_agent::RunOptions::default()
+                };
+                child
+                    .generate_with("write a line", &weft_agent::AgentState::initial(), options)
+                    .await
+                    .map(|result| Value::String(result.turn.text()))
+                    .map_err(|e| weft_provider::ToolError::new(e.to_string()))
+            }
+        },
+    )
+}
+
+/// A registry with `delegate`: a hand-written sub-agent tool whose agent calls
+/// `append_line` once, writing into `dir` — directly, or (`depth` 2) through a hand-written
+/// sub-agent of its own.
+fn hand_written_registry(dir: &Path, depth: usize) -> ToolRegistry {
     let mut registry = ToolRegistry::with_builtins();
     let config = json!({"out": dir.join("out.txt"), "log": dir.join("log.txt")});
     registry.register("delegate", move |_config: &Value| {
         let writer = weft_store::testing::append_line_tool(&config)?;
-        let model =
-            weft_provider::adapters::scripted::model(weft_provider::adapters::scripted::Script {
-                fresh_ids: false,
-                responses: vec![
-                    weft_provider::adapters::scripted::ScriptedResponse::tool_call(
-                        "child-1",
-                        "append_line",
-                        json!({"line": "from the sub-agent"}),
-                    ),
-                    weft_provider::adapters::scripted::ScriptedResponse::text("child done"),
-                ],
-            });
-        let child = weft_agent::agent(weft_agent::AgentOptions::new(model).tool(writer))
-            .map_err(|e| e.to_string())?;
-        Ok(weft_provider::Tool::new(
-            "delegate",
-            "Hands a task to a helper agent.",
-            json!({"type": "object", "properties": {"prompt": {"type": "string"}}}),
-            move |_args: Value, context: weft_provider::ToolContext| {
-                let child = child.clone();
-                async move {
-                    let parent = weft_agent::ToolExecutionContext::from_tool(&context).cloned();
-                    let options = weft_agent::RunOptions {
-                        parent_context: parent.map(Arc::new),
-                        checkpoints: false,
-                        ..weft_agent::RunOptions::default()
-                    };
-                    child
-                        .generate_with("write a line", &weft_agent::AgentState::initial(), options)
-                        .await
-                        .map(|result| Value::String(result.turn.text()))
-                        .map_err(|e| weft_provider::ToolError::new(e.to_string()))
-                }
-            },
-        ))
+        let mut child = calling_once(writer, "child-1", json!({"line": "from the sub-agent"}));
+        for level in 1..depth {
+            let deeper = hand_written("deeper", child);
+            child = calling_once(
+                deeper,
+                &format!("deeper-{level}"),
+                json!({"prompt": "go on"}),
+            );
+        }
+        Ok(hand_written("delegate", child))
     });
     registry
 }
@@ -709,10 +724,18 @@ fn hand_written_registry(dir: &Path) -> ToolRegistry {
 /// refused (logged as a sub-agent's refusal), never run unapproved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hand_written_sub_agents_call_needing_approval_is_refused_when_nobody_can_answer() {
+    // The sub-agent's own call, and its sub-agent's.
+    for depth in [1, 2] {
+        hand_written_call_refused(depth).await;
+    }
+}
+
+/// A hand-written sub-agent `depth` levels down calls `append_line`, which needs approval.
+async fn hand_written_call_refused(depth: usize) {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
     let outcome = Runtime::new(store.clone())
-        .with_tools(hand_written_registry(dir.path()))
+        .with_tools(hand_written_registry(dir.path(), depth))
         .start(
             delegating_spec(dir.path(), ToolPolicy::requiring(["append_line"])),
             false,
@@ -725,7 +748,7 @@ async fn a_hand_written_sub_agents_call_needing_approval_is_refused_when_nobody_
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
     assert!(
         !dir.path().join("out.txt").exists(),
-        "the sub-agent's call did not run"
+        "the call of the sub-agent at depth {depth} ran"
     );
     let refused: Vec<Value> = event_types(&store, &outcome.run_id)
         .await
