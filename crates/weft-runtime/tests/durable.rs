@@ -901,6 +901,16 @@ async fn with_retries_off_a_failed_call_ends_with_the_tools_own_error() {
         (&ends[0]["isError"], &ends[0]["result"]),
         (&json!(true), &json!("the disk is full"))
     );
+    // The ledger holds it as done, with its error: a resume would not take it for uncertain.
+    let calls = store.tool_calls(&outcome.run_id).await.unwrap();
+    assert_eq!(
+        (calls[0].status, calls[0].is_error, calls[0].result.clone()),
+        (
+            ToolCallStatus::Completed,
+            true,
+            Some(json!("the disk is full"))
+        )
+    );
 }
 
 /// A completed call replayed on resume must be the call the model makes now: a record of
