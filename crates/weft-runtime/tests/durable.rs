@@ -1015,3 +1015,85 @@ async fn a_result_at_the_inline_limit_is_logged_inline_and_one_byte_more_by_refe
         Some(INLINE_RESULT_BYTES as u64 + 1)
     );
 }
+
+/// Work queued on the thread of a stopped run, taken by its resumed step whose model call is
+/// replayed from the record: the recorded response wins; the queued call stays queued for
+/// the next step, which runs it (once), and the message queued after it is taken by the
+/// step after that — in queue order, each once, the queue empty at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_queued_while_a_run_was_stopped_is_taken_after_its_replayed_step_in_order() {
+    use weft_store::ThreadQueue as _;
+    let dir = tempfile::tempdir().unwrap();
+    let Interrupted {
+        store,
+        runtime,
+        run,
+        seen,
+        ..
+    } = start_and_interrupt(dir.path()).await;
+    let thread = store.run(&run).await.unwrap().unwrap().thread_id;
+    let call = runtime
+        .queue_tool(&thread, "probe", json!({"queued": true}))
+        .await
+        .unwrap();
+    let message = runtime.queue_message(&thread, "and say bye").await.unwrap();
+    let done = runtime
+        .resume(
+            &run,
+            ResumeOptions {
+                rerun_uncertain: true,
+            },
+            false,
+        )
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(
+        done.end,
+        RunEnd::Completed {
+            output: "done".into()
+        },
+        "{done:?}"
+    );
+    let ran: Vec<(String, Value)> = seen.lock().unwrap().clone();
+    assert_eq!(
+        ran,
+        [
+            ("call-0".to_owned(), json!({"ask": 0})),
+            ("call-0".to_owned(), json!({"ask": 0})),
+            (call.id.clone(), json!({"queued": true})),
+        ]
+    );
+    // The conversation: the replayed step, the queued call as a step of its own (its
+    // response and result), then the queued message, answered.
+    let latest = store.latest_checkpoint(&thread).await.unwrap().unwrap();
+    let kinds: Vec<String> = latest
+        .checkpoint
+        .state
+        .messages()
+        .map(|m| match &*m {
+            weft_provider::Message::Assistant(a) => match a.tool_calls.first() {
+                Some(c) => format!("call {}", c.tool_call_id),
+                None => format!("answer {}", m.text()),
+            },
+            weft_provider::Message::ToolResult(r) => {
+                format!("result {}", r.results[0].tool_call_id)
+            }
+            other => format!("user {}", other.id()),
+        })
+        .collect();
+    assert_eq!(
+        kinds[1..],
+        [
+            "call call-0".to_owned(),
+            "result call-0".to_owned(),
+            format!("call {}", call.id),
+            format!("result {}", call.id),
+            format!("user {}", message.id),
+            "answer done".to_owned(),
+        ]
+    );
+    assert!(store.queued(&thread).await.unwrap().is_empty());
+}
