@@ -1097,3 +1097,58 @@ async fn work_queued_while_a_run_was_stopped_is_taken_after_its_replayed_step_in
     );
     assert!(store.queued(&thread).await.unwrap().is_empty());
 }
+
+/// A run whose answer was checkpointed before its process died (its record never said it
+/// ended): the resume ends it with that answer and asks the model nothing — unless work
+/// waits in its thread's queue, which a step then takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_answered_before_the_crash_resumes_to_its_answer_without_a_model_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let asks = Arc::new(AtomicUsize::new(0));
+    let counter = asks.clone();
+    let providers = with_function_model("counting", move |_request| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        Ok(ScriptedResponse::text(format!("answer {n}")))
+    });
+    let runtime = Runtime::new(store.clone()).with_providers(providers);
+    let spec = RunSpec::new("go", Program::Agent(AgentProgram::new("counting:m")));
+    let first = runtime
+        .start(spec, false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    let answered = |n: usize| RunEnd::Completed {
+        output: format!("answer {n}"),
+    };
+    assert_eq!(first.end, answered(0));
+    // The crash window: the answer is checkpointed, the run's end was never written.
+    let crash = || async {
+        store.flush().await.unwrap();
+        let db = rusqlite::Connection::open(dir.path().join("weft.db")).unwrap();
+        db.execute(
+            "UPDATE runs SET status = 'interrupted', ended_at = NULL, output = NULL",
+            [],
+        )
+        .unwrap();
+    };
+    let resume = || async {
+        runtime
+            .resume(&first.run_id, ResumeOptions::default(), false)
+            .await
+            .unwrap()
+            .outcome()
+            .await
+            .unwrap()
+    };
+    crash().await;
+    assert_eq!(resume().await.end, answered(0));
+    assert_eq!(asks.load(Ordering::SeqCst), 1, "the model was asked again");
+    let thread = store.run(&first.run_id).await.unwrap().unwrap().thread_id;
+    crash().await;
+    runtime.queue_message(&thread, "one more").await.unwrap();
+    assert_eq!(resume().await.end, answered(1));
+    assert_eq!(asks.load(Ordering::SeqCst), 2);
+}
