@@ -786,3 +786,58 @@ const QUEUE_LOOKBACK: usize = 64;
 /// `tool_call_end` event refers to the ledger's record (`resultRef.toolCall`, the call's
 /// position) instead.
 pub const INLINE_RESULT_BYTES: usize = 16 * 1024;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    async fn context(dir: &std::path::Path) -> RunContext {
+        let store = Store::open(&format!("sqlite:{}", dir.join("weft.db").display()))
+            .await
+            .unwrap();
+        RunContext::new(
+            store,
+            "run-1",
+            "thread-1",
+            "agent-1",
+            [],
+            [],
+            HashSet::new(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_run_and_its_children_share_one_bus() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = context(dir.path()).await;
+        let child = run.child(
+            "coder",
+            "thread-2",
+            "agent-1/coder",
+            weft_otel::SpanParent::none(),
+        );
+        // What the child publishes reaches a subscriber of the run's bus, taken twice.
+        let mut seen = run.bus().subscribe("notes");
+        let note = crate::bus::BusMessage::Note {
+            body: serde_json::json!("hi"),
+        };
+        assert_eq!(child.bus().publish("notes", "agent-1/coder", note), 1);
+        assert_eq!(
+            seen.try_recv().map(|e| e.from),
+            Some("agent-1/coder".into())
+        );
+        assert!(Arc::ptr_eq(run.bus(), run.bus()));
+    }
+
+    #[tokio::test]
+    async fn a_run_context_shows_its_run_and_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = context(dir.path()).await;
+        let shown = format!("{run:?}");
+        assert_eq!(
+            shown,
+            "RunContext { run_id: \"run-1\", thread_id: \"thread-1\", .. }"
+        );
+    }
+}

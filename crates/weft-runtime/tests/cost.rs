@@ -318,3 +318,49 @@ async fn a_cost_budget_stops_the_run_once_reached() {
     assert_eq!(outcome.usage.input_tokens, 30, "three calls");
     assert!(close(outcome.usage.cost, 3.0 * call_cost(1000.0, 10_000.0)));
 }
+
+/// A cost budget on a run resumed where its model has no price any more (the price table
+/// lost it): the calls already made were priced, the next one could not be — the run fails
+/// before making it, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cost_budget_fails_a_resume_whose_model_has_no_price_any_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let answers = vec![
+        Ok(ScriptedResponse::tool_call("c1", "probe", json!({}))),
+        Ok(ScriptedResponse::text("done")),
+    ];
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut budgeted = spec();
+    budgeted.budget.max_cost = Some(1.0);
+    let handle = Runtime::new(store.clone())
+        .with_providers(metered(answers.clone()))
+        .with_tools(probe(started.clone()))
+        .with_prices(prices(1000.0, 10_000.0))
+        .start(budgeted, false)
+        .await
+        .unwrap();
+    while started.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    handle.abort();
+    let first = handle.outcome().await.unwrap();
+    assert_eq!(first.end, RunEnd::Interrupted);
+    let resumed = Runtime::new(store.clone())
+        .with_providers(metered(answers))
+        .with_tools(probe(started))
+        .resume(&first.run_id, ResumeOptions::default(), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    let RunEnd::Failed { error } = &resumed.end else {
+        panic!("{resumed:?}")
+    };
+    assert!(
+        error.contains("cannot be kept: a model without a price was to be called"),
+        "{error}"
+    );
+    assert_eq!(resumed.usage.input_tokens, 10, "no second call");
+}

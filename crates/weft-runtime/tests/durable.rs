@@ -733,13 +733,14 @@ async fn budgets_stop_a_runaway_run() {
 
     let (outcome, asks, _, _dir) = run_with_budget(
         Budget {
-            max_total_tokens: Some(25),
+            max_total_tokens: Some(20),
             ..Budget::default()
         },
         false,
     )
     .await;
-    assert_eq!(asks, 3, "11, 22, then 33 ≥ 25 tokens: no fourth call");
+    // Input and output tokens both count (10 + 1 a call).
+    assert_eq!(asks, 2, "11, then 22 ≥ 20 tokens: no third call");
     assert!(matches!(&outcome.end, RunEnd::Failed { error } if error.contains("maxTotalTokens")));
 
     let (outcome, asks, _, _dir) = run_with_budget(
