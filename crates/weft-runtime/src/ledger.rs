@@ -830,6 +830,40 @@ mod tests {
         assert!(Arc::ptr_eq(run.bus(), run.bus()));
     }
 
+    /// What routing sees of the budget: each limit with what is left of it, after every
+    /// call and token spent (input and output).
+    #[tokio::test]
+    async fn what_is_left_of_the_budget_counts_every_call_and_token_spent() {
+        use crate::profile::routing::Remaining;
+        let dir = tempfile::tempdir().unwrap();
+        let budget = Budget {
+            max_steps: Some(10),
+            max_total_tokens: Some(100),
+            max_cost: Some(1.0),
+            ..Budget::default()
+        };
+        let run = context(dir.path())
+            .await
+            .with_budget(budget, Prices::builtin());
+        assert_eq!(run.budget(), budget);
+        let call = TokenUsage {
+            input_tokens: 10,
+            output_tokens: 5,
+            ..TokenUsage::default()
+        };
+        run.spend(&call, Some(0.25));
+        run.spend(&call, Some(0.25));
+        assert_eq!(run.spent_calls(), 2);
+        assert_eq!(
+            Remaining::of(&run),
+            Remaining {
+                tokens: Some((70, 100)),
+                cost: Some((0.5, 1.0)),
+                steps: Some((8, 10)),
+            }
+        );
+    }
+
     #[tokio::test]
     async fn a_run_context_shows_its_run_and_thread() {
         let dir = tempfile::tempdir().unwrap();

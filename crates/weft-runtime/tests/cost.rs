@@ -281,6 +281,15 @@ async fn a_cost_budget_needs_the_price_of_the_model_and_says_how_to_give_it() {
         .await
         .unwrap();
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    // Its one call (10 input tokens, 1 output) is what it spent, at its price.
+    assert_eq!(
+        (outcome.usage.input_tokens, outcome.usage.output_tokens),
+        (10, 1)
+    );
+    assert!(
+        close(outcome.usage.cost, call_cost(1.0, 1.0)),
+        "{outcome:?}"
+    );
 }
 
 /// A cost budget stops the run, failed, before the model call that would go past it, at the

@@ -1162,3 +1162,73 @@ async fn a_run_that_answered_before_the_crash_resumes_to_its_answer_without_a_mo
     assert_eq!(resume().await.end, answered(1));
     assert_eq!(asks.load(Ordering::SeqCst), 2);
 }
+
+/// A call that starts after a later call of its response (`after`) still gets its own
+/// position in the ledger: positions follow the response's order, not the order the calls
+/// started in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_position_is_its_place_in_the_response_whatever_order_the_calls_start_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let started = Arc::new(Mutex::new(Vec::new()));
+    let mut tools = ToolRegistry::new();
+    let order = started.clone();
+    tools.register("mark", move |_config: &Value| {
+        let order = order.clone();
+        Ok(Tool::new(
+            "mark",
+            "marks",
+            json!({"type": "object"}),
+            move |_args: Value, ctx: weft_provider::ToolContext| {
+                order.lock().unwrap().push(ctx.tool_call_id.clone());
+                async { Ok(json!("marked")) }
+            },
+        ))
+    });
+    let path = dir.path().join("script.json");
+    std::fs::write(
+        &path,
+        json!({"responses": [
+            {"toolCalls": [
+                {"id": "first", "name": "mark", "arguments": {}, "after": ["second"]},
+                {"id": "second", "name": "mark", "arguments": {}}
+            ]},
+            {"text": "finished"}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let mut program = AgentProgram::new(format!("scripted-turns:{}", path.display()));
+    program.tools = vec![ToolSpec {
+        name: "mark".into(),
+        config: Value::Null,
+    }];
+    let outcome = Runtime::new(store.clone())
+        .with_tools(tools)
+        .start(RunSpec::new("go", Program::Agent(program)), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    assert_eq!(*started.lock().unwrap(), ["second", "first"]);
+    let mut positions: Vec<(String, String)> = store
+        .tool_calls(&outcome.run_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| {
+            let index = c.position.rsplit_once('#').map(|(_, i)| i.to_owned());
+            (c.tool_call_id, index.unwrap_or_default())
+        })
+        .collect();
+    positions.sort();
+    assert_eq!(
+        positions,
+        [
+            ("first".to_owned(), "0".to_owned()),
+            ("second".to_owned(), "1".to_owned())
+        ]
+    );
+}
