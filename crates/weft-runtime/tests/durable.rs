@@ -1232,3 +1232,87 @@ async fn a_calls_position_is_its_place_in_the_response_whatever_order_the_calls_
         ]
     );
 }
+
+/// A call answered before the tool pipeline (a tool the agent does not have) is logged all
+/// the same — started, refused at stage `call`, ended — and only that call: a call of the
+/// same response that ran and failed is logged by the pipeline, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_of_an_unknown_tool_is_logged_as_refused_and_only_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let providers = with_function_model("two", |request| {
+        if request.messages.len() > 1 {
+            return Ok(ScriptedResponse::text("done"));
+        }
+        Ok(serde_json::from_value(json!({"toolCalls": [
+            {"id": "ghost-1", "name": "no_such_tool", "arguments": {}},
+            {"id": "fail-1", "name": "failing", "arguments": {}}
+        ]}))
+        .unwrap())
+    });
+    let mut tools = ToolRegistry::new();
+    tools.register("failing", |_config: &Value| {
+        Ok(Tool::new(
+            "failing",
+            "always fails",
+            json!({"type": "object"}),
+            |_args: Value, _ctx: weft_provider::ToolContext| async {
+                Err(weft_provider::ToolError::new("it broke"))
+            },
+        ))
+    });
+    let mut program = AgentProgram::new("two:m");
+    program.tools = vec![ToolSpec {
+        name: "failing".into(),
+        config: Value::Null,
+    }];
+    let outcome = Runtime::new(store.clone())
+        .with_providers(providers)
+        .with_tools(tools)
+        .start(RunSpec::new("go", Program::Agent(program)), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
+    let calls: Vec<(String, String, Value)> = store
+        .events(&EventQuery {
+            run_id: Some(outcome.run_id.clone()),
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.event_type.starts_with("tool_call"))
+        .map(|e| {
+            (
+                e.event_type,
+                e.tool_call_id.unwrap_or_default(),
+                e.payload["stage"].clone(),
+            )
+        })
+        .collect();
+    let of = |id: &str| -> Vec<(String, Value)> {
+        calls
+            .iter()
+            .filter(|c| c.1 == id)
+            .map(|c| (c.0.clone(), c.2.clone()))
+            .collect()
+    };
+    assert_eq!(
+        of("ghost-1"),
+        [
+            ("tool_call_start".to_owned(), Value::Null),
+            ("tool_call_refused".to_owned(), json!("call")),
+            ("tool_call_end".to_owned(), Value::Null),
+        ]
+    );
+    assert_eq!(
+        of("fail-1"),
+        [
+            ("tool_call_start".to_owned(), Value::Null),
+            ("tool_call_end".to_owned(), Value::Null),
+        ]
+    );
+}
