@@ -69,7 +69,6 @@ pub struct RunContext {
     agent_id: String,
     recorded: Arc<Mutex<HashMap<String, ToolCallRecord>>>,
     responses: Arc<HashMap<String, RecordedResponse>>,
-    approved_reruns: Arc<HashSet<String>>,
     turn: AtomicU64,
     step: Mutex<StepCalls>,
     /// The latest rounds, newest last (a few are kept: event consumers may lag a step).
@@ -113,8 +112,7 @@ impl fmt::Debug for RunContext {
 
 impl RunContext {
     /// A context for `run_id`; `recorded` holds the calls of earlier attempts (completed
-    /// ones are replayed, by position), `responses` the recorded model responses, and
-    /// `approved_reruns` the positions of uncertain calls the user allowed to run again.
+    /// ones are replayed, by position), `responses` the recorded model responses.
     pub fn new(
         store: Store,
         run_id: impl Into<String>,
@@ -122,7 +120,6 @@ impl RunContext {
         agent_id: impl Into<String>,
         recorded: impl IntoIterator<Item = ToolCallRecord>,
         responses: impl IntoIterator<Item = RecordedResponse>,
-        approved_reruns: HashSet<String>,
     ) -> Self {
         let (run_id, thread_id, agent_id) = (run_id.into(), thread_id.into(), agent_id.into());
         RunContext {
@@ -145,7 +142,6 @@ impl RunContext {
                     .map(|r| (r.position.clone(), r))
                     .collect(),
             ),
-            approved_reruns: Arc::new(approved_reruns),
             turn: AtomicU64::new(0),
             step: Mutex::new(StepCalls::default()),
             rounds: Mutex::new(std::collections::VecDeque::new()),
@@ -326,7 +322,6 @@ impl RunContext {
             agent_id: agent_id.into(),
             recorded: self.recorded.clone(),
             responses: self.responses.clone(),
-            approved_reruns: self.approved_reruns.clone(),
             turn: AtomicU64::new(0),
             step: Mutex::new(StepCalls::default()),
             rounds: Mutex::new(std::collections::VecDeque::new()),
@@ -647,11 +642,6 @@ impl RunContext {
         self.turn.load(Ordering::SeqCst)
     }
 
-    /// Whether the user approved re-running the call at `position`.
-    pub fn rerun_approved(&self, position: &str) -> bool {
-        self.approved_reruns.contains(position)
-    }
-
     pub(crate) fn recorded(&self, position: &str) -> Option<ToolCallRecord> {
         self.recorded
             .lock()
@@ -796,15 +786,7 @@ mod tests {
         let store = Store::open(&format!("sqlite:{}", dir.join("weft.db").display()))
             .await
             .unwrap();
-        RunContext::new(
-            store,
-            "run-1",
-            "thread-1",
-            "agent-1",
-            [],
-            [],
-            HashSet::new(),
-        )
+        RunContext::new(store, "run-1", "thread-1", "agent-1", [], [])
     }
 
     #[tokio::test]
@@ -861,6 +843,60 @@ mod tests {
                 cost: Some((0.5, 1.0)),
                 steps: Some((8, 10)),
             }
+        );
+    }
+
+    /// The stream tap logs a model call's streamed text and reasoning (with the side) at
+    /// the run's current turn, and nothing else of the stream.
+    #[tokio::test]
+    async fn the_stream_tap_logs_streamed_text_and_reasoning_only() {
+        use weft_provider::stream::{EventDelta, StreamEvent, StreamEventType};
+        use weft_store::EventLog as _;
+        let dir = tempfile::tempdir().unwrap();
+        let run = Arc::new(context(dir.path()).await);
+        run.begin_turn(3);
+        let tap = run.stream_tap(Some(Side::B));
+        for (event_type, text) in [
+            (StreamEventType::TextDelta, "Hello"),
+            (StreamEventType::ReasoningDelta, "thinking"),
+            (StreamEventType::ToolCallDelta, "{\"a\""),
+        ] {
+            tap.see(&StreamEvent {
+                event_type,
+                index: 0,
+                delta: EventDelta {
+                    text: Some(text.to_owned()),
+                    ..EventDelta::default()
+                },
+            });
+        }
+        run.events.flush_pending().await;
+        run.store().flush().await.unwrap();
+        let logged: Vec<(String, u64, Value)> = run
+            .store()
+            .events(&weft_store::EventQuery {
+                run_id: Some("run-1".into()),
+                ..weft_store::EventQuery::default()
+            })
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.event_type, e.turn, e.payload))
+            .collect();
+        assert_eq!(
+            logged,
+            [
+                (
+                    "text_delta".to_owned(),
+                    3,
+                    serde_json::json!({"text": "Hello", "side": "sideB"})
+                ),
+                (
+                    "reasoning_delta".to_owned(),
+                    3,
+                    serde_json::json!({"text": "thinking", "side": "sideB"})
+                ),
+            ]
         );
     }
 

@@ -1327,7 +1327,6 @@ impl Drive {
                 &record.agent_id,
                 calls.iter().cloned(),
                 responses,
-                approved.clone(),
             )
             .with_live_events(live)
             .with_inbox(inbox)

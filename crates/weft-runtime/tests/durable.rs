@@ -519,6 +519,8 @@ async fn a_run_checkpoints_every_tool_result_and_every_step() {
     assert_eq!(steps, 4, "initial + 3 model steps: {kinds:?}");
     let calls = store.tool_calls(&outcome.run_id).await.unwrap();
     assert_eq!(calls.len(), 2);
+    // Each call is recorded with the step (turn) it was made in.
+    assert_eq!(calls.iter().map(|c| c.turn).collect::<Vec<_>>(), [1, 2]);
     assert!(calls.iter().all(|c| c.status == ToolCallStatus::Completed
         && c.arguments["line"].is_string()
         && c.result.is_some()
@@ -961,6 +963,9 @@ async fn a_record_of_another_tool_at_a_calls_position_is_a_divergence() {
         1,
         "a call ran after the divergence"
     );
+    // The divergence stopped the run at once: no step after it asked the model.
+    use weft_store::Responses as _;
+    assert_eq!(store.recorded_responses(&run).await.unwrap().len(), 1);
 }
 
 /// The inline limit is inclusive: a result of exactly `INLINE_RESULT_BYTES` (as JSON) is in

@@ -353,7 +353,6 @@ async fn complete_task_passes_the_rules_and_its_artifacts_must_be_workspace_file
         "agent-1",
         [],
         [],
-        Default::default(),
     ));
     // A fallback that denies everything the rules do not decide: complete_task still
     // runs (it is the only way a task ends); so do its checks.
@@ -423,7 +422,6 @@ async fn a_sub_agents_calls_keep_the_parents_denials_and_rules_and_nothing_else(
         "agent-1",
         [],
         [],
-        Default::default(),
     ));
     let p = profile(
         json!({"policy": {"allowedTools": ["note"], "deniedTools": ["run_command"],
