@@ -1321,3 +1321,50 @@ async fn a_call_of_an_unknown_tool_is_logged_as_refused_and_only_it() {
         ]
     );
 }
+
+/// A completed call replayed on resume must have the arguments the model gives now: when
+/// the step's response was not recorded (an older store) and the model asks for the same
+/// tool with other arguments, the run has diverged — the recorded result is not handed back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_with_other_arguments_at_a_calls_position_is_a_divergence() {
+    let dir = tempfile::tempdir().unwrap();
+    let Interrupted {
+        store,
+        runtime,
+        run,
+        asks,
+        seen,
+        ..
+    } = start_and_interrupt(dir.path()).await;
+    store.flush().await.unwrap();
+    let record = store.tool_calls(&run).await.unwrap().remove(0);
+    assert_eq!(record.arguments, json!({"ask": 0}));
+    store
+        .with_durability(Durability::Sync)
+        .tool_call_finished(&run, &record.position, &json!("probed"), false)
+        .await
+        .unwrap();
+    let db = rusqlite::Connection::open(dir.path().join("weft.db")).unwrap();
+    db.execute("DELETE FROM model_responses", []).unwrap();
+    let outcome = runtime
+        .resume(&run, ResumeOptions::default(), false)
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    // The model was asked again, and asked for `{"ask": 1}` at the recorded position.
+    assert_eq!(asks.load(Ordering::SeqCst), 2);
+    let RunEnd::Failed { error } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    assert!(
+        error.contains("diverged") && error.contains(&record.position),
+        "{error}"
+    );
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        1,
+        "a call ran after the divergence"
+    );
+}
