@@ -973,6 +973,7 @@ async fn a_record_of_another_tool_at_a_calls_position_is_a_divergence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_at_the_inline_limit_is_logged_inline_and_one_byte_more_by_reference() {
     use weft_runtime::ledger::INLINE_RESULT_BYTES;
+    assert_eq!(INLINE_RESULT_BYTES, 16 * 1024, "docs/events.md says 16 KiB");
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite(dir.path()).await;
     // `append_line` answers `{"ok": true, "line": LINE}`.
