@@ -579,6 +579,12 @@ fn paths_are_normalized_lexically() {
 fn oversized_arguments_are_refused() {
     let mut args = serde_json::json!({"content": "x".repeat(MAX_INPUT_BYTES)});
     assert!(sanitize(&mut args).unwrap_err().contains("limit"));
+    // The limit is inclusive: arguments of exactly MAX_INPUT_BYTES pass, one byte more not.
+    let overhead = json!({"content": ""}).to_string().len();
+    let mut at = json!({"content": "x".repeat(MAX_INPUT_BYTES - overhead)});
+    assert!(sanitize(&mut at).is_ok());
+    let mut over = json!({"content": "x".repeat(MAX_INPUT_BYTES - overhead + 1)});
+    assert!(sanitize(&mut over).is_err());
     let mut args = serde_json::json!({"paths": ["./a", "b/./c"], "n": 1, "tag": "\u{0}z"});
     sanitize(&mut args).unwrap();
     assert_eq!(
