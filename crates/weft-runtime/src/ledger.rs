@@ -456,10 +456,15 @@ impl RunContext {
         self
     }
 
-    /// Checks the budget before a call of a model whose price is known (`priced`) or not:
-    /// a reached limit fails the run, and so does a cost limit the call would make
-    /// unenforceable.
+    /// Checks, before a new call of a model whose price is known (`priced`) or not, that
+    /// the run may make it: not when it must already end failed (it diverged from its
+    /// record, it reached a limit) — the stop that follows a failure is not waited for —
+    /// and not past its budget: a reached limit fails the run, and so does a cost limit the
+    /// call would make unenforceable.
     pub(crate) fn check_budget(&self, priced: bool) -> Result<(), String> {
+        if let Some(reason) = self.failure() {
+            return Err(reason);
+        }
         let Ok(spent) = self.spent.lock().map(|s| *s) else {
             return Ok(());
         };

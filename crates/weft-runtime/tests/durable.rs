@@ -100,13 +100,33 @@ fn runtime(store: &Store) -> Runtime {
 }
 
 async fn resume(store: &Store, run: &str, rerun_uncertain: bool) -> RunOutcome {
-    runtime(store)
+    resume_on(&runtime(store), run, rerun_uncertain).await
+}
+
+/// Resumes `run` with `runtime` and waits for it to stop.
+async fn resume_on(runtime: &Runtime, run: &str, rerun_uncertain: bool) -> RunOutcome {
+    runtime
         .resume(run, ResumeOptions { rerun_uncertain }, false)
         .await
         .unwrap()
         .outcome()
         .await
         .unwrap()
+}
+
+/// The payloads of the events of type `event_type` of `run`, in log order.
+async fn payloads(store: &Store, run: &str, event_type: &str) -> Vec<Value> {
+    store
+        .events(&EventQuery {
+            run_id: Some(run.to_owned()),
+            types: vec![event_type.to_owned()],
+            ..EventQuery::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.payload)
+        .collect()
 }
 
 /// Records call `call` of the run's first model response as started, as a crash during it
@@ -435,27 +455,9 @@ async fn a_resumed_step_continues_from_its_recorded_response() {
     );
 
     // The interrupted call is uncertain: nothing runs without approval.
-    let stopped = runtime
-        .resume(&run, ResumeOptions::default(), false)
-        .await
-        .unwrap()
-        .outcome()
-        .await
-        .unwrap();
+    let stopped = resume_on(&runtime, &run, false).await;
     assert_eq!(stopped.exit_code(), 3);
-    let done = runtime
-        .resume(
-            &run,
-            ResumeOptions {
-                rerun_uncertain: true,
-            },
-            false,
-        )
-        .await
-        .unwrap()
-        .outcome()
-        .await
-        .unwrap();
+    let done = resume_on(&runtime, &run, true).await;
     assert_eq!(
         done.end,
         RunEnd::Completed {
@@ -548,19 +550,7 @@ async fn a_divergence_from_the_record_stops_the_run() {
         .execute("UPDATE model_responses SET fingerprint = 'other'", [])
         .unwrap();
     assert_eq!(changed, 1);
-    let outcome = runtime
-        .resume(
-            &run,
-            ResumeOptions {
-                rerun_uncertain: true,
-            },
-            false,
-        )
-        .await
-        .unwrap()
-        .outcome()
-        .await
-        .unwrap();
+    let outcome = resume_on(&runtime, &run, true).await;
     let RunEnd::Failed { error } = &outcome.end else {
         panic!("{outcome:?}")
     };
@@ -888,17 +878,7 @@ async fn with_retries_off_a_failed_call_ends_with_the_tools_own_error() {
         .unwrap();
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
     assert_eq!(runs.load(Ordering::SeqCst), 1, "retried");
-    let ends: Vec<Value> = store
-        .events(&EventQuery {
-            run_id: Some(outcome.run_id.clone()),
-            types: vec!["tool_call_end".into()],
-            ..EventQuery::default()
-        })
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.payload)
-        .collect();
+    let ends: Vec<Value> = payloads(&store, &outcome.run_id, "tool_call_end").await;
     assert_eq!(ends.len(), 1, "{ends:?}");
     assert_eq!(
         (&ends[0]["isError"], &ends[0]["result"]),
@@ -944,13 +924,7 @@ async fn a_record_of_another_tool_at_a_calls_position_is_a_divergence() {
         .execute("UPDATE tool_calls SET tool_name = 'other'", [])
         .unwrap();
     assert_eq!(changed, 1);
-    let outcome = runtime
-        .resume(&run, ResumeOptions::default(), false)
-        .await
-        .unwrap()
-        .outcome()
-        .await
-        .unwrap();
+    let outcome = resume_on(&runtime, &run, false).await;
     let RunEnd::Failed { error } = &outcome.end else {
         panic!("{outcome:?}")
     };
@@ -994,17 +968,7 @@ async fn a_result_at_the_inline_limit_is_logged_inline_and_one_byte_more_by_refe
         .await
         .unwrap();
     assert_eq!(outcome.exit_code(), 0, "{outcome:?}");
-    let ends: Vec<Value> = store
-        .events(&EventQuery {
-            run_id: Some(outcome.run_id.clone()),
-            types: vec!["tool_call_end".into()],
-            ..EventQuery::default()
-        })
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.payload)
-        .collect();
+    let ends: Vec<Value> = payloads(&store, &outcome.run_id, "tool_call_end").await;
     assert_eq!(ends.len(), 2);
     assert_eq!(
         ends[0]["result"].to_string().len(),
@@ -1055,19 +1019,7 @@ async fn queued_while_stopped(with_message: bool) {
         true => Some(runtime.queue_message(&thread, "and say bye").await.unwrap()),
         false => None,
     };
-    let done = runtime
-        .resume(
-            &run,
-            ResumeOptions {
-                rerun_uncertain: true,
-            },
-            false,
-        )
-        .await
-        .unwrap()
-        .outcome()
-        .await
-        .unwrap();
+    let done = resume_on(&runtime, &run, true).await;
     assert_eq!(
         done.end,
         RunEnd::Completed {
@@ -1347,13 +1299,7 @@ async fn a_record_with_other_arguments_at_a_calls_position_is_a_divergence() {
         .unwrap();
     let db = rusqlite::Connection::open(dir.path().join("weft.db")).unwrap();
     db.execute("DELETE FROM model_responses", []).unwrap();
-    let outcome = runtime
-        .resume(&run, ResumeOptions::default(), false)
-        .await
-        .unwrap()
-        .outcome()
-        .await
-        .unwrap();
+    let outcome = resume_on(&runtime, &run, false).await;
     // The model was asked again, and asked for `{"ask": 1}` at the recorded position.
     assert_eq!(asks.load(Ordering::SeqCst), 2);
     let RunEnd::Failed { error } = &outcome.end else {
