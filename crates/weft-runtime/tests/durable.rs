@@ -1315,3 +1315,96 @@ async fn a_record_with_other_arguments_at_a_calls_position_is_a_divergence() {
         "a call ran after the divergence"
     );
 }
+
+/// A divergence found while another call of the same response runs stops that call too:
+/// the run's stop cancels what is in flight rather than waiting for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_divergence_stops_the_calls_running_beside_it() {
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite(dir.path()).await;
+    let providers = with_function_model("pair", |request| {
+        if request.messages.len() > 1 {
+            return Ok(ScriptedResponse::text("done"));
+        }
+        Ok(serde_json::from_value(json!({"toolCalls": [
+            {"id": "p-1", "name": "probe", "arguments": {}},
+            {"id": "w-1", "name": "wait", "arguments": {}}
+        ]}))
+        .unwrap())
+    });
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let finished = Arc::new(AtomicBool::new(false));
+    let mut tools = probe_registry(seen.clone());
+    let done = finished.clone();
+    tools.register("wait", move |_config: &Value| {
+        let done = done.clone();
+        Ok(Tool::new(
+            "wait",
+            "waits half a minute, or until the run stops",
+            json!({"type": "object"}),
+            move |_args: Value, ctx: weft_provider::ToolContext| {
+                let done = done.clone();
+                async move {
+                    tokio::select! {
+                        () = tokio::time::sleep(std::time::Duration::from_secs(30)) => {
+                            done.store(true, Ordering::SeqCst);
+                            Ok(json!("waited"))
+                        }
+                        () = ctx.signal.cancelled() => Err(weft_provider::ToolError::new("stopped")),
+                    }
+                }
+            },
+        ))
+    });
+    let runtime = Runtime::new(store.clone())
+        .with_providers(providers)
+        .with_tools(tools);
+    let mut program = AgentProgram::new("pair:m");
+    program.tools = ["probe", "wait"]
+        .into_iter()
+        .map(|name| ToolSpec {
+            name: name.into(),
+            config: Value::Null,
+        })
+        .collect();
+    let handle = runtime
+        .start(RunSpec::new("go", Program::Agent(program)), false)
+        .await
+        .unwrap();
+    let run = handle.id().to_owned();
+    while seen.lock().unwrap().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    handle.abort();
+    handle.outcome().await.unwrap();
+    store.flush().await.unwrap();
+    // The probe's call finished after all, but the ledger names another tool for it.
+    let probe = store
+        .tool_calls(&run)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.tool_call_id == "p-1")
+        .unwrap();
+    store
+        .with_durability(Durability::Sync)
+        .tool_call_finished(&run, &probe.position, &json!("probed"), false)
+        .await
+        .unwrap();
+    let db = rusqlite::Connection::open(dir.path().join("weft.db")).unwrap();
+    db.execute(
+        "UPDATE tool_calls SET tool_name = 'other' WHERE tool_call_id = 'p-1'",
+        [],
+    )
+    .unwrap();
+    let outcome = resume_on(&runtime, &run, true).await;
+    let RunEnd::Failed { error } = &outcome.end else {
+        panic!("{outcome:?}")
+    };
+    assert!(error.contains("diverged"), "{error}");
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the call beside the divergence ran on to its end"
+    );
+}
