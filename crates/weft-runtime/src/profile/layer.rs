@@ -483,12 +483,9 @@ fn normalize_path(path: &str) -> String {
 
 /// `path` under `root`, when it stays inside it (`..` and absolute paths elsewhere refused).
 fn inside(root: &Path, path: &str) -> Option<PathBuf> {
-    let relative = Path::new(path);
-    let relative = match relative.strip_prefix(root) {
-        Ok(rest) => rest,
-        Err(_) if relative.is_absolute() => return None,
-        Err(_) => relative,
-    };
+    let path = Path::new(path);
+    // An absolute path elsewhere keeps its root, which the loop below refuses.
+    let relative = path.strip_prefix(root).unwrap_or(path);
     let mut out = root.to_path_buf();
     for part in relative.components() {
         match part {
