@@ -804,7 +804,7 @@ mod tests {
             "agent-1/coder",
             weft_otel::SpanParent::none(),
         );
-        // What the child publishes reaches a subscriber of the run's bus, taken twice.
+        // What the child publishes reaches a subscriber of the run's bus: one bus per tree.
         let mut seen = run.bus().subscribe("notes");
         let note = crate::bus::BusMessage::Note {
             body: serde_json::json!("hi"),
