@@ -783,11 +783,13 @@ const QUEUE_LOOKBACK: usize = 64;
 pub const INLINE_RESULT_BYTES: usize = 16 * 1024;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    async fn context(dir: &std::path::Path) -> RunContext {
+    /// A context of run `run-1` (thread `thread-1`, agent `agent-1`) in a new SQLite store
+    /// in `dir`, with nothing recorded.
+    pub(crate) async fn context(dir: &std::path::Path) -> RunContext {
         let store = Store::open(&format!("sqlite:{}", dir.join("weft.db").display()))
             .await
             .unwrap();

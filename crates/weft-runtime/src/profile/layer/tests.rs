@@ -343,17 +343,8 @@ async fn complete_task_passes_the_rules_and_its_artifacts_must_be_workspace_file
     let root = workspace.path();
     std::fs::write(root.join("report.md"), "# done").unwrap();
     let db = tempfile::tempdir().unwrap();
-    let store = weft_store::Store::open(&format!("sqlite:{}", db.path().join("weft.db").display()))
-        .await
-        .unwrap();
-    let run = Arc::new(RunContext::new(
-        store.clone(),
-        "run-1",
-        "thread-1",
-        "agent-1",
-        [],
-        [],
-    ));
+    let run = Arc::new(crate::ledger::tests::context(db.path()).await);
+    let store = run.store().clone();
     // A fallback that denies everything the rules do not decide: complete_task still
     // runs (it is the only way a task ends); so do its checks.
     for p in [
@@ -412,17 +403,8 @@ async fn complete_task_passes_the_rules_and_its_artifacts_must_be_workspace_file
 #[tokio::test]
 async fn a_sub_agents_calls_keep_the_parents_denials_and_rules_and_nothing_else() {
     let db = tempfile::tempdir().unwrap();
-    let store = weft_store::Store::open(&format!("sqlite:{}", db.path().join("weft.db").display()))
-        .await
-        .unwrap();
-    let run = Arc::new(RunContext::new(
-        store.clone(),
-        "run-1",
-        "thread-1",
-        "agent-1",
-        [],
-        [],
-    ));
+    let run = Arc::new(crate::ledger::tests::context(db.path()).await);
+    let store = run.store().clone();
     let p = profile(
         json!({"policy": {"allowedTools": ["note"], "deniedTools": ["run_command"],
         "rules": [{"id": "no-writes", "action": "file.write", "decision": "deny"}],
